@@ -1,0 +1,878 @@
+//! PostgREST query syntax → AST: `select=`, filters (`col=[not.]op[(any|all)].value`), logic trees
+//! (`or=(…)`, `and=(…)`, `not.or=(…)`, `not.and=(…)`), `order=`, `limit=`, `offset=`, `columns=`
+//! and `on_conflict=`.
+//!
+//! Every function takes already percent-decoded text, never panics (whatever the input: non-ASCII,
+//! huge, unbalanced quotes or parentheses) and reports failures as a [`ParseError`] shaped like
+//! PostgREST's `PGRST100` errors: `message` says what could not be parsed, `details` points at the
+//! bad part.
+//!
+//! Grammar notes (as PostgREST):
+//! - Identifiers are either unquoted (letters, including non-ASCII ones, digits, `_`, `$`, and
+//!   inner spaces) or double-quoted (`"weird.name"`), where `\x` stands for `x` and `""` for `"`.
+//! - A top-level filter value is everything after the first `op.`, verbatim (`eq.1.5`).
+//! - Inside a logic tree a value ends at `,` or `)` unless double-quoted (`name.eq."a,b"`).
+//! - List elements (`in.(…)`, quantified `{…}`) are verbatim up to `,` or the closing bracket,
+//!   unless double-quoted, with backslash escapes inside the quotes.
+
+use std::fmt;
+
+use crate::ast::{
+    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
+    Query, SelectItem,
+};
+
+/// Maximum nesting of logic groups (`or=(and(or(…)))` is 3 deep). Deeper trees are rejected so a
+/// request cannot make the parser, the renderer or the database recurse without bound.
+pub const MAX_LOGIC_DEPTH: usize = 32;
+
+/// At most this many characters of the input are quoted back in an error.
+const MAX_QUOTED: usize = 120;
+
+/// Which query parameter could not be parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParseErrorKind {
+    /// `select=`
+    Select,
+    /// A column filter (`col=op.value`).
+    Filter,
+    /// `order=`
+    Order,
+    /// `limit=` or `offset=`
+    Limit,
+    /// `or=`, `and=`, `not.or=`, `not.and=`
+    Logic,
+    /// `columns=` or `on_conflict=`
+    Columns,
+}
+
+/// A query string that could not be parsed (PostgREST's `PGRST100`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// Which parameter was bad.
+    pub kind: ParseErrorKind,
+    /// What is wrong, e.g. `failed to parse filter (foo.1)`.
+    pub message: String,
+    /// Where: the offending fragment and its position.
+    pub details: Option<String>,
+    /// How to fix it, when there is an obvious way.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(d) = &self.details {
+            write!(f, ": {d}")?;
+        }
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parse a whole query string, given as already percent-decoded `(key, value)` pairs.
+///
+/// Reserved keys: `select`, `order`, `limit`, `offset`, `columns`, `on_conflict`, `or`, `and`,
+/// `not.or`, `not.and`; a repeated one replaces the earlier value (logic keys accumulate, like
+/// filters). Every other key is a column filter, see [`parse_filter`].
+pub fn parse_query<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Query, ParseError> {
+    let mut q = Query::default();
+    for (key, value) in pairs {
+        match key {
+            "select" => q.select = Some(parse_select(value)?),
+            "order" => q.order = parse_order(value)?,
+            "limit" => q.limit = Some(parse_count("limit", value)?),
+            "offset" => q.offset = Some(parse_count("offset", value)?),
+            "columns" => q.columns = Some(parse_columns_as("columns", value)?),
+            "on_conflict" => q.on_conflict = Some(parse_columns_as("on_conflict", value)?),
+            "or" | "and" | "not.or" | "not.and" => q.filters.push(parse_logic(key, value)?),
+            _ => q.filters.push(parse_filter(key, value)?),
+        }
+    }
+    Ok(q)
+}
+
+/// Parse `select=`: a comma list of `*`, `col`, `alias:col`, `col::type`, `alias:col::type`.
+///
+/// Resource embedding (`rel(cols)`, `alias:rel!hint(cols)`, `...rel(cols)`) is rejected with a
+/// [`ParseErrorKind::Select`] error saying it is not supported yet.
+pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
+    let what = "select parameter";
+    let err = |f: Fail| f.into_error(ParseErrorKind::Select, what, s);
+    if s.trim().is_empty() {
+        return Err(Fail::at(0, "empty select list").into_error(ParseErrorKind::Select, what, s));
+    }
+    let mut cur = Cur::new(s);
+    let mut items = Vec::new();
+    loop {
+        cur.skip_ws();
+        let start = cur.pos;
+        if cur.starts_with("...") {
+            return Err(embedding_error(s, start));
+        }
+        if cur.eat('*') {
+            items.push(SelectItem::Star);
+        } else {
+            let first = parse_ident(&mut cur).map_err(err)?;
+            cur.skip_ws();
+            let (alias, name) = if cur.peek() == Some(':') && cur.peek2() != Some(':') {
+                cur.bump();
+                cur.skip_ws();
+                if cur.starts_with("...") {
+                    return Err(embedding_error(s, start));
+                }
+                let name = parse_ident(&mut cur).map_err(err)?;
+                cur.skip_ws();
+                (Some(first), name)
+            } else {
+                (None, first)
+            };
+            if matches!(cur.peek(), Some('(' | '!')) {
+                return Err(embedding_error(s, start));
+            }
+            if cur.starts_with("->") {
+                return Err(err(Fail::at(cur.pos, "JSON paths (-> and ->>) are not supported")));
+            }
+            let cast = if cur.eat_str("::") {
+                cur.skip_ws();
+                let at = cur.pos;
+                let t = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
+                let t = t.trim_end();
+                if t.is_empty() {
+                    return Err(err(Fail::at(at, "expected a type name after \"::\"")));
+                }
+                Some(t.to_ascii_lowercase())
+            } else {
+                None
+            };
+            items.push(SelectItem::Column { name, alias, cast });
+        }
+        cur.skip_ws();
+        match cur.peek() {
+            None => break,
+            Some(',') => {
+                let at = cur.pos;
+                cur.bump();
+                if cur.rest().trim().is_empty() {
+                    return Err(err(Fail::at(at, "trailing \",\"")));
+                }
+            }
+            Some(c) => return Err(err(Fail::unexpected(c, cur.pos))),
+        }
+    }
+    Ok(items)
+}
+
+/// Parse one column filter: `column` is the query key (an identifier, possibly double-quoted),
+/// `value` is `[not.]op[(any|all)].value`.
+///
+/// Operators: `eq neq gt gte lt lte like ilike match imatch in is isdistinct`. `in.(a,b,"c,d")`
+/// takes a list; `is.` takes `null`, `not_null`, `true`, `false` or `unknown` (any case); the
+/// quantified form `op(any).{a,b}` / `op(all).{a,b}` (for `eq like ilike match imatch gt gte lt
+/// lte`) takes a braced list. Otherwise the value is everything after the first `op.`, verbatim.
+pub fn parse_filter(column: &str, value: &str) -> Result<Condition, ParseError> {
+    let column = parse_whole_ident(column).map_err(|f| {
+        let mut e = f.into_error(ParseErrorKind::Filter, "filter column", column);
+        e.hint = Some("quote column names with special characters: \"my col\"".into());
+        e
+    })?;
+    let mut cur = Cur::new(value);
+    let pred = parse_op_value(&mut cur, column, false)
+        .map_err(|f| f.into_error(ParseErrorKind::Filter, "filter", value))?;
+    if let Some(c) = cur.peek() {
+        return Err(Fail::unexpected(c, cur.pos).into_error(ParseErrorKind::Filter, "filter", value));
+    }
+    Ok(Condition::Pred(pred))
+}
+
+/// Parse a logic tree: `key` is `or`, `and`, `not.or` or `not.and`, `value` is a parenthesized
+/// comma list of `col.[not.]op.value` items and nested `or(…)`, `and(…)`, `not.or(…)`,
+/// `not.and(…)` groups, at most [`MAX_LOGIC_DEPTH`] deep.
+pub fn parse_logic(key: &str, value: &str) -> Result<Condition, ParseError> {
+    let (negated, is_or) = match key {
+        "or" => (false, true),
+        "and" => (false, false),
+        "not.or" => (true, true),
+        "not.and" => (true, false),
+        _ => {
+            return Err(ParseError {
+                kind: ParseErrorKind::Logic,
+                message: format!("unknown logic operator {}", quote(key)),
+                details: None,
+                hint: Some("use or, and, not.or or not.and".into()),
+            })
+        }
+    };
+    let mut cur = Cur::new(value);
+    let items = parse_group(&mut cur, 1)
+        .and_then(|items| {
+            cur.skip_ws();
+            match cur.peek() {
+                None => Ok(items),
+                Some(c) => Err(Fail::unexpected(c, cur.pos)),
+            }
+        })
+        .map_err(|f| {
+            let depth = f.depth;
+            let mut e = f.into_error(ParseErrorKind::Logic, "logic tree", value);
+            if depth {
+                e.hint = Some(format!(
+                    "logic trees may nest at most {MAX_LOGIC_DEPTH} levels deep"
+                ));
+            }
+            e
+        })?;
+    Ok(if is_or {
+        Condition::Or { negated, items }
+    } else {
+        Condition::And { negated, items }
+    })
+}
+
+/// Parse `order=`: a comma list of `col[.asc|.desc][.nullsfirst|.nullslast]`.
+pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
+    let err = |f: Fail| f.into_error(ParseErrorKind::Order, "order", s);
+    if s.trim().is_empty() {
+        return Err(err(Fail::at(0, "empty order list")));
+    }
+    let mut cur = Cur::new(s);
+    let mut terms = Vec::new();
+    loop {
+        cur.skip_ws();
+        let column = parse_ident(&mut cur).map_err(err)?;
+        cur.skip_ws();
+        let mut direction = None;
+        let mut nulls = None;
+        if cur.eat('.') {
+            let at = cur.pos;
+            match cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_') {
+                "asc" => direction = Some(Direction::Asc),
+                "desc" => direction = Some(Direction::Desc),
+                "nullsfirst" => nulls = Some(Nulls::First),
+                "nullslast" => nulls = Some(Nulls::Last),
+                w => return Err(err(order_modifier_error(w, at))),
+            }
+            if direction.is_some() && cur.eat('.') {
+                let at = cur.pos;
+                match cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    "nullsfirst" => nulls = Some(Nulls::First),
+                    "nullslast" => nulls = Some(Nulls::Last),
+                    w => return Err(err(order_modifier_error(w, at))),
+                }
+            }
+        }
+        terms.push(OrderTerm {
+            column,
+            direction,
+            nulls,
+        });
+        cur.skip_ws();
+        match cur.peek() {
+            None => break,
+            Some(',') => {
+                cur.bump();
+            }
+            Some(c) => return Err(err(Fail::unexpected(c, cur.pos))),
+        }
+    }
+    Ok(terms)
+}
+
+/// Parse a comma list of identifiers (`columns=` and `on_conflict=`).
+pub fn parse_columns(s: &str) -> Result<Vec<String>, ParseError> {
+    parse_columns_as("columns", s)
+}
+
+fn parse_columns_as(param: &str, s: &str) -> Result<Vec<String>, ParseError> {
+    let what = format!("{param} parameter");
+    let err = |f: Fail| f.into_error(ParseErrorKind::Columns, &what, s);
+    if s.trim().is_empty() {
+        return Err(err(Fail::at(0, "empty column list")));
+    }
+    let mut cur = Cur::new(s);
+    let mut cols = Vec::new();
+    loop {
+        cur.skip_ws();
+        cols.push(parse_ident(&mut cur).map_err(err)?);
+        cur.skip_ws();
+        match cur.peek() {
+            None => break,
+            Some(',') => {
+                cur.bump();
+            }
+            Some(c) => return Err(err(Fail::unexpected(c, cur.pos))),
+        }
+    }
+    Ok(cols)
+}
+
+fn parse_count(param: &str, s: &str) -> Result<u64, ParseError> {
+    let bad = |why: &str| ParseError {
+        kind: ParseErrorKind::Limit,
+        message: format!("failed to parse {param} parameter ({})", clip(s)),
+        details: Some(format!("{param} {why}, got {}", quote(s))),
+        hint: None,
+    };
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("must be a non-negative integer"));
+    }
+    s.parse::<u64>().map_err(|_| bad("is too large"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An internal failure: byte position in the parsed text and what went wrong there.
+struct Fail {
+    pos: usize,
+    msg: String,
+    /// The depth limit was hit.
+    depth: bool,
+}
+
+impl Fail {
+    fn at(pos: usize, msg: impl Into<String>) -> Self {
+        Fail {
+            pos,
+            msg: msg.into(),
+            depth: false,
+        }
+    }
+
+    fn unexpected(c: char, pos: usize) -> Self {
+        Fail::at(pos, format!("unexpected {}", quote(c.encode_utf8(&mut [0; 4]))))
+    }
+
+    fn into_error(self, kind: ParseErrorKind, what: &str, input: &str) -> ParseError {
+        let char_pos = input.get(..self.pos).map_or(0, |p| p.chars().count()) + 1;
+        ParseError {
+            kind,
+            message: format!("failed to parse {what} ({})", clip(input)),
+            details: Some(format!(
+                "{} at position {char_pos} in {}",
+                self.msg,
+                quote(input)
+            )),
+            hint: None,
+        }
+    }
+}
+
+fn embedding_error(s: &str, start: usize) -> ParseError {
+    let fragment = s.get(start..).unwrap_or("");
+    let fragment = match fragment.find(')') {
+        Some(i) => fragment.get(..=i).unwrap_or(fragment),
+        None => fragment,
+    };
+    let char_pos = s.get(..start).map_or(0, |p| p.chars().count()) + 1;
+    ParseError {
+        kind: ParseErrorKind::Select,
+        message: "resource embedding is not supported yet".into(),
+        details: Some(format!(
+            "embedded resource {} at position {char_pos} in {}",
+            quote(fragment),
+            quote(s)
+        )),
+        hint: Some("select only columns of the requested resource".into()),
+    }
+}
+
+fn order_modifier_error(w: &str, at: usize) -> Fail {
+    if w.is_empty() {
+        Fail::at(at, "expected asc, desc, nullsfirst or nullslast after \".\"")
+    } else {
+        Fail::at(
+            at,
+            format!(
+                "unknown order modifier {} (expected asc, desc, nullsfirst or nullslast)",
+                quote(w)
+            ),
+        )
+    }
+}
+
+/// Clip `s` to [`MAX_QUOTED`] characters.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(MAX_QUOTED) {
+        Some((i, _)) => format!("{}…", s.get(..i).unwrap_or("")),
+        None => s.to_owned(),
+    }
+}
+
+/// `"s"`, clipped, with `"` and `\` escaped.
+fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in clip(s).chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cursor
+
+/// A position in a string, always on a char boundary.
+struct Cur<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn new(s: &'a str) -> Self {
+        Cur { s, pos: 0 }
+    }
+
+    fn rest(&self) -> &'a str {
+        self.s.get(self.pos..).unwrap_or("")
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.rest().chars().next()
+    }
+
+    fn peek2(&self) -> Option<char> {
+        self.rest().chars().nth(1)
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn starts_with(&self, t: &str) -> bool {
+        self.rest().starts_with(t)
+    }
+
+    fn eat_str(&mut self, t: &str) -> bool {
+        if self.starts_with(t) {
+            self.pos += t.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn take_while(&mut self, f: impl Fn(char) -> bool) -> &'a str {
+        let rest = self.rest();
+        let n = rest.find(|c: char| !f(c)).unwrap_or(rest.len());
+        self.pos += n;
+        rest.get(..n).unwrap_or("")
+    }
+
+    fn skip_ws(&mut self) {
+        self.take_while(char::is_whitespace);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Identifiers
+
+/// Characters allowed in an unquoted identifier (besides inner spaces).
+pub(crate) fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// An identifier at the cursor: `"quoted"` or unquoted (trailing spaces are consumed and dropped).
+fn parse_ident(cur: &mut Cur<'_>) -> Result<String, Fail> {
+    let start = cur.pos;
+    match cur.peek() {
+        Some('"') => {
+            cur.bump();
+            let mut out = String::new();
+            loop {
+                match cur.bump() {
+                    None => return Err(Fail::at(start, "unterminated quoted identifier")),
+                    Some('\\') => match cur.bump() {
+                        None => return Err(Fail::at(start, "unterminated quoted identifier")),
+                        Some(c) => out.push(c),
+                    },
+                    Some('"') => {
+                        if cur.eat('"') {
+                            out.push('"');
+                        } else {
+                            break;
+                        }
+                    }
+                    Some(c) => out.push(c),
+                }
+            }
+            if out.is_empty() {
+                return Err(Fail::at(start, "empty quoted identifier"));
+            }
+            Ok(out)
+        }
+        Some(c) if is_ident_char(c) => {
+            let name = cur.take_while(|c| is_ident_char(c) || c == ' ');
+            Ok(name.trim_end().to_owned())
+        }
+        Some(c) => Err(Fail::at(
+            start,
+            format!(
+                "expected a column name, found {}",
+                quote(c.encode_utf8(&mut [0; 4]))
+            ),
+        )),
+        None => Err(Fail::at(start, "expected a column name, found the end")),
+    }
+}
+
+/// A string that must be exactly one identifier (surrounding whitespace allowed).
+fn parse_whole_ident(s: &str) -> Result<String, Fail> {
+    let mut cur = Cur::new(s);
+    cur.skip_ws();
+    let name = parse_ident(&mut cur)?;
+    cur.skip_ws();
+    match cur.peek() {
+        None => Ok(name),
+        Some(c) => Err(Fail::unexpected(c, cur.pos)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filters
+
+const UNSUPPORTED_OPERATORS: &[&str] = &[
+    "cs", "cd", "ov", "sl", "sr", "nxr", "nxl", "adj", "fts", "plfts", "phfts", "wfts",
+];
+
+fn operator(name: &str) -> Option<Operator> {
+    Some(match name {
+        "eq" => Operator::Eq,
+        "neq" => Operator::Neq,
+        "gt" => Operator::Gt,
+        "gte" => Operator::Gte,
+        "lt" => Operator::Lt,
+        "lte" => Operator::Lte,
+        "like" => Operator::Like,
+        "ilike" => Operator::Ilike,
+        "match" => Operator::Match,
+        "imatch" => Operator::Imatch,
+        "in" => Operator::In,
+        "is" => Operator::Is,
+        "isdistinct" => Operator::IsDistinct,
+        _ => return None,
+    })
+}
+
+fn quantifiable(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::Like
+            | Operator::Ilike
+            | Operator::Match
+            | Operator::Imatch
+            | Operator::Gt
+            | Operator::Gte
+            | Operator::Lt
+            | Operator::Lte
+    )
+}
+
+fn is_value(s: &str) -> Option<IsValue> {
+    Some(match s.to_ascii_lowercase().as_str() {
+        "null" => IsValue::Null,
+        "not_null" => IsValue::NotNull,
+        "true" => IsValue::True,
+        "false" => IsValue::False,
+        "unknown" => IsValue::Unknown,
+        _ => return None,
+    })
+}
+
+/// `[not.]op[(any|all)].value` at the cursor. At top level (`in_logic == false`) a scalar value is
+/// the rest of the input; inside a logic tree it ends at `,` or `)` unless quoted.
+fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<Predicate, Fail> {
+    let negated = cur.eat_str("not.");
+    let op_at = cur.pos;
+    let name = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
+    if name.is_empty() {
+        return Err(match cur.peek() {
+            None => Fail::at(op_at, "missing operator"),
+            Some(c) => Fail::at(
+                op_at,
+                format!("expected an operator, found {}", quote(c.encode_utf8(&mut [0; 4]))),
+            ),
+        });
+    }
+    let Some(op) = operator(name) else {
+        let why = if UNSUPPORTED_OPERATORS.contains(&name) {
+            "is not supported"
+        } else {
+            "is unknown"
+        };
+        return Err(Fail::at(
+            op_at,
+            format!(
+                "operator {} {why} (supported: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct)",
+                quote(name)
+            ),
+        ));
+    };
+    let quantifier = if cur.peek() == Some('(') {
+        let q_at = cur.pos;
+        cur.bump();
+        let q = match cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_') {
+            "any" => Quantifier::Any,
+            "all" => Quantifier::All,
+            other => {
+                return Err(Fail::at(
+                    q_at,
+                    format!("unknown quantifier {} (expected any or all)", quote(other)),
+                ))
+            }
+        };
+        if !cur.eat(')') {
+            return Err(Fail::at(cur.pos, "expected \")\" after the quantifier"));
+        }
+        if !quantifiable(op) {
+            return Err(Fail::at(
+                q_at,
+                format!("operator {} does not take (any) or (all)", quote(name)),
+            ));
+        }
+        Some(q)
+    } else {
+        None
+    };
+    if !cur.eat('.') {
+        return Err(match cur.peek() {
+            None => Fail::at(cur.pos, format!("missing \".\" and value after {}", quote(name))),
+            Some(c) => Fail::at(
+                cur.pos,
+                format!(
+                    "expected \".\" after the operator, found {}",
+                    quote(c.encode_utf8(&mut [0; 4]))
+                ),
+            ),
+        });
+    }
+    let operand = if op == Operator::In {
+        if cur.peek() != Some('(') {
+            return Err(Fail::at(cur.pos, "in. expects a parenthesized list: in.(a,b)"));
+        }
+        Operand::List(parse_list(cur, '(', ')')?)
+    } else if op == Operator::Is {
+        let at = cur.pos;
+        let raw = if in_logic {
+            cur.take_while(|c| c != ',' && c != ')')
+        } else {
+            cur.take_while(|_| true)
+        };
+        match is_value(raw) {
+            Some(v) => Operand::Is(v),
+            None => {
+                return Err(Fail::at(
+                    at,
+                    format!(
+                        "unknown is value {} (expected null, not_null, true, false or unknown)",
+                        quote(raw)
+                    ),
+                ))
+            }
+        }
+    } else if quantifier.is_some() {
+        if cur.peek() != Some('{') {
+            return Err(Fail::at(
+                cur.pos,
+                "(any)/(all) expect a braced list: eq(any).{a,b}",
+            ));
+        }
+        Operand::List(parse_list(cur, '{', '}')?)
+    } else if in_logic {
+        Operand::Scalar(parse_logic_scalar(cur))
+    } else {
+        Operand::Scalar(cur.take_while(|_| true).to_owned())
+    };
+    Ok(Predicate {
+        column,
+        negated,
+        op,
+        quantifier,
+        operand,
+    })
+}
+
+/// A double-quoted string at the cursor (backslash escapes). `None`, cursor unchanged, when the
+/// quote is not terminated.
+fn quoted_value(cur: &mut Cur<'_>) -> Option<String> {
+    let save = cur.pos;
+    if !cur.eat('"') {
+        return None;
+    }
+    let mut out = String::new();
+    loop {
+        match cur.bump() {
+            None => {
+                cur.pos = save;
+                return None;
+            }
+            Some('\\') => match cur.bump() {
+                None => {
+                    cur.pos = save;
+                    return None;
+                }
+                Some(c) => out.push(c),
+            },
+            Some('"') => return Some(out),
+            Some(c) => out.push(c),
+        }
+    }
+}
+
+/// One list element ending before `,` or `close`: a quoted string followed by one of them, or
+/// the raw text up to one of them.
+fn list_element(cur: &mut Cur<'_>, close: char) -> String {
+    let save = cur.pos;
+    if let Some(v) = quoted_value(cur) {
+        if matches!(cur.peek(), Some(c) if c == ',' || c == close) {
+            return v;
+        }
+        cur.pos = save;
+    }
+    cur.take_while(|c| c != ',' && c != close).to_owned()
+}
+
+/// `(a,b)` or `{a,b}` at the cursor; `()` is the empty list.
+fn parse_list(cur: &mut Cur<'_>, open: char, close: char) -> Result<Vec<String>, Fail> {
+    let start = cur.pos;
+    if !cur.eat(open) {
+        return Err(Fail::at(start, format!("expected \"{open}\"")));
+    }
+    let mut items = Vec::new();
+    if cur.eat(close) {
+        return Ok(items);
+    }
+    loop {
+        items.push(list_element(cur, close));
+        match cur.bump() {
+            Some(',') => {}
+            Some(c) if c == close => return Ok(items),
+            _ => {
+                return Err(Fail::at(
+                    start,
+                    format!("unterminated list: missing \"{close}\""),
+                ))
+            }
+        }
+    }
+}
+
+/// A scalar value inside a logic tree: quoted (then followed by `,` or `)`), a `{…}` array
+/// literal, or raw text up to `,` or `)`.
+fn parse_logic_scalar(cur: &mut Cur<'_>) -> String {
+    let save = cur.pos;
+    if let Some(v) = quoted_value(cur) {
+        if matches!(cur.peek(), Some(',' | ')')) {
+            return v;
+        }
+        cur.pos = save;
+    }
+    if cur.peek() == Some('{') {
+        // PostgREST's array literal: `{` then anything but braces then `}`
+        let rest = cur.rest();
+        let after = rest.get(1..).unwrap_or("");
+        if let Some(end) = after.find(['{', '}']) {
+            if after.get(end..).is_some_and(|r| r.starts_with('}')) {
+                let v = rest.get(..end + 2).unwrap_or("").to_owned();
+                cur.pos += end + 2;
+                return v;
+            }
+        }
+    }
+    cur.take_while(|c| c != ',' && c != ')').to_owned()
+}
+
+/// `( item, item, … )` at the cursor, `depth` being this group's nesting level (1 for the value of
+/// `or=`).
+fn parse_group(cur: &mut Cur<'_>, depth: usize) -> Result<Vec<Condition>, Fail> {
+    if depth > MAX_LOGIC_DEPTH {
+        let mut f = Fail::at(
+            cur.pos,
+            format!("logic tree nested deeper than {MAX_LOGIC_DEPTH} levels"),
+        );
+        f.depth = true;
+        return Err(f);
+    }
+    cur.skip_ws();
+    let start = cur.pos;
+    if !cur.eat('(') {
+        return Err(match cur.peek() {
+            None => Fail::at(start, "expected \"(\", found the end"),
+            Some(c) => Fail::at(
+                start,
+                format!("expected \"(\", found {}", quote(c.encode_utf8(&mut [0; 4]))),
+            ),
+        });
+    }
+    cur.skip_ws();
+    if cur.peek() == Some(')') {
+        return Err(Fail::at(start, "empty logic group"));
+    }
+    let mut items = Vec::new();
+    loop {
+        cur.skip_ws();
+        items.push(parse_logic_item(cur, depth)?);
+        cur.skip_ws();
+        match cur.bump() {
+            Some(',') => {}
+            Some(')') => return Ok(items),
+            None => return Err(Fail::at(start, "unbalanced parentheses: missing \")\"")),
+            Some(c) => return Err(Fail::unexpected(c, cur.pos - c.len_utf8())),
+        }
+    }
+}
+
+fn parse_logic_item(cur: &mut Cur<'_>, depth: usize) -> Result<Condition, Fail> {
+    for (prefix, negated, is_or) in [
+        ("or(", false, true),
+        ("and(", false, false),
+        ("not.or(", true, true),
+        ("not.and(", true, false),
+    ] {
+        if cur.starts_with(prefix) {
+            cur.pos += prefix.len() - 1;
+            let items = parse_group(cur, depth + 1)?;
+            return Ok(if is_or {
+                Condition::Or { negated, items }
+            } else {
+                Condition::And { negated, items }
+            });
+        }
+    }
+    let column = parse_ident(cur)?;
+    cur.skip_ws();
+    if !cur.eat('.') {
+        return Err(match cur.peek() {
+            None => Fail::at(cur.pos, "expected \".\" after the column name, found the end"),
+            Some(c) => Fail::at(
+                cur.pos,
+                format!(
+                    "expected \".\" after the column name, found {}",
+                    quote(c.encode_utf8(&mut [0; 4]))
+                ),
+            ),
+        });
+    }
+    Ok(Condition::Pred(parse_op_value(cur, column, true)?))
+}

@@ -1,0 +1,542 @@
+//! Statements → SQL text plus bound parameters, per database dialect. This is the only place
+//! identifiers are quoted; filter values are always bound as parameters (`Value::Text` of the raw
+//! query-string text, typed by the database), never spliced into the text.
+//!
+//! Rendering is total: it never fails. Statements are expected to be well-formed as documented in
+//! [`crate::stmt`] (cast targets already validated by [`Dialect::cast_type`], non-empty column and
+//! assignment lists); an unknown cast target is rendered without the cast.
+//!
+//! Predicates whose operand does not match their operator (which [`crate::parse`] never produces)
+//! are rendered leniently: an `is` operand renders as `IS …` whatever the operator, a list with
+//! any other operator than `in` as `(any)`, a scalar with `in` as a one-element list and a scalar
+//! with `is` as `"c" IS ?` (null-safe equality). [`crate::eval`] follows the same rules.
+
+use crate::ast::{
+    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
+    Value,
+};
+use crate::stmt::{
+    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, Sql, UpdateStmt,
+};
+
+/// What differs between databases.
+pub trait Dialect: Send + Sync {
+    /// Short name (`sqlite`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// `"id"`, with embedded `"` doubled and NUL characters removed.
+    fn quote_ident(&self, id: &str) -> String {
+        let mut out = String::with_capacity(id.len() + 2);
+        out.push('"');
+        for c in id.chars() {
+            match c {
+                '"' => out.push_str("\"\""),
+                '\0' => {}
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// The placeholder of the `index_1_based`-th bound parameter.
+    fn placeholder(&self, index_1_based: usize) -> String;
+
+    /// The SQL type for a `::cast` request (case-insensitive), from an allowlist; `None` when the
+    /// type is not allowed. Idempotent: a returned name maps to itself.
+    fn cast_type(&self, requested: &str) -> Option<&'static str>;
+
+    /// `lhs LIKE rhs` (case-sensitive) or its case-insensitive form.
+    fn like(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String;
+
+    /// The bound pattern for a `like`/`ilike` value: PostgREST's `*` becomes `%`.
+    fn like_pattern(&self, value: &str) -> String {
+        value.replace('*', "%")
+    }
+
+    /// `lhs` matches the regular expression `rhs` (case-insensitively when asked).
+    fn regex(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String;
+
+    /// The bound pattern for a `match`/`imatch` value.
+    fn regex_pattern(&self, value: &str, _case_insensitive: bool) -> String {
+        value.to_owned()
+    }
+
+    /// Whether ORDER BY terms without an explicit null placement must spell out PostgreSQL's
+    /// default (nulls last ascending, first descending) because the database's default differs.
+    fn explicit_default_nulls(&self) -> bool;
+
+    /// The `LIMIT`/`OFFSET` clause (with a leading space), empty when both are absent.
+    fn limit_offset(&self, limit: Option<u64>, offset: Option<u64>) -> String {
+        let mut out = String::new();
+        if let Some(n) = limit {
+            out.push_str(&format!(" LIMIT {}", clamp(n)));
+        }
+        if let Some(n) = offset {
+            out.push_str(&format!(" OFFSET {}", clamp(n)));
+        }
+        out
+    }
+}
+
+/// Counts beyond `i64::MAX` are not valid SQL integers; no table is that large anyway.
+fn clamp(n: u64) -> u64 {
+    n.min(i64::MAX as u64)
+}
+
+/// SQLite (≥ 3.39): `?N` placeholders; `LIKE` made case-sensitive by the server's
+/// `PRAGMA case_sensitive_like=ON`; `REGEXP` through a `regexp(pattern, text)` function the
+/// server registers (regex crate syntax; `imatch` binds the pattern prefixed with `(?i)`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sqlite;
+
+/// PostgreSQL: `$N` placeholders, `LIKE`/`ILIKE`, `~`/`~*`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Postgres;
+
+impl Dialect for Sqlite {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn placeholder(&self, index_1_based: usize) -> String {
+        format!("?{index_1_based}")
+    }
+
+    fn cast_type(&self, requested: &str) -> Option<&'static str> {
+        Some(match requested.trim().to_ascii_lowercase().as_str() {
+            "text" | "varchar" | "char" | "json" | "jsonb" | "date" | "timestamp"
+            | "timestamptz" | "uuid" => "TEXT",
+            "integer" | "int" | "int2" | "int4" | "int8" | "bigint" | "smallint" | "bool"
+            | "boolean" => "INTEGER",
+            "real" | "float" | "float4" | "float8" | "double" | "double precision" => "REAL",
+            "numeric" | "decimal" => "NUMERIC",
+            "blob" => "BLOB",
+            _ => return None,
+        })
+    }
+
+    fn like(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String {
+        if case_insensitive {
+            format!("lower({lhs}) LIKE lower({rhs})")
+        } else {
+            format!("{lhs} LIKE {rhs}")
+        }
+    }
+
+    fn regex(&self, lhs: &str, rhs: &str, _case_insensitive: bool) -> String {
+        format!("{lhs} REGEXP {rhs}")
+    }
+
+    fn regex_pattern(&self, value: &str, case_insensitive: bool) -> String {
+        if case_insensitive {
+            format!("(?i){value}")
+        } else {
+            value.to_owned()
+        }
+    }
+
+    fn explicit_default_nulls(&self) -> bool {
+        true
+    }
+
+    fn limit_offset(&self, limit: Option<u64>, offset: Option<u64>) -> String {
+        match (limit, offset) {
+            (None, Some(n)) => format!(" LIMIT -1 OFFSET {}", clamp(n)),
+            (l, o) => {
+                let mut out = String::new();
+                if let Some(n) = l {
+                    out.push_str(&format!(" LIMIT {}", clamp(n)));
+                }
+                if let Some(n) = o {
+                    out.push_str(&format!(" OFFSET {}", clamp(n)));
+                }
+                out
+            }
+        }
+    }
+}
+
+impl Dialect for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn placeholder(&self, index_1_based: usize) -> String {
+        format!("${index_1_based}")
+    }
+
+    fn cast_type(&self, requested: &str) -> Option<&'static str> {
+        Some(match requested.trim().to_ascii_lowercase().as_str() {
+            "text" => "text",
+            "varchar" => "varchar",
+            "int2" | "smallint" => "int2",
+            "int4" | "int" | "integer" => "int4",
+            "int8" | "bigint" => "int8",
+            "numeric" | "decimal" => "numeric",
+            "float4" | "real" => "float4",
+            "float8" | "double precision" | "float" | "double" => "float8",
+            "bool" | "boolean" => "bool",
+            "json" => "json",
+            "jsonb" => "jsonb",
+            "date" => "date",
+            "timestamp" => "timestamp",
+            "timestamptz" => "timestamptz",
+            "uuid" => "uuid",
+            _ => return None,
+        })
+    }
+
+    fn like(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String {
+        if case_insensitive {
+            format!("{lhs} ILIKE {rhs}")
+        } else {
+            format!("{lhs} LIKE {rhs}")
+        }
+    }
+
+    fn regex(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String {
+        if case_insensitive {
+            format!("{lhs} ~* {rhs}")
+        } else {
+            format!("{lhs} ~ {rhs}")
+        }
+    }
+
+    fn explicit_default_nulls(&self) -> bool {
+        false
+    }
+}
+
+/// Bind `v` and return its placeholder.
+fn bind(d: &dyn Dialect, out: &mut Sql, v: Value) -> String {
+    out.params.push(v);
+    d.placeholder(out.params.len())
+}
+
+/// `SELECT cols FROM t [WHERE …] [ORDER BY …] [LIMIT n] [OFFSET m]`.
+pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("SELECT ");
+    if s.columns.is_empty() {
+        out.text.push('*');
+    } else {
+        output_columns(d, &s.columns, &mut out);
+    }
+    out.text.push_str(" FROM ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    where_clause(d, &s.filters, &mut out);
+    order_by(d, &s.order, &mut out);
+    out.text.push_str(&d.limit_offset(s.limit, s.offset));
+    out
+}
+
+/// `SELECT count(*) FROM t [WHERE …]`.
+pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("SELECT count(*) FROM ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    where_clause(d, &s.filters, &mut out);
+    out
+}
+
+/// `INSERT INTO t (cols) VALUES (…), … [ON CONFLICT …] [RETURNING …]`; `DEFAULT VALUES` (one row)
+/// when there are no columns; with columns but no rows, an `INSERT … SELECT` that inserts nothing.
+pub fn insert(d: &dyn Dialect, s: &InsertStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("INSERT INTO ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    if s.columns.is_empty() {
+        out.text.push_str(" DEFAULT VALUES");
+    } else {
+        out.text.push_str(" (");
+        push_idents(d, &s.columns, &mut out.text);
+        out.text.push(')');
+        if s.rows.is_empty() {
+            out.text.push_str(" SELECT ");
+            let nulls = vec!["NULL"; s.columns.len()];
+            out.text.push_str(&nulls.join(", "));
+            out.text.push_str(" WHERE 1 = 0");
+        } else {
+            out.text.push_str(" VALUES ");
+            for (i, row) in s.rows.iter().enumerate() {
+                if i > 0 {
+                    out.text.push_str(", ");
+                }
+                out.text.push('(');
+                for (j, v) in row.iter().enumerate() {
+                    if j > 0 {
+                        out.text.push_str(", ");
+                    }
+                    let ph = bind(d, &mut out, v.clone());
+                    out.text.push_str(&ph);
+                }
+                out.text.push(')');
+            }
+        }
+    }
+    if let Some(oc) = &s.on_conflict {
+        let (target, update) = match oc {
+            OnConflict::Ignore { target } => (target, &[][..]),
+            OnConflict::Merge { target, update } => (target, &update[..]),
+        };
+        out.text.push_str(" ON CONFLICT");
+        if !target.is_empty() {
+            out.text.push_str(" (");
+            push_idents(d, target, &mut out.text);
+            out.text.push(')');
+        }
+        if update.is_empty() {
+            out.text.push_str(" DO NOTHING");
+        } else {
+            out.text.push_str(" DO UPDATE SET ");
+            for (i, c) in update.iter().enumerate() {
+                if i > 0 {
+                    out.text.push_str(", ");
+                }
+                let q = d.quote_ident(c);
+                out.text.push_str(&format!("{q} = excluded.{q}"));
+            }
+        }
+    }
+    returning(d, &s.returning, &mut out);
+    out
+}
+
+/// `UPDATE t SET c = ?, … [WHERE …] [RETURNING …]`.
+pub fn update(d: &dyn Dialect, s: &UpdateStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("UPDATE ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    out.text.push_str(" SET ");
+    for (i, (c, v)) in s.set.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(", ");
+        }
+        out.text.push_str(&d.quote_ident(c));
+        out.text.push_str(" = ");
+        let ph = bind(d, &mut out, v.clone());
+        out.text.push_str(&ph);
+    }
+    where_clause(d, &s.filters, &mut out);
+    returning(d, &s.returning, &mut out);
+    out
+}
+
+/// `DELETE FROM t [WHERE …] [RETURNING …]`.
+pub fn delete(d: &dyn Dialect, s: &DeleteStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("DELETE FROM ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    where_clause(d, &s.filters, &mut out);
+    returning(d, &s.returning, &mut out);
+    out
+}
+
+fn push_idents(d: &dyn Dialect, ids: &[String], text: &mut String) {
+    for (i, c) in ids.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(&d.quote_ident(c));
+    }
+}
+
+/// `"c"`, `CAST("c" AS T) AS "key"`, `"c" AS "key"`, comma-separated.
+fn output_columns(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
+    for (i, c) in cols.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(", ");
+        }
+        let col = d.quote_ident(&c.column);
+        let cast = c.cast.as_deref().and_then(|t| d.cast_type(t));
+        match cast {
+            Some(t) => out.text.push_str(&format!("CAST({col} AS {t})")),
+            None => out.text.push_str(&col),
+        }
+        if cast.is_some() || c.key != c.column {
+            out.text.push_str(" AS ");
+            out.text.push_str(&d.quote_ident(&c.key));
+        }
+    }
+}
+
+fn returning(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
+    if !cols.is_empty() {
+        out.text.push_str(" RETURNING ");
+        output_columns(d, cols, out);
+    }
+}
+
+/// ` WHERE c1 AND c2 …`, nothing when there are no filters.
+fn where_clause(d: &dyn Dialect, filters: &[Condition], out: &mut Sql) {
+    if filters.is_empty() {
+        return;
+    }
+    out.text.push_str(" WHERE ");
+    for (i, c) in filters.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(" AND ");
+        }
+        condition(d, c, out);
+    }
+}
+
+/// ` ORDER BY "c" ASC NULLS LAST, …`, nothing when there are no terms.
+fn order_by(d: &dyn Dialect, terms: &[OrderTerm], out: &mut Sql) {
+    if terms.is_empty() {
+        return;
+    }
+    out.text.push_str(" ORDER BY ");
+    for (i, t) in terms.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(", ");
+        }
+        out.text.push_str(&d.quote_ident(&t.column));
+        let dir = t.direction.unwrap_or(Direction::Asc);
+        out.text.push_str(match dir {
+            Direction::Asc => " ASC",
+            Direction::Desc => " DESC",
+        });
+        let nulls = match (t.nulls, d.explicit_default_nulls()) {
+            (Some(n), _) => Some(n),
+            (None, true) => Some(match dir {
+                Direction::Asc => Nulls::Last,
+                Direction::Desc => Nulls::First,
+            }),
+            (None, false) => None,
+        };
+        match nulls {
+            Some(Nulls::First) => out.text.push_str(" NULLS FIRST"),
+            Some(Nulls::Last) => out.text.push_str(" NULLS LAST"),
+            None => {}
+        }
+    }
+}
+
+/// Append `c` as a self-contained SQL boolean expression to `out.text` (groups are
+/// parenthesized), binding its values to `out.params`.
+pub fn condition(d: &dyn Dialect, c: &Condition, out: &mut Sql) {
+    match c {
+        Condition::Pred(p) => predicate(d, p, out),
+        Condition::And { negated, items } => group(d, *negated, items, " AND ", "1 = 1", out),
+        Condition::Or { negated, items } => group(d, *negated, items, " OR ", "1 = 0", out),
+    }
+}
+
+fn group(
+    d: &dyn Dialect,
+    negated: bool,
+    items: &[Condition],
+    sep: &str,
+    empty: &str,
+    out: &mut Sql,
+) {
+    if negated {
+        out.text.push_str("NOT ");
+    }
+    if items.is_empty() {
+        if negated {
+            out.text.push_str(&format!("({empty})"));
+        } else {
+            out.text.push_str(empty);
+        }
+        return;
+    }
+    out.text.push('(');
+    for (i, c) in items.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(sep);
+        }
+        condition(d, c, out);
+    }
+    out.text.push(')');
+}
+
+fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
+    if p.negated {
+        out.text.push_str("NOT (");
+    }
+    let col = d.quote_ident(&p.column);
+    match &p.operand {
+        Operand::Is(v) => {
+            out.text.push_str(&col);
+            out.text.push_str(match v {
+                IsValue::Null | IsValue::Unknown => " IS NULL",
+                IsValue::NotNull => " IS NOT NULL",
+                IsValue::True => " IS TRUE",
+                IsValue::False => " IS FALSE",
+            });
+        }
+        Operand::List(items) if p.op == Operator::In => {
+            if items.is_empty() {
+                out.text.push_str("1 = 0");
+            } else {
+                out.text.push_str(&col);
+                out.text.push_str(" IN (");
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.text.push_str(", ");
+                    }
+                    let ph = bind(d, out, Value::Text(v.clone()));
+                    out.text.push_str(&ph);
+                }
+                out.text.push(')');
+            }
+        }
+        Operand::List(items) => {
+            let q = p.quantifier.unwrap_or(Quantifier::Any);
+            if items.is_empty() {
+                out.text.push_str(match q {
+                    Quantifier::Any => "1 = 0",
+                    Quantifier::All => "1 = 1",
+                });
+            } else {
+                let sep = match q {
+                    Quantifier::Any => " OR ",
+                    Quantifier::All => " AND ",
+                };
+                out.text.push('(');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.text.push_str(sep);
+                    }
+                    binary(d, &col, p.op, v, out);
+                }
+                out.text.push(')');
+            }
+        }
+        Operand::Scalar(v) => binary(d, &col, p.op, v, out),
+    }
+    if p.negated {
+        out.text.push(')');
+    }
+}
+
+/// `col op ?` for one value.
+fn binary(d: &dyn Dialect, col: &str, op: Operator, v: &str, out: &mut Sql) {
+    let sym = match op {
+        Operator::Eq | Operator::In => "=",
+        Operator::Neq => "<>",
+        Operator::Gt => ">",
+        Operator::Gte => ">=",
+        Operator::Lt => "<",
+        Operator::Lte => "<=",
+        Operator::IsDistinct => "IS DISTINCT FROM",
+        Operator::Is => "IS",
+        Operator::Like | Operator::Ilike => {
+            let ph = bind(d, out, Value::Text(d.like_pattern(v)));
+            out.text
+                .push_str(&d.like(col, &ph, op == Operator::Ilike));
+            return;
+        }
+        Operator::Match | Operator::Imatch => {
+            let ci = op == Operator::Imatch;
+            let ph = bind(d, out, Value::Text(d.regex_pattern(v, ci)));
+            out.text.push_str(&d.regex(col, &ph, ci));
+            return;
+        }
+    };
+    let ph = bind(d, out, Value::Text(v.to_owned()));
+    out.text.push_str(&format!("{col} {sym} {ph}"));
+}

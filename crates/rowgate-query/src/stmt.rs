@@ -1,0 +1,107 @@
+//! Resolved statements: what the planner hands to [`crate::render`]. Every identifier in here has
+//! already been checked against (and taken from) the schema cache by the caller; rendering only
+//! quotes them.
+
+use crate::ast::{Condition, OrderTerm, Value};
+
+/// One output column of a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputColumn {
+    /// Source column (schema-cache spelling).
+    pub column: String,
+    /// Output key (the alias, or the column name).
+    pub key: String,
+    /// Cast target, already validated by [`crate::render::Dialect::cast_type`].
+    pub cast: Option<String>,
+}
+
+/// `SELECT … FROM table WHERE … ORDER BY … LIMIT … OFFSET …`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectStmt {
+    /// Table or view name.
+    pub table: String,
+    /// Output columns, in order (never empty).
+    pub columns: Vec<OutputColumn>,
+    /// Conditions, ANDed.
+    pub filters: Vec<Condition>,
+    /// ORDER BY terms.
+    pub order: Vec<OrderTerm>,
+    /// LIMIT.
+    pub limit: Option<u64>,
+    /// OFFSET.
+    pub offset: Option<u64>,
+}
+
+/// `SELECT count(*) FROM table WHERE …`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountStmt {
+    /// Table or view name.
+    pub table: String,
+    /// Conditions, ANDed.
+    pub filters: Vec<Condition>,
+}
+
+/// What to do when an inserted row conflicts (upsert).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnConflict {
+    /// `ON CONFLICT (target) DO NOTHING`
+    Ignore {
+        /// Conflict target columns.
+        target: Vec<String>,
+    },
+    /// `ON CONFLICT (target) DO UPDATE SET c = excluded.c` for each `update` column.
+    Merge {
+        /// Conflict target columns.
+        target: Vec<String>,
+        /// Columns to overwrite (all inserted columns but the target ones).
+        update: Vec<String>,
+    },
+}
+
+/// `INSERT INTO table (columns) VALUES (…), (…) [ON CONFLICT …] [RETURNING …]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertStmt {
+    /// Table name.
+    pub table: String,
+    /// Inserted columns (may be empty: `DEFAULT VALUES`, one row).
+    pub columns: Vec<String>,
+    /// One inner vector per row, each as long as `columns`.
+    pub rows: Vec<Vec<Value>>,
+    /// Upsert behaviour.
+    pub on_conflict: Option<OnConflict>,
+    /// Columns to return (`RETURNING`); empty means no RETURNING clause.
+    pub returning: Vec<OutputColumn>,
+}
+
+/// `UPDATE table SET c = ?, … WHERE … [RETURNING …]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateStmt {
+    /// Table name.
+    pub table: String,
+    /// Assignments (never empty).
+    pub set: Vec<(String, Value)>,
+    /// Conditions, ANDed.
+    pub filters: Vec<Condition>,
+    /// Columns to return; empty means no RETURNING clause.
+    pub returning: Vec<OutputColumn>,
+}
+
+/// `DELETE FROM table WHERE … [RETURNING …]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteStmt {
+    /// Table name.
+    pub table: String,
+    /// Conditions, ANDed.
+    pub filters: Vec<Condition>,
+    /// Columns to return; empty means no RETURNING clause.
+    pub returning: Vec<OutputColumn>,
+}
+
+/// Rendered SQL: text with dialect placeholders and the values to bind, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Sql {
+    /// Statement text.
+    pub text: String,
+    /// Bound parameters, in placeholder order.
+    pub params: Vec<Value>,
+}

@@ -1,0 +1,218 @@
+//! Stage 4, execute: the only stage that touches a connection. Runs rendered statements on the
+//! reader pool or in the writer's transaction and writes result rows straight into the response
+//! buffer, as JSON or CSV, without building intermediate values.
+
+use std::io::Write as _;
+
+use rowgate_query::stmt::Sql;
+use rowgate_query::Value;
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, ToSql};
+
+use super::plan::OutputShape;
+use crate::db::map_error;
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::JsonKind;
+
+/// Output format of result rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON array of objects.
+    Json,
+    /// CSV with a header line.
+    Csv,
+}
+
+/// Result rows, encoded.
+#[derive(Debug, Default)]
+pub struct Encoded {
+    /// The encoded rows (a JSON array, or CSV).
+    pub body: Vec<u8>,
+    /// Number of rows.
+    pub rows: u64,
+}
+
+struct Bound<'a>(&'a Value);
+
+impl ToSql for Bound<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0 {
+            Value::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Value::Int(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
+            Value::Real(f) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
+            Value::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Value::Bool(b) => ToSqlOutput::Borrowed(ValueRef::Integer(i64::from(*b))),
+        })
+    }
+}
+
+fn prepare<'c>(conn: &'c Connection, sql: &Sql) -> Result<rusqlite::CachedStatement<'c>, ApiError> {
+    let mut stmt = conn.prepare_cached(&sql.text).map_err(map_error)?;
+    for (i, p) in sql.params.iter().enumerate() {
+        stmt.raw_bind_parameter(i + 1, Bound(p)).map_err(map_error)?;
+    }
+    Ok(stmt)
+}
+
+/// Runs a statement that changes rows without returning them; returns the number changed.
+pub fn execute(conn: &Connection, sql: &Sql) -> Result<u64, ApiError> {
+    let mut stmt = prepare(conn, sql)?;
+    let n = stmt.raw_execute().map_err(map_error)?;
+    Ok(n as u64)
+}
+
+/// Runs a query returning one integer (a count).
+pub fn scalar(conn: &Connection, sql: &Sql) -> Result<u64, ApiError> {
+    let mut stmt = prepare(conn, sql)?;
+    let mut rows = stmt.raw_query();
+    match rows.next().map_err(map_error)? {
+        Some(row) => Ok(u64::try_from(row.get::<_, i64>(0).map_err(map_error)?).unwrap_or(0)),
+        None => Ok(0),
+    }
+}
+
+/// Runs a query and appends its rows to `out` (which must be empty or hold rows of the same
+/// format from an earlier call with the same shape; call [`finish`] at the end).
+pub fn query_into(
+    conn: &Connection,
+    sql: &Sql,
+    shape: &OutputShape,
+    format: Format,
+    out: &mut Encoded,
+) -> Result<(), ApiError> {
+    let mut stmt = prepare(conn, sql)?;
+    let mut rows = stmt.raw_query();
+    let keys: Vec<Vec<u8>> = match format {
+        Format::Json => shape
+            .keys
+            .iter()
+            .map(|k| {
+                let mut b = serde_json::to_vec(k).unwrap_or_default();
+                b.push(b':');
+                b
+            })
+            .collect(),
+        Format::Csv => Vec::new(),
+    };
+    if format == Format::Csv && out.body.is_empty() {
+        write_csv_record(&mut out.body, shape.keys.iter().map(|k| Some(k.as_bytes())));
+    }
+    while let Some(row) = rows.next().map_err(map_error)? {
+        match format {
+            Format::Json => {
+                out.body.push(if out.rows == 0 { b'[' } else { b',' });
+                out.body.push(b'{');
+                for (i, key) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.body.push(b',');
+                    }
+                    out.body.extend_from_slice(key);
+                    let value = row.get_ref(i).map_err(map_error)?;
+                    write_json_value(&mut out.body, value, shape.kinds[i]);
+                }
+                out.body.push(b'}');
+            }
+            Format::Csv => {
+                let mut fields = Vec::with_capacity(shape.keys.len());
+                for i in 0..shape.keys.len() {
+                    fields.push(csv_field(row.get_ref(i).map_err(map_error)?));
+                }
+                write_csv_record(&mut out.body, fields.iter().map(|f| f.as_deref()));
+            }
+        }
+        out.rows += 1;
+    }
+    Ok(())
+}
+
+/// Closes a JSON array started by [`query_into`] (or writes `[]` when there were no rows).
+pub fn finish(out: &mut Encoded, format: Format) {
+    if format == Format::Json {
+        if out.rows == 0 {
+            out.body.extend_from_slice(b"[]");
+        } else {
+            out.body.push(b']');
+        }
+    }
+}
+
+fn write_json_value(out: &mut Vec<u8>, value: ValueRef<'_>, kind: JsonKind) {
+    match value {
+        ValueRef::Null => out.extend_from_slice(b"null"),
+        ValueRef::Integer(i) if kind == JsonKind::Bool => {
+            out.extend_from_slice(if i != 0 { b"true" } else { b"false" })
+        }
+        ValueRef::Integer(i) => {
+            let _ = write!(out, "{i}");
+        }
+        ValueRef::Real(f) => {
+            if f.is_finite() {
+                let _ = serde_json::to_writer(&mut *out, &f);
+            } else {
+                out.extend_from_slice(b"null");
+            }
+        }
+        ValueRef::Text(t) => {
+            let text = String::from_utf8_lossy(t);
+            if kind == JsonKind::Json
+                && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
+            {
+                out.extend_from_slice(text.trim().as_bytes());
+            } else {
+                let _ = serde_json::to_writer(&mut *out, text.as_ref());
+            }
+        }
+        ValueRef::Blob(b) => {
+            out.extend_from_slice(b"\"\\\\x");
+            for byte in b {
+                let _ = write!(out, "{byte:02x}");
+            }
+            out.push(b'"');
+        }
+    }
+}
+
+fn csv_field(value: ValueRef<'_>) -> Option<Vec<u8>> {
+    match value {
+        ValueRef::Null => None,
+        ValueRef::Integer(i) => Some(i.to_string().into_bytes()),
+        ValueRef::Real(f) => Some(f.to_string().into_bytes()),
+        ValueRef::Text(t) => Some(t.to_vec()),
+        ValueRef::Blob(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect::<String>().into_bytes()),
+    }
+}
+
+fn write_csv_record<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<&'a [u8]>>) {
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    let fields: Vec<&[u8]> = fields.map(|f| f.unwrap_or(b"")).collect();
+    if writer.write_record(&fields).is_ok() {
+        if let Ok(bytes) = writer.into_inner() {
+            out.extend_from_slice(&bytes);
+        }
+    }
+}
+
+/// Fails with 406 unless exactly one row was produced (singular object requests).
+pub fn expect_one(rows: u64) -> Result<(), ApiError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::SingularMismatch,
+            "JSON object requested, multiple (or no) rows returned",
+        )
+        .details(format!("The result contains {rows} rows")))
+    }
+}
+
+/// A JSON array of exactly one object, as that object.
+pub fn unwrap_single(body: &[u8]) -> &[u8] {
+    if body.len() >= 2 && body[0] == b'[' && body[body.len() - 1] == b']' {
+        &body[1..body.len() - 1]
+    } else {
+        body
+    }
+}

@@ -1,0 +1,506 @@
+//! The AutoREST pipeline for `/{prefix}/{table}` and `/{prefix}/{table}/{key}`:
+//! parse ([`request`]) → plan ([`plan`], pure) → render (`rowgate-query`) → execute ([`execute`])
+//! → respond ([`respond`]). This module wires the stages per HTTP method.
+
+pub mod execute;
+pub mod plan;
+pub mod request;
+pub mod respond;
+
+use bytes::Bytes;
+use http::{header, request::Parts, HeaderMap, Method, StatusCode};
+use rowgate_query::render::{self, Sqlite};
+use rowgate_query::stmt::OutputColumn;
+use rowgate_query::Query;
+
+use crate::app::App;
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::Table;
+use execute::{Encoded, Format};
+use plan::OutputShape;
+use request::{Count, MediaType, Prefer, Return};
+use respond::{content_range, etag, Reply};
+
+const DIALECT: &Sqlite = &Sqlite;
+
+/// What the URL names: a table (or view) and, for item URLs, the key segment.
+pub struct Target<'a> {
+    /// Table or view name.
+    pub table: &'a str,
+    /// Item URL key (`/api/team/3` → `3`).
+    pub key: Option<&'a str>,
+}
+
+/// Serves one table/view request.
+pub async fn handle(app: &App, parts: &Parts, body: Bytes, target: Target<'_>) -> Result<Reply, ApiError> {
+    let schema = app.db.schema();
+    let table = plan::table(&schema, target.table)?;
+    let query = request::parse_query(parts.uri.query())?;
+    let prefer = Prefer::parse(&parts.headers)?;
+    let item = target
+        .key
+        .map(|k| plan::item_filters(table, k))
+        .transpose()?;
+    let is_item = item.is_some();
+    match parts.method {
+        Method::GET | Method::HEAD => read(app, parts, table, &query, &prefer, item).await,
+        Method::POST if !is_item => insert(app, parts, table, &query, &prefer, &body).await,
+        Method::PATCH | Method::DELETE => modify(app, parts, table, &query, &prefer, item, &body).await,
+        Method::PUT => put(app, parts, table, &query, &prefer, target.key, &body).await,
+        _ => {
+            let allow = if table.is_view {
+                "GET, HEAD"
+            } else if is_item {
+                "GET, HEAD, PUT, PATCH, DELETE"
+            } else {
+                "GET, HEAD, POST, PUT, PATCH, DELETE"
+            };
+            Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} is not allowed here", parts.method),
+            )
+            .details(format!("allowed: {allow}")))
+        }
+    }
+}
+
+fn format_of(media: MediaType) -> Format {
+    if media == MediaType::Csv {
+        Format::Csv
+    } else {
+        Format::Json
+    }
+}
+
+async fn read(
+    app: &App,
+    parts: &Parts,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+    item: Option<Vec<rowgate_query::Condition>>,
+) -> Result<Reply, ApiError> {
+    let is_item = item.is_some();
+    let media = request::negotiate(
+        &parts.headers,
+        &[MediaType::Json, MediaType::SingleObject, MediaType::Csv],
+    )?;
+    let range = request::parse_range(&parts.headers)?;
+    let plan = plan::read(
+        table,
+        query,
+        range,
+        prefer.count.is_some(),
+        app.config.rest.max_rows,
+        item,
+        DIALECT,
+    )?;
+    let select = render::select(DIALECT, &plan.select);
+    let count = plan.count.as_ref().map(|c| render::count(DIALECT, c));
+    let format = format_of(media);
+    let shape = plan.shape.clone();
+    let (out, total) = app
+        .db
+        .read(move |conn| {
+            let mut out = Encoded::default();
+            let total = match &count {
+                Some(count) => {
+                    conn.execute_batch("BEGIN").map_err(crate::db::map_error)?;
+                    let total = execute::scalar(conn, count);
+                    let rows = execute::query_into(conn, &select, &shape, format, &mut out);
+                    let _ = conn.execute_batch("COMMIT");
+                    rows?;
+                    Some(total?)
+                }
+                None => {
+                    execute::query_into(conn, &select, &shape, format, &mut out)?;
+                    None
+                }
+            };
+            execute::finish(&mut out, format);
+            Ok((out, total))
+        })
+        .await?;
+    let offset = plan.select.offset.unwrap_or(0);
+    if is_item || media == MediaType::SingleObject {
+        if is_item && out.rows == 0 {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("no row of '{}' has this key", table.name),
+            ));
+        }
+        execute::expect_one(out.rows)?;
+        let body = Bytes::copy_from_slice(execute::unwrap_single(&out.body));
+        let tag = etag(&body);
+        if if_none_match(&parts.headers, &tag) {
+            return Ok(Reply::not_modified(tag));
+        }
+        let media = if is_item && media == MediaType::Json { MediaType::Json } else { media };
+        return Ok(Reply::new(StatusCode::OK, media, body).header(header::ETAG, tag));
+    }
+    if let Some(total) = total {
+        if offset > total {
+            return Err(ApiError::new(
+                ErrorCode::RangeNotSatisfiable,
+                "Requested range not satisfiable",
+            )
+            .details(format!(
+                "An offset of {offset} was requested, but there are only {total} rows."
+            )));
+        }
+    }
+    let status = match total {
+        Some(total) if offset > 0 || offset + out.rows < total => StatusCode::PARTIAL_CONTENT,
+        _ => StatusCode::OK,
+    };
+    let mut reply = Reply::new(status, media, Bytes::from(out.body))
+        .header(header::CONTENT_RANGE, content_range(offset, out.rows, total));
+    if let Some(c) = prefer.count {
+        reply = reply.applied(match c {
+            Count::Exact => "count=exact",
+            Count::Planned => "count=planned",
+            Count::Estimated => "count=estimated",
+        });
+    }
+    Ok(reply)
+}
+
+/// What a write returns, from `Prefer: return=` and `select=`.
+fn returning(
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
+    match prefer.return_ {
+        Return::Representation => plan::output(table, query.select.as_deref(), DIALECT),
+        Return::HeadersOnly if !table.primary_key.is_empty() => {
+            let pk: Vec<rowgate_query::SelectItem> = table
+                .primary_key
+                .iter()
+                .map(|c| rowgate_query::SelectItem::Column {
+                    name: c.clone(),
+                    alias: None,
+                    cast: None,
+                })
+                .collect();
+            plan::output(table, Some(&pk), DIALECT)
+        }
+        _ => Ok((
+            Vec::new(),
+            OutputShape {
+                keys: Vec::new(),
+                kinds: Vec::new(),
+            },
+        )),
+    }
+}
+
+fn write_media(parts: &Parts, prefer: &Prefer) -> Result<MediaType, ApiError> {
+    if prefer.return_ == Return::Representation {
+        request::negotiate(
+            &parts.headers,
+            &[MediaType::Json, MediaType::SingleObject, MediaType::Csv],
+        )
+    } else {
+        Ok(MediaType::Json)
+    }
+}
+
+fn check_max_affected(prefer: &Prefer, affected: u64) -> Result<(), ApiError> {
+    match prefer.max_affected {
+        Some(max) if prefer.strict && affected > max => Err(ApiError::new(
+            ErrorCode::MaxAffectedExceeded,
+            "Query result exceeds max-affected preference constraint",
+        )
+        .details(format!("The query affects {affected} rows"))),
+        _ => Ok(()),
+    }
+}
+
+async fn insert(
+    app: &App,
+    parts: &Parts,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let json = request::parse_body(&parts.headers, body)?;
+    let media = write_media(parts, prefer)?;
+    let (cols, shape) = returning(table, query, prefer)?;
+    let plan = plan::insert(table, query, &json, prefer, cols, shape)?;
+    let stmts: Vec<_> = plan.stmts.iter().map(|s| render::insert(DIALECT, s)).collect();
+    let format = format_of(media);
+    let shape = plan.shape.clone();
+    let prefer_c = prefer.clone();
+    let (out, affected) = app
+        .db
+        .write(move |conn| {
+            let mut out = Encoded::default();
+            let mut affected = 0;
+            for sql in &stmts {
+                if shape.keys.is_empty() {
+                    affected += execute::execute(conn, sql)?;
+                } else {
+                    execute::query_into(conn, sql, &shape, format, &mut out)?;
+                    affected = out.rows;
+                }
+            }
+            execute::finish(&mut out, format);
+            check_max_affected(&prefer_c, affected)?;
+            if media == MediaType::SingleObject {
+                execute::expect_one(affected)?;
+            }
+            Ok((out, affected))
+        })
+        .await?;
+    let mut reply = match prefer.return_ {
+        Return::Representation => {
+            let body = if media == MediaType::SingleObject {
+                Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+            } else {
+                Bytes::from(out.body)
+            };
+            Reply::new(StatusCode::CREATED, media, body)
+        }
+        Return::HeadersOnly => {
+            let mut r = Reply::empty(StatusCode::CREATED);
+            if let Some(location) = location(app, table, &out.body) {
+                r = r.header(header::LOCATION, location);
+            }
+            r
+        }
+        Return::Minimal => Reply::empty(StatusCode::CREATED),
+    };
+    reply = reply.header(header::CONTENT_RANGE, format!("*/{affected}"));
+    Ok(reply.applied_all(&prefer.applied))
+}
+
+/// `Location: /api/table?pk=eq.v` for the first inserted row, from the returned key columns.
+fn location(app: &App, table: &Table, returned: &[u8]) -> Option<String> {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(returned).ok()?;
+    let row = rows.first()?;
+    let mut url = format!("{}/{}?", app.config.rest.prefix, table.name);
+    let mut ser = form_urlencoded::Serializer::new(String::new());
+    for col in &table.primary_key {
+        let v = match row.get(col)? {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        ser.append_pair(col, &format!("eq.{v}"));
+    }
+    url.push_str(&ser.finish());
+    Some(url)
+}
+
+fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.trim();
+            t == "*" || t.trim_start_matches("W/") == tag
+        })
+}
+
+/// `If-Match` values, when the header is present.
+fn if_match(headers: &HeaderMap) -> Option<Vec<String>> {
+    let values: Vec<String> = headers
+        .get_all(header::IF_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_string())
+        .collect();
+    (!values.is_empty()).then_some(values)
+}
+
+/// Inside a write: fails with 412 unless the row's current representation matches `If-Match`.
+fn check_if_match(
+    conn: &rusqlite::Connection,
+    current: &rowgate_query::stmt::Sql,
+    shape: &OutputShape,
+    expected: &[String],
+) -> Result<(), ApiError> {
+    let mut out = Encoded::default();
+    execute::query_into(conn, current, shape, Format::Json, &mut out)?;
+    execute::finish(&mut out, Format::Json);
+    let ok = out.rows == 1 && {
+        let tag = etag(execute::unwrap_single(&out.body));
+        expected.iter().any(|t| t == "*" || *t == tag)
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::PreconditionFailed,
+            "the row has changed (or is gone) since the ETag given in If-Match",
+        )
+        .hint("GET the row again for its current ETag"))
+    }
+}
+
+/// The statement that reads an item's default representation (for `If-Match`).
+fn current_item(
+    table: &Table,
+    key: Vec<rowgate_query::Condition>,
+) -> Result<(rowgate_query::stmt::Sql, OutputShape), ApiError> {
+    let plan = plan::read(table, &Query::default(), None, false, 0, Some(key), DIALECT)?;
+    Ok((render::select(DIALECT, &plan.select), plan.shape))
+}
+
+async fn modify(
+    app: &App,
+    parts: &Parts,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+    item: Option<Vec<rowgate_query::Condition>>,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let media = write_media(parts, prefer)?;
+    let (cols, shape) = returning(table, query, prefer)?;
+    let cols = if prefer.return_ == Return::Representation { cols } else { Vec::new() };
+    let mut filters = plan::conditions(table, &query.filters)?;
+    let precondition = match (&item, if_match(&parts.headers)) {
+        (Some(key), Some(tags)) => Some((current_item(table, key.clone())?, tags)),
+        _ => None,
+    };
+    if let Some(key) = item {
+        filters.extend(key);
+    }
+    if query.limit.is_some() || query.offset.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::QueryParse,
+            "limit and offset are not supported on PATCH and DELETE",
+        )
+        .hint("select the rows with filters instead"));
+    }
+    let sql = if parts.method == Method::PATCH {
+        let json = request::parse_body(&parts.headers, body)?;
+        plan::update(table, filters, &json, cols)?.map(|s| render::update(DIALECT, &s))
+    } else {
+        Some(render::delete(DIALECT, &plan::delete(table, filters, cols)?))
+    };
+    let format = format_of(media);
+    let returns_rows = prefer.return_ == Return::Representation;
+    let prefer_c = prefer.clone();
+    let (out, affected) = app
+        .db
+        .write(move |conn| {
+            if let Some(((current, current_shape), tags)) = &precondition {
+                check_if_match(conn, current, current_shape, tags)?;
+            }
+            let mut out = Encoded::default();
+            let affected = match &sql {
+                None => 0,
+                Some(sql) if returns_rows => {
+                    execute::query_into(conn, sql, &shape, format, &mut out)?;
+                    out.rows
+                }
+                Some(sql) => execute::execute(conn, sql)?,
+            };
+            execute::finish(&mut out, format);
+            check_max_affected(&prefer_c, affected)?;
+            if media == MediaType::SingleObject {
+                execute::expect_one(affected)?;
+            }
+            Ok((out, affected))
+        })
+        .await?;
+    let reply = if returns_rows {
+        let body = if media == MediaType::SingleObject {
+            Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+        } else {
+            Bytes::from(out.body)
+        };
+        Reply::new(StatusCode::OK, media, body)
+    } else {
+        Reply::empty(StatusCode::NO_CONTENT)
+    };
+    let range = if affected == 0 { "*/*".to_string() } else { format!("0-{}/*", affected - 1) };
+    Ok(reply
+        .header(header::CONTENT_RANGE, range)
+        .applied_all(&prefer.applied))
+}
+
+async fn put(
+    app: &App,
+    parts: &Parts,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+    key: Option<&str>,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let key_values: Vec<(String, String)> = match key {
+        Some(k) => {
+            if !query.filters.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidPut,
+                    "filters are not allowed on a PUT to an item URL",
+                ));
+            }
+            let filters = plan::item_filters(table, k)?;
+            table
+                .primary_key
+                .iter()
+                .cloned()
+                .zip(filters.iter().map(|f| match f {
+                    rowgate_query::Condition::Pred(p) => match &p.operand {
+                        rowgate_query::Operand::Scalar(s) => s.clone(),
+                        _ => String::new(),
+                    },
+                    _ => String::new(),
+                }))
+                .collect()
+        }
+        None => plan::put_key(table, query)?,
+    };
+    let key_filters: Vec<rowgate_query::Condition> = plan::item_filters(
+        table,
+        &key_values.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(","),
+    )
+    .unwrap_or_default();
+    let precondition = match if_match(&parts.headers) {
+        Some(tags) => Some((current_item(table, key_filters)?, tags)),
+        None => None,
+    };
+    let json = request::parse_body(&parts.headers, body)?;
+    let media = write_media(parts, prefer)?;
+    let (cols, shape) = returning(table, query, prefer)?;
+    let returns_rows = prefer.return_ == Return::Representation;
+    let cols = if returns_rows { cols } else { Vec::new() };
+    let sql = render::insert(DIALECT, &plan::put(table, &key_values, &json, cols)?);
+    let format = format_of(media);
+    let out = app
+        .db
+        .write(move |conn| {
+            if let Some(((current, current_shape), tags)) = &precondition {
+                check_if_match(conn, current, current_shape, tags)?;
+            }
+            let mut out = Encoded::default();
+            if returns_rows {
+                execute::query_into(conn, &sql, &shape, format, &mut out)?;
+            } else {
+                execute::execute(conn, &sql)?;
+            }
+            execute::finish(&mut out, format);
+            Ok(out)
+        })
+        .await?;
+    let reply = if returns_rows {
+        let body = if media == MediaType::SingleObject || key.is_some() {
+            Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+        } else {
+            Bytes::from(out.body)
+        };
+        Reply::new(StatusCode::OK, media, body)
+    } else {
+        Reply::empty(StatusCode::NO_CONTENT)
+    };
+    Ok(reply.applied_all(&prefer.applied))
+}

@@ -1,0 +1,560 @@
+//! Stage 2, plan (pure): an [`ApiRequest`](super::request) resolved against the schema cache into
+//! `rowgate-query` statements. Every table, column and cast is checked here; unknown names are
+//! 4xx errors naming them, and the statements carry the cache's spellings only.
+
+use rowgate_query::render::Dialect;
+use rowgate_query::stmt::{
+    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
+};
+use rowgate_query::{Condition, Operand, Operator, OrderTerm, Predicate, Query, SelectItem, Value};
+use serde_json::{Map, Value as Json};
+
+use super::request::{ItemRange, Prefer, Resolution};
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::{JsonKind, SchemaCache, Table};
+
+/// Most rows one INSERT statement carries (SQLite allows 32,766 bound variables).
+const MAX_PARAMS_PER_STATEMENT: usize = 32_000;
+
+/// How to write one output column to JSON.
+#[derive(Debug, Clone)]
+pub struct OutputShape {
+    /// Output keys, in order.
+    pub keys: Vec<String>,
+    /// How each value is written.
+    pub kinds: Vec<JsonKind>,
+}
+
+/// A planned read.
+#[derive(Debug, Clone)]
+pub struct ReadPlan {
+    /// The rows.
+    pub select: SelectStmt,
+    /// The total, when a count was asked for.
+    pub count: Option<CountStmt>,
+    /// How rows are written.
+    pub shape: OutputShape,
+}
+
+/// Finds a table or view, or answers 404 naming it.
+pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiError> {
+    schema.table(name).ok_or_else(|| {
+        let err = ApiError::new(
+            ErrorCode::TableNotFound,
+            format!("Could not find the table '{name}' in the schema cache"),
+        );
+        match schema
+            .tables
+            .keys()
+            .find(|t| t.eq_ignore_ascii_case(name))
+        {
+            Some(similar) => err.hint(format!("Perhaps you meant the table '{similar}'")),
+            None => err,
+        }
+    })
+}
+
+/// Checks a column name, returning the cache's spelling.
+pub fn column(table: &Table, name: &str) -> Result<String, ApiError> {
+    match table.column(name) {
+        Some(c) => Ok(c.name.clone()),
+        None => Err(ApiError::new(
+            ErrorCode::ColumnNotFound,
+            format!(
+                "Could not find the '{name}' column of '{}' in the schema cache",
+                table.name
+            ),
+        )),
+    }
+}
+
+/// Resolves `select=` into output columns (`*` or absent → every column).
+pub fn output(
+    table: &Table,
+    select: Option<&[SelectItem]>,
+    dialect: &dyn Dialect,
+) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
+    let mut columns = Vec::new();
+    let mut kinds = Vec::new();
+    let star = [SelectItem::Star];
+    for item in select.unwrap_or(&star) {
+        match item {
+            SelectItem::Star => {
+                for c in &table.columns {
+                    columns.push(OutputColumn {
+                        column: c.name.clone(),
+                        key: c.name.clone(),
+                        cast: None,
+                    });
+                    kinds.push(c.json_kind);
+                }
+            }
+            SelectItem::Column { name, alias, cast } => {
+                let name = column(table, name)?;
+                let cast = match cast {
+                    None => None,
+                    Some(requested) => Some(
+                        dialect
+                            .cast_type(requested)
+                            .ok_or_else(|| {
+                                ApiError::new(
+                                    ErrorCode::QueryParse,
+                                    format!("unsupported cast type '{requested}'"),
+                                )
+                                .hint("use one of text, integer, bigint, real, numeric, boolean, json")
+                            })?
+                            .to_string(),
+                    ),
+                };
+                let kind = match (&cast, table.column(&name)) {
+                    (None, Some(c)) => c.json_kind,
+                    _ => JsonKind::Auto,
+                };
+                kinds.push(kind);
+                columns.push(OutputColumn {
+                    key: alias.clone().unwrap_or_else(|| name.clone()),
+                    column: name,
+                    cast,
+                });
+            }
+        }
+    }
+    let keys = columns.iter().map(|c| c.key.clone()).collect();
+    Ok((columns, OutputShape { keys, kinds }))
+}
+
+/// Checks every column of a filter tree, rewriting names to the cache's spelling.
+pub fn conditions(table: &Table, filters: &[Condition]) -> Result<Vec<Condition>, ApiError> {
+    filters.iter().map(|c| condition(table, c)).collect()
+}
+
+fn condition(table: &Table, c: &Condition) -> Result<Condition, ApiError> {
+    Ok(match c {
+        Condition::Pred(p) => Condition::Pred(Predicate {
+            column: column(table, &p.column)?,
+            ..p.clone()
+        }),
+        Condition::And { negated, items } => Condition::And {
+            negated: *negated,
+            items: conditions(table, items)?,
+        },
+        Condition::Or { negated, items } => Condition::Or {
+            negated: *negated,
+            items: conditions(table, items)?,
+        },
+    })
+}
+
+fn order(table: &Table, terms: &[OrderTerm]) -> Result<Vec<OrderTerm>, ApiError> {
+    terms
+        .iter()
+        .map(|t| {
+            Ok(OrderTerm {
+                column: column(table, &t.column)?,
+                ..t.clone()
+            })
+        })
+        .collect()
+}
+
+/// The filters that select one row by its primary key from an item URL segment (`1` or, for a
+/// composite key, `a,b` in key order).
+pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError> {
+    if table.primary_key.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::NoPrimaryKey,
+            format!("'{}' has no primary key, so it has no item URLs", table.name),
+        )
+        .hint(format!("filter the collection instead: /{}?col=eq.value", table.name)));
+    }
+    let parts: Vec<&str> = if table.primary_key.len() == 1 {
+        vec![key]
+    } else {
+        key.split(',').collect()
+    };
+    if parts.len() != table.primary_key.len() {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "'{}' has a {}-column primary key ({}); the item URL gives {} value(s)",
+                table.name,
+                table.primary_key.len(),
+                table.primary_key.join(", "),
+                parts.len()
+            ),
+        ));
+    }
+    Ok(table
+        .primary_key
+        .iter()
+        .zip(parts)
+        .map(|(col, v)| eq(col, v))
+        .collect())
+}
+
+fn eq(column: &str, value: &str) -> Condition {
+    Condition::Pred(Predicate {
+        column: column.to_string(),
+        negated: false,
+        op: Operator::Eq,
+        quantifier: None,
+        operand: Operand::Scalar(value.to_string()),
+    })
+}
+
+/// Plans a read of `table` (`item` = the item URL's filters, already resolved).
+pub fn read(
+    table: &Table,
+    query: &Query,
+    range: Option<ItemRange>,
+    with_count: bool,
+    max_rows: u64,
+    item: Option<Vec<Condition>>,
+    dialect: &dyn Dialect,
+) -> Result<ReadPlan, ApiError> {
+    let (columns, shape) = output(table, query.select.as_deref(), dialect)?;
+    let mut filters = conditions(table, &query.filters)?;
+    if let Some(item) = item {
+        filters.extend(item);
+    }
+    let (mut offset, mut limit) = (query.offset, query.limit);
+    if let Some(r) = range {
+        offset = offset.or(Some(r.offset).filter(|&o| o > 0));
+        limit = limit.or(r.limit);
+    }
+    if max_rows > 0 {
+        limit = Some(limit.map_or(max_rows, |l| l.min(max_rows)));
+    }
+    let count = with_count.then(|| CountStmt {
+        table: table.name.clone(),
+        filters: filters.clone(),
+    });
+    Ok(ReadPlan {
+        select: SelectStmt {
+            table: table.name.clone(),
+            columns,
+            filters,
+            order: order(table, &query.order)?,
+            limit,
+            offset,
+        },
+        count,
+        shape,
+    })
+}
+
+/// A JSON value from a body as a bound value (objects and arrays as JSON text).
+pub fn json_value(v: &Json) -> Value {
+    match v {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .or_else(|| n.as_f64().map(Value::Real))
+            .unwrap_or_else(|| Value::Text(n.to_string())),
+        Json::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
+    }
+}
+
+fn objects(body: &Json) -> Result<Vec<&Map<String, Json>>, ApiError> {
+    let not_object = || {
+        ApiError::new(
+            ErrorCode::InvalidBody,
+            "the body must be a JSON object or an array of objects",
+        )
+    };
+    match body {
+        Json::Object(o) => Ok(vec![o]),
+        Json::Array(items) => items
+            .iter()
+            .map(|i| i.as_object().ok_or_else(not_object))
+            .collect(),
+        _ => Err(not_object()),
+    }
+}
+
+/// A planned insert: one or more statements run in one transaction.
+#[derive(Debug, Clone)]
+pub struct InsertPlan {
+    /// The statements.
+    pub stmts: Vec<InsertStmt>,
+    /// How returned rows are written (when `returning` is set on the statements).
+    pub shape: OutputShape,
+    /// Number of rows in the body.
+    pub rows: usize,
+}
+
+/// Plans `POST` (insert or upsert). `returning` are the columns to give back (empty for none).
+pub fn insert(
+    table: &Table,
+    query: &Query,
+    body: &Json,
+    prefer: &Prefer,
+    returning: Vec<OutputColumn>,
+    shape: OutputShape,
+) -> Result<InsertPlan, ApiError> {
+    writable(table)?;
+    let objects = objects(body)?;
+    let columns: Vec<String> = match &query.columns {
+        Some(cols) => cols
+            .iter()
+            .map(|c| column(table, c))
+            .collect::<Result<_, _>>()?,
+        None => {
+            let first: Vec<&String> = objects.first().map(|o| o.keys().collect()).unwrap_or_default();
+            for (i, o) in objects.iter().enumerate().skip(1) {
+                if o.len() != first.len() || !first.iter().all(|k| o.contains_key(*k)) {
+                    return Err(ApiError::new(ErrorCode::InvalidBody, "All object keys must match")
+                        .details(format!("object {i} has different keys than object 0"))
+                        .hint("give every object the same keys, or name the columns with columns="));
+                }
+            }
+            first
+                .into_iter()
+                .map(|c| column(table, c))
+                .collect::<Result<_, _>>()?
+        }
+    };
+    let on_conflict = match prefer.resolution {
+        None => None,
+        Some(resolution) => {
+            let target = match &query.on_conflict {
+                Some(cols) => cols
+                    .iter()
+                    .map(|c| column(table, c))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None if !table.primary_key.is_empty() => table.primary_key.clone(),
+                None => {
+                    return Err(ApiError::new(
+                        ErrorCode::NoPrimaryKey,
+                        format!("'{}' has no primary key to resolve conflicts on", table.name),
+                    )
+                    .hint("name the conflict columns with on_conflict="))
+                }
+            };
+            Some(match resolution {
+                Resolution::Ignore => OnConflict::Ignore { target },
+                Resolution::Merge => OnConflict::Merge {
+                    update: columns.iter().filter(|c| !target.contains(c)).cloned().collect(),
+                    target,
+                },
+            })
+        }
+    };
+    // Rows are grouped by which columns they give: with missing=default an absent key takes the
+    // column default, which SQLite can only express by leaving the column out of the INSERT.
+    let mut groups: Vec<(Vec<bool>, Vec<Vec<Value>>)> = Vec::new();
+    for o in &objects {
+        let present: Vec<bool> = columns
+            .iter()
+            .map(|c| !prefer.missing_default || o.contains_key(c))
+            .collect();
+        let row: Vec<Value> = columns
+            .iter()
+            .zip(&present)
+            .filter(|(_, p)| **p)
+            .map(|(c, _)| o.get(c).map_or(Value::Null, json_value))
+            .collect();
+        match groups.iter_mut().find(|(mask, _)| *mask == present) {
+            Some((_, rows)) => rows.push(row),
+            None => groups.push((present, vec![row])),
+        }
+    }
+    let mut stmts = Vec::new();
+    for (mask, rows) in groups {
+        let cols: Vec<String> = columns
+            .iter()
+            .zip(&mask)
+            .filter(|(_, p)| **p)
+            .map(|(c, _)| c.clone())
+            .collect();
+        let on_conflict = on_conflict.clone().map(|oc| match oc {
+            OnConflict::Merge { target, update } => OnConflict::Merge {
+                target,
+                update: update.into_iter().filter(|c| cols.contains(c)).collect(),
+            },
+            other => other,
+        });
+        if cols.is_empty() {
+            // DEFAULT VALUES inserts one row per statement.
+            for _ in rows {
+                stmts.push(InsertStmt {
+                    table: table.name.clone(),
+                    columns: Vec::new(),
+                    rows: vec![Vec::new()],
+                    on_conflict: on_conflict.clone(),
+                    returning: returning.clone(),
+                });
+            }
+            continue;
+        }
+        let per_stmt = (MAX_PARAMS_PER_STATEMENT / cols.len()).max(1);
+        for chunk in rows.chunks(per_stmt) {
+            stmts.push(InsertStmt {
+                table: table.name.clone(),
+                columns: cols.clone(),
+                rows: chunk.to_vec(),
+                on_conflict: on_conflict.clone(),
+                returning: returning.clone(),
+            });
+        }
+    }
+    Ok(InsertPlan {
+        stmts,
+        shape,
+        rows: objects.len(),
+    })
+}
+
+/// Plans `PATCH`: the body's keys become assignments.
+pub fn update(
+    table: &Table,
+    filters: Vec<Condition>,
+    body: &Json,
+    returning: Vec<OutputColumn>,
+) -> Result<Option<UpdateStmt>, ApiError> {
+    writable(table)?;
+    let Json::Object(o) = body else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the PATCH body must be one JSON object",
+        ));
+    };
+    let set: Vec<(String, Value)> = o
+        .iter()
+        .map(|(k, v)| Ok((column(table, k)?, json_value(v))))
+        .collect::<Result<_, ApiError>>()?;
+    if set.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(UpdateStmt {
+        table: table.name.clone(),
+        set,
+        filters,
+        returning,
+    }))
+}
+
+/// Plans `DELETE`.
+pub fn delete(
+    table: &Table,
+    filters: Vec<Condition>,
+    returning: Vec<OutputColumn>,
+) -> Result<DeleteStmt, ApiError> {
+    writable(table)?;
+    Ok(DeleteStmt {
+        table: table.name.clone(),
+        filters,
+        returning,
+    })
+}
+
+/// Plans `PUT`: a single-row upsert by the full primary key. `key` holds the key values from the
+/// URL (item URL or `pk=eq.v` filters); the body must agree with them.
+pub fn put(
+    table: &Table,
+    key: &[(String, String)],
+    body: &Json,
+    returning: Vec<OutputColumn>,
+) -> Result<InsertStmt, ApiError> {
+    writable(table)?;
+    let Json::Object(o) = body else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the PUT body must be one JSON object",
+        ));
+    };
+    let mut object = o.clone();
+    for (col, url_value) in key {
+        match object.get(col) {
+            None => {
+                object.insert(col.clone(), Json::String(url_value.clone()));
+            }
+            Some(v) if json_matches(v, url_value) => {}
+            Some(v) => {
+                return Err(ApiError::new(
+                    ErrorCode::PutKeyMismatch,
+                    "Payload values do not match URL in primary key column(s)",
+                )
+                .details(format!("{col} is {url_value} in the URL and {v} in the body")))
+            }
+        }
+    }
+    let mut columns = Vec::new();
+    let mut row = Vec::new();
+    for (k, v) in &object {
+        columns.push(column(table, k)?);
+        row.push(json_value(v));
+    }
+    let target = table.primary_key.clone();
+    Ok(InsertStmt {
+        table: table.name.clone(),
+        on_conflict: Some(OnConflict::Merge {
+            update: columns.iter().filter(|c| !target.contains(c)).cloned().collect(),
+            target,
+        }),
+        columns,
+        rows: vec![row],
+        returning,
+    })
+}
+
+fn json_matches(v: &Json, text: &str) -> bool {
+    match v {
+        Json::String(s) => s == text,
+        Json::Number(n) => n.to_string() == text || n.as_f64() == text.parse::<f64>().ok(),
+        _ => false,
+    }
+}
+
+/// The primary-key values of a `PUT` given as `pk=eq.v` filters: every key column exactly once,
+/// nothing else, and no limit/offset.
+pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, ApiError> {
+    let invalid = || {
+        ApiError::new(
+            ErrorCode::InvalidPut,
+            "Filters must include all and only primary key columns with 'eq' operators",
+        )
+        .hint(format!("PUT /{}?{}", table.name, table.primary_key.iter().map(|c| format!("{c}=eq.…")).collect::<Vec<_>>().join("&")))
+    };
+    if table.primary_key.is_empty() {
+        return Err(invalid());
+    }
+    if query.limit.is_some() || query.offset.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidPut,
+            "limit/offset querystring parameters are not allowed for PUT",
+        ));
+    }
+    let mut key = Vec::new();
+    for f in &query.filters {
+        match f {
+            Condition::Pred(Predicate {
+                column: c,
+                negated: false,
+                op: Operator::Eq,
+                quantifier: None,
+                operand: Operand::Scalar(v),
+            }) if table.primary_key.contains(c) && !key.iter().any(|(k, _)| k == c) => {
+                key.push((c.clone(), v.clone()));
+            }
+            _ => return Err(invalid()),
+        }
+    }
+    if key.len() != table.primary_key.len() {
+        return Err(invalid());
+    }
+    Ok(key)
+}
+
+fn writable(table: &Table) -> Result<(), ApiError> {
+    if table.is_view {
+        return Err(ApiError::new(
+            ErrorCode::ReadOnlyResource,
+            format!("'{}' is a view; views are read-only", table.name),
+        ));
+    }
+    Ok(())
+}

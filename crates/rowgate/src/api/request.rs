@@ -1,0 +1,347 @@
+//! Stage 1, parse: an HTTP request for a table resource becomes an [`ApiRequest`] — the query
+//! string parsed by `rowgate-query`, the `Prefer`, `Accept`, `Content-Type`, `Range` and
+//! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
+
+use http::{header, HeaderMap, Method};
+use rowgate_query::Query;
+use serde_json::Value as Json;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// What the client wants back from a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Return {
+    /// No body (default).
+    Minimal,
+    /// No body, but a `Location` header.
+    HeadersOnly,
+    /// The affected rows.
+    Representation,
+}
+
+/// How a count was requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// `count=exact`: `SELECT count(*)`.
+    Exact,
+    /// `count=planned`: an estimate (exact on SQLite, which has no planner estimate).
+    Planned,
+    /// `count=estimated`: exact up to the page, estimated beyond (exact on SQLite).
+    Estimated,
+}
+
+/// Conflict resolution for upserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// `resolution=merge-duplicates`.
+    Merge,
+    /// `resolution=ignore-duplicates`.
+    Ignore,
+}
+
+/// The `Prefer` header(s), decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefer {
+    /// `return=`.
+    pub return_: Return,
+    /// `count=`.
+    pub count: Option<Count>,
+    /// `resolution=`.
+    pub resolution: Option<Resolution>,
+    /// `missing=default`.
+    pub missing_default: bool,
+    /// `handling=strict`.
+    pub strict: bool,
+    /// `max-affected=`.
+    pub max_affected: Option<u64>,
+    /// The preferences honoured, for `Preference-Applied`.
+    pub applied: Vec<String>,
+}
+
+impl Prefer {
+    /// Decodes every `Prefer` header. Unknown preferences are ignored, unless `handling=strict`
+    /// is given, in which case they are an error (RFC 7240, as PostgREST).
+    pub fn parse(headers: &HeaderMap) -> Result<Prefer, ApiError> {
+        let mut p = Prefer {
+            return_: Return::Minimal,
+            count: None,
+            resolution: None,
+            missing_default: false,
+            strict: false,
+            max_affected: None,
+            applied: Vec::new(),
+        };
+        let mut invalid = Vec::new();
+        for value in headers.get_all("prefer") {
+            let Ok(text) = value.to_str() else {
+                invalid.push("<non-ASCII>".to_string());
+                continue;
+            };
+            for item in text.split([',', ';']) {
+                let item = item.trim();
+                if item.is_empty() {
+                    continue;
+                }
+                let ok = match item {
+                    "return=minimal" => set(&mut p.return_, Return::Minimal),
+                    "return=headers-only" => set(&mut p.return_, Return::HeadersOnly),
+                    "return=representation" => set(&mut p.return_, Return::Representation),
+                    "count=exact" => set(&mut p.count, Some(Count::Exact)),
+                    "count=planned" => set(&mut p.count, Some(Count::Planned)),
+                    "count=estimated" => set(&mut p.count, Some(Count::Estimated)),
+                    "resolution=merge-duplicates" => set(&mut p.resolution, Some(Resolution::Merge)),
+                    "resolution=ignore-duplicates" => {
+                        set(&mut p.resolution, Some(Resolution::Ignore))
+                    }
+                    "missing=default" => set(&mut p.missing_default, true),
+                    "handling=strict" => set(&mut p.strict, true),
+                    "handling=lenient" => set(&mut p.strict, false),
+                    _ => match item.strip_prefix("max-affected=").map(str::parse::<u64>) {
+                        Some(Ok(n)) => set(&mut p.max_affected, Some(n)),
+                        _ => false,
+                    },
+                };
+                if ok {
+                    p.applied.push(item.to_string());
+                } else {
+                    invalid.push(item.to_string());
+                }
+            }
+        }
+        if p.strict && !invalid.is_empty() {
+            return Err(ApiError::new(ErrorCode::InvalidPreference, "invalid preferences given with handling=strict")
+                .details(format!("invalid preferences: {}", invalid.join(", "))));
+        }
+        Ok(p)
+    }
+}
+
+fn set<T>(slot: &mut T, value: T) -> bool {
+    *slot = value;
+    true
+}
+
+/// The representation the client accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaType {
+    /// `application/json` (an array).
+    Json,
+    /// `application/vnd.pgrst.object+json` (exactly one object).
+    SingleObject,
+    /// `text/csv`.
+    Csv,
+    /// `application/openapi+json` (the API description).
+    OpenApi,
+}
+
+impl MediaType {
+    /// The `Content-Type` of answers in this media type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            MediaType::Json => "application/json; charset=utf-8",
+            MediaType::SingleObject => "application/vnd.pgrst.object+json; charset=utf-8",
+            MediaType::Csv => "text/csv; charset=utf-8",
+            MediaType::OpenApi => "application/openapi+json; charset=utf-8",
+        }
+    }
+}
+
+/// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
+pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType, ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT) else {
+        return Ok(offered[0]);
+    };
+    let text = accept.to_str().unwrap_or("");
+    let mut ranges: Vec<(f32, usize, &str)> = Vec::new();
+    for (i, part) in text.split(',').enumerate() {
+        let mut params = part.split(';');
+        let media = params.next().unwrap_or("").trim();
+        let q = params
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q > 0.0 && !media.is_empty() {
+            ranges.push((q, i, media));
+        }
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, media) in &ranges {
+        let media = media.to_ascii_lowercase();
+        let found = match media.as_str() {
+            "*/*" | "application/*" => Some(offered[0]),
+            "application/json" => Some(MediaType::Json),
+            "application/vnd.pgrst.object+json" | "application/vnd.pgrst.object" => {
+                Some(MediaType::SingleObject)
+            }
+            "text/csv" | "text/*" => Some(MediaType::Csv),
+            "application/openapi+json" => Some(MediaType::OpenApi),
+            _ => None,
+        };
+        if let Some(m) = found.filter(|m| offered.contains(m)) {
+            return Ok(m);
+        }
+    }
+    Err(ApiError::new(
+        ErrorCode::NotAcceptable,
+        "none of these media types are available",
+    )
+    .details(text.to_string()))
+}
+
+/// A `Range: a-b` request header (`Range-Unit: items`), as offset and limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemRange {
+    /// First row (0-based).
+    pub offset: u64,
+    /// Number of rows, when bounded.
+    pub limit: Option<u64>,
+}
+
+/// Decodes the `Range` header, if present (`0-9`, `10-`, optionally prefixed `items=`).
+pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
+    let Some(value) = headers.get(header::RANGE) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::new(ErrorCode::InvalidRange, "invalid Range header")
+            .hint("use Range: FIRST-LAST, e.g. 0-9 (with Range-Unit: items)")
+    };
+    let text = value.to_str().map_err(|_| bad())?.trim();
+    let text = text.strip_prefix("items=").unwrap_or(text);
+    let (a, b) = text.split_once('-').ok_or_else(bad)?;
+    let first: u64 = a.trim().parse().map_err(|_| bad())?;
+    let last = b.trim();
+    if last.is_empty() {
+        return Ok(Some(ItemRange {
+            offset: first,
+            limit: None,
+        }));
+    }
+    let last: u64 = last.parse().map_err(|_| bad())?;
+    if last < first {
+        return Err(ApiError::new(
+            ErrorCode::RangeNotSatisfiable,
+            "requested range not satisfiable",
+        )
+        .details(format!("the range end {last} is before its start {first}")));
+    }
+    Ok(Some(ItemRange {
+        offset: first,
+        limit: Some(last - first + 1),
+    }))
+}
+
+/// Decodes the query string with `rowgate-query`.
+pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    Ok(rowgate_query::parse::parse_query(
+        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )?)
+}
+
+/// Decodes a write's body: JSON (an object or an array of objects) or a URL-encoded form (one
+/// object of strings). An empty body is an error.
+pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match media.as_str() {
+        "application/json" | "" => {
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
+                    .hint("send a JSON object or an array of objects"));
+            }
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::new(ErrorCode::InvalidBody, "the request body is not valid JSON")
+                    .details(e.to_string())
+            })
+        }
+        "application/x-www-form-urlencoded" => {
+            // `curl -d '{…}'` sends JSON labelled as a form: take it for what it is.
+            let trimmed = body.trim_ascii_start();
+            if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
+                if let Ok(json) = serde_json::from_slice(body) {
+                    return Ok(json);
+                }
+            }
+            let object = form_urlencoded::parse(body)
+                .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
+                .collect();
+            Ok(Json::Object(object))
+        }
+        _ => Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("unsupported Content-Type {content_type:?}"),
+        )
+        .hint("send application/json or application/x-www-form-urlencoded")),
+    }
+}
+
+/// Whether the method reads.
+pub fn is_read(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn prefer_is_decoded_and_strict_rejects_unknown() {
+        let p = Prefer::parse(&headers(&[
+            ("prefer", "return=representation, count=exact"),
+            ("prefer", "max-affected=5"),
+        ]))
+        .expect("prefer");
+        assert_eq!(p.return_, Return::Representation);
+        assert_eq!(p.count, Some(Count::Exact));
+        assert_eq!(p.max_affected, Some(5));
+        assert!(Prefer::parse(&headers(&[("prefer", "return=all")])).is_ok());
+        let err = Prefer::parse(&headers(&[("prefer", "handling=strict, return=all")]))
+            .expect_err("strict");
+        assert_eq!(err.code, ErrorCode::InvalidPreference);
+    }
+
+    #[test]
+    fn accept_negotiation() {
+        let all = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
+        let pick = |a: &'static str| negotiate(&headers(&[("accept", a)]), &all);
+        assert_eq!(pick("text/csv").expect("csv"), MediaType::Csv);
+        assert_eq!(pick("*/*").expect("any"), MediaType::Json);
+        assert_eq!(
+            pick("text/html;q=0.9, application/vnd.pgrst.object+json").expect("obj"),
+            MediaType::SingleObject
+        );
+        assert_eq!(pick("image/png").expect_err("none").code, ErrorCode::NotAcceptable);
+    }
+
+    #[test]
+    fn ranges() {
+        let r = |v: &'static str| parse_range(&headers(&[("range", v)]));
+        assert_eq!(
+            r("0-9").expect("ok"),
+            Some(ItemRange { offset: 0, limit: Some(10) })
+        );
+        assert_eq!(r("5-").expect("ok"), Some(ItemRange { offset: 5, limit: None }));
+        assert_eq!(r("x").expect_err("bad").code, ErrorCode::InvalidRange);
+        assert_eq!(r("9-2").expect_err("bad").code, ErrorCode::RangeNotSatisfiable);
+    }
+}

@@ -1,0 +1,156 @@
+//! Stage 5, respond: status, headers (`Content-Range`, `ETag`, `Preference-Applied`) and body of
+//! an answer, turned into an HTTP response. Errors become `{code, message, details, hint}`.
+
+use bytes::Bytes;
+use http::{header, HeaderName, HeaderValue, StatusCode};
+use http_body_util::Full;
+use sha2::{Digest, Sha256};
+
+use super::request::MediaType;
+use crate::error::ApiError;
+
+/// The HTTP response type of the whole server.
+pub type Response = http::Response<Full<Bytes>>;
+
+/// An answer under construction.
+pub struct Reply {
+    status: StatusCode,
+    content_type: Option<&'static str>,
+    body: Bytes,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    applied: Vec<String>,
+}
+
+impl Reply {
+    /// An answer with a body.
+    pub fn new(status: StatusCode, media: MediaType, body: Bytes) -> Reply {
+        Reply {
+            status,
+            content_type: Some(media.content_type()),
+            body,
+            headers: Vec::new(),
+            applied: Vec::new(),
+        }
+    }
+
+    /// A JSON answer with a raw content type.
+    pub fn raw(status: StatusCode, content_type: &'static str, body: Bytes) -> Reply {
+        Reply {
+            status,
+            content_type: Some(content_type),
+            body,
+            headers: Vec::new(),
+            applied: Vec::new(),
+        }
+    }
+
+    /// An answer without a body.
+    pub fn empty(status: StatusCode) -> Reply {
+        Reply {
+            status,
+            content_type: None,
+            body: Bytes::new(),
+            headers: Vec::new(),
+            applied: Vec::new(),
+        }
+    }
+
+    /// 304 Not Modified with the current ETag.
+    pub fn not_modified(tag: String) -> Reply {
+        Reply::empty(StatusCode::NOT_MODIFIED).header(header::ETAG, tag)
+    }
+
+    /// Adds a header (values that are not valid header text are dropped).
+    pub fn header(mut self, name: HeaderName, value: impl AsRef<str>) -> Reply {
+        if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
+            self.headers.push((name, v));
+        }
+        self
+    }
+
+    /// Records one honoured preference.
+    pub fn applied(mut self, pref: &str) -> Reply {
+        self.applied.push(pref.to_string());
+        self
+    }
+
+    /// Records honoured preferences.
+    pub fn applied_all(mut self, prefs: &[String]) -> Reply {
+        self.applied.extend(prefs.iter().cloned());
+        self
+    }
+
+    /// The HTTP response; `head` drops the body (HEAD requests).
+    pub fn into_response(self, head: bool) -> Response {
+        let body = if head { Bytes::new() } else { self.body };
+        let mut response = http::Response::new(Full::new(body));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        if let Some(ct) = self.content_type {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        }
+        for (name, value) in self.headers {
+            headers.append(name, value);
+        }
+        if !self.applied.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&self.applied.join(", ")) {
+                headers.insert(HeaderName::from_static("preference-applied"), v);
+            }
+        }
+        response
+    }
+}
+
+/// An error as an HTTP response.
+pub fn error_response(err: &ApiError, head: bool) -> Response {
+    let body = if head { Bytes::new() } else { err.body() };
+    let mut response = http::Response::new(Full::new(body));
+    *response.status_mut() = err.status();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, ApiError::content_type());
+    response
+}
+
+/// `Content-Range` of a read: `first-last/total` (`*` when unknown or empty).
+pub fn content_range(offset: u64, rows: u64, total: Option<u64>) -> String {
+    let total = total.map_or_else(|| "*".to_string(), |t| t.to_string());
+    if rows == 0 {
+        format!("*/{total}")
+    } else {
+        format!("{offset}-{}/{total}", offset + rows - 1)
+    }
+}
+
+/// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.
+pub fn etag(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    let mut tag = String::with_capacity(34);
+    tag.push('"');
+    for byte in &digest[..16] {
+        tag.push_str(&format!("{byte:02x}"));
+    }
+    tag.push('"');
+    tag
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_ranges() {
+        assert_eq!(content_range(0, 42, None), "0-41/*");
+        assert_eq!(content_range(10, 5, Some(42)), "10-14/42");
+        assert_eq!(content_range(0, 0, Some(0)), "*/0");
+    }
+
+    #[test]
+    fn etags_are_quoted_and_stable() {
+        let a = etag(b"{\"a\":1}");
+        assert_eq!(a.len(), 34);
+        assert!(a.starts_with('"') && a.ends_with('"'));
+        assert_eq!(a, etag(b"{\"a\":1}"));
+        assert_ne!(a, etag(b"{\"a\":2}"));
+    }
+}

@@ -1,0 +1,248 @@
+//! The command line (clap): `serve`, `config check|dump`, `demo init`. Flags override environment
+//! variables, which override the config file (see [`crate::config`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::App;
+use crate::config::{self, Config};
+use crate::db::{Database, DbOptions};
+use crate::{demo, server};
+
+/// Rowgate: a SQL database as a PostgREST-compatible REST API.
+#[derive(Parser, Debug)]
+#[command(name = "rowgate", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the database over HTTP.
+    Serve(ServeArgs),
+    /// Check or print the effective configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// The demo database.
+    Demo {
+        #[command(subcommand)]
+        action: DemoAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigAction {
+    /// Validate the configuration (file, environment, flags) and exit.
+    Check(CommonArgs),
+    /// Print the effective configuration as TOML.
+    Dump(CommonArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum DemoAction {
+    /// Create (or re-create) the demo database.
+    Init {
+        /// Database file to create.
+        #[arg(long, default_value = DEMO_DB)]
+        db: PathBuf,
+        /// Rows in the `people` table.
+        #[arg(long, default_value_t = demo::DEFAULT_PEOPLE)]
+        people: u64,
+    },
+}
+
+/// Flags shared by `serve` and `config`.
+#[derive(Args, Debug, Clone)]
+struct CommonArgs {
+    /// Config file (default: ./rowgate.toml when it exists).
+    #[arg(long, env = "ROWGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// SQLite database file (config key db.path).
+    #[arg(long)]
+    db: Option<String>,
+    /// Address to listen on (config key listen).
+    #[arg(long)]
+    listen: Option<String>,
+    /// URL prefix of the REST API (config key rest.prefix).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Serve the demo database (created in the working directory when missing).
+    #[arg(long)]
+    demo: bool,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The demo database's default file name.
+pub const DEMO_DB: &str = "rowgate-demo.db";
+
+impl CommonArgs {
+    fn load(&self) -> anyhow::Result<Config> {
+        let default_file = Path::new("rowgate.toml");
+        let file = match &self.config {
+            Some(path) => Some(path.as_path()),
+            None if default_file.exists() => Some(default_file),
+            None => None,
+        };
+        let mut overrides: Vec<(&str, String)> = Vec::new();
+        if self.demo && self.db.is_none() {
+            overrides.push(("db.path", DEMO_DB.to_string()));
+        }
+        if let Some(db) = &self.db {
+            overrides.push(("db.path", db.clone()));
+        }
+        if let Some(listen) = &self.listen {
+            overrides.push(("listen", listen.clone()));
+        }
+        if let Some(prefix) = &self.prefix {
+            overrides.push(("rest.prefix", prefix.clone()));
+        }
+        config::load(file, |name| std::env::var(name).ok(), &overrides)
+    }
+}
+
+/// Parses the command line and runs it.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(&args.common),
+        Command::Config { action } => match action {
+            ConfigAction::Check(args) => {
+                let config = args.load()?;
+                println!("configuration OK (database {})", config.db.path.display());
+                Ok(())
+            }
+            ConfigAction::Dump(args) => {
+                print!("{}", args.load()?.to_toml());
+                Ok(())
+            }
+        },
+        Command::Demo { action } => match action {
+            DemoAction::Init { db, people } => {
+                let started = std::time::Instant::now();
+                let summary = demo::init(&db, people)?;
+                for (table, rows) in summary.tables {
+                    println!("{table:>10}: {rows} rows");
+                }
+                println!("created {} in {:.1?}", db.display(), started.elapsed());
+                Ok(())
+            }
+        },
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn serve(args: &CommonArgs) -> anyhow::Result<()> {
+    let config = args.load()?;
+    init_logging(&config.log);
+    if args.demo && !config.db.path.exists() {
+        tracing::info!(path = %config.db.path.display(), "creating the demo database");
+        demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
+    } else if !config.db.path.exists() {
+        tracing::warn!(path = %config.db.path.display(), "database file does not exist: creating an empty one");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("rowgate-io")
+        .build()?;
+    runtime.block_on(async move {
+        let app = start(config)?;
+        let listener = tokio::net::TcpListener::bind(&app.config.listen)
+            .await
+            .with_context(|| format!("binding {}", app.config.listen))?;
+        tracing::info!(
+            "Rowgate serving {} on http://{}{}/",
+            app.config.db.path.display(),
+            listener.local_addr()?,
+            app.config.rest.prefix
+        );
+        spawn_schema_watchers(&app);
+        server::run(listener, app, shutdown_signal()).await
+    })
+}
+
+/// Opens the database and builds the app (what `serve` and the tests share).
+pub fn start(config: Config) -> anyhow::Result<Arc<App>> {
+    let opts = DbOptions {
+        readers: config.reader_threads(),
+        statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
+        busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
+    };
+    let db = Database::open(&config.db.path, &opts)
+        .with_context(|| format!("opening database {}", config.db.path.display()))?;
+    App::new(config, db)
+}
+
+/// Reloads the schema cache on SIGUSR1 and when `PRAGMA schema_version` changes.
+pub fn spawn_schema_watchers(app: &Arc<App>) {
+    let poll = Duration::from_millis(app.config.db.schema_poll_ms);
+    if !poll.is_zero() {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match app.db.reload_schema_if_changed().await {
+                    Ok(true) => tracing::info!("schema changed: cache reloaded"),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "schema check failed"),
+                }
+            }
+        });
+    }
+    #[cfg(unix)]
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+                return;
+            };
+            while usr1.recv().await.is_some() {
+                match app.db.reload_schema().await {
+                    Ok(_) => tracing::info!("SIGUSR1: schema cache reloaded"),
+                    Err(e) => tracing::warn!(error = %e, "SIGUSR1: schema reload failed"),
+                }
+            }
+        });
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        if let (Ok(mut term), Ok(mut int)) = (term, int) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("shutting down: draining in-flight requests");
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,290 @@
+//! Configuration: one TOML file (`rowgate.toml`), every key overridable by a `ROWGATE_*`
+//! environment variable and by CLI flags (precedence file < env < CLI). Each key is declared once
+//! in [`KEYS`] (name, env var, doc); defaults live on the structs below.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: String,
+    /// Database settings.
+    pub db: DbConfig,
+    /// REST API settings.
+    pub rest: RestConfig,
+    /// Request limits.
+    pub limits: LimitsConfig,
+    /// Log filter (tracing `EnvFilter` syntax).
+    pub log: String,
+}
+
+/// `[db]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DbConfig {
+    /// Path of the SQLite database file.
+    pub path: PathBuf,
+    /// Number of reader threads (each owns a read-only connection); 0 = number of CPUs.
+    pub readers: usize,
+    /// Per-statement timeout in milliseconds (0 = none).
+    pub statement_timeout_ms: u64,
+    /// How long to wait for a lock held by another process, in milliseconds.
+    pub busy_timeout_ms: u64,
+    /// How often to check `PRAGMA schema_version` for outside schema changes, in milliseconds.
+    pub schema_poll_ms: u64,
+}
+
+/// `[rest]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RestConfig {
+    /// URL prefix of the AutoREST API (`/api`; `/rest/v1` for Supabase-style clients).
+    pub prefix: String,
+    /// Largest number of rows a read returns (0 = unlimited).
+    pub max_rows: u64,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request body in bytes.
+    pub body_bytes: usize,
+    /// Largest number of request headers.
+    pub max_headers: usize,
+    /// Time allowed to read a request's headers, in milliseconds (slowloris guard).
+    pub header_read_timeout_ms: u64,
+    /// Time allowed for in-flight requests to finish on shutdown, in milliseconds.
+    pub drain_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".into(),
+            db: DbConfig::default(),
+            rest: RestConfig::default(),
+            limits: LimitsConfig::default(),
+            log: "info".into(),
+        }
+    }
+}
+
+impl Default for DbConfig {
+    fn default() -> Self {
+        DbConfig {
+            path: PathBuf::from("rowgate.db"),
+            readers: 0,
+            statement_timeout_ms: 10_000,
+            busy_timeout_ms: 5_000,
+            schema_poll_ms: 1_000,
+        }
+    }
+}
+
+impl Default for RestConfig {
+    fn default() -> Self {
+        RestConfig {
+            prefix: "/api".into(),
+            max_rows: 0,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            body_bytes: 10 * 1024 * 1024,
+            max_headers: 100,
+            header_read_timeout_ms: 10_000,
+            drain_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// One configuration key: its dotted name, environment variable and meaning.
+pub struct Key {
+    /// Dotted TOML path.
+    pub name: &'static str,
+    /// Environment variable that overrides it.
+    pub env: &'static str,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+/// Every configuration key.
+pub const KEYS: &[Key] = &[
+    Key { name: "listen", env: "ROWGATE_LISTEN", doc: "address to listen on" },
+    Key { name: "log", env: "ROWGATE_LOG", doc: "log filter, e.g. info or rowgate=debug" },
+    Key { name: "db.path", env: "ROWGATE_DB_PATH", doc: "SQLite database file" },
+    Key { name: "db.readers", env: "ROWGATE_DB_READERS", doc: "reader threads (0 = CPUs)" },
+    Key { name: "db.statement_timeout_ms", env: "ROWGATE_DB_STATEMENT_TIMEOUT_MS", doc: "statement timeout in ms (0 = none)" },
+    Key { name: "db.busy_timeout_ms", env: "ROWGATE_DB_BUSY_TIMEOUT_MS", doc: "wait for another process's lock, in ms" },
+    Key { name: "db.schema_poll_ms", env: "ROWGATE_DB_SCHEMA_POLL_MS", doc: "schema change check interval in ms" },
+    Key { name: "rest.prefix", env: "ROWGATE_REST_PREFIX", doc: "URL prefix of the REST API" },
+    Key { name: "rest.max_rows", env: "ROWGATE_REST_MAX_ROWS", doc: "most rows a read returns (0 = unlimited)" },
+    Key { name: "limits.body_bytes", env: "ROWGATE_LIMITS_BODY_BYTES", doc: "largest request body in bytes" },
+    Key { name: "limits.max_headers", env: "ROWGATE_LIMITS_MAX_HEADERS", doc: "most request headers" },
+    Key { name: "limits.header_read_timeout_ms", env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS", doc: "time to read request headers, in ms" },
+    Key { name: "limits.drain_timeout_ms", env: "ROWGATE_LIMITS_DRAIN_TIMEOUT_MS", doc: "time for in-flight requests on shutdown, in ms" },
+];
+
+/// Builds the effective configuration: `file` (if any) < environment < `overrides` (from CLI
+/// flags, as `(dotted key, value)`).
+pub fn load(
+    file: Option<&Path>,
+    env: impl Fn(&str) -> Option<String>,
+    overrides: &[(&str, String)],
+) -> anyhow::Result<Config> {
+    let mut table = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?;
+            text.parse::<toml::Table>()
+                .with_context(|| format!("parsing config file {}", path.display()))?
+        }
+        None => toml::Table::new(),
+    };
+    for key in KEYS {
+        if let Some(value) = env(key.env) {
+            set(&mut table, key.name, &value).with_context(|| format!("in {}", key.env))?;
+        }
+    }
+    for (name, value) in overrides {
+        set(&mut table, name, value)?;
+    }
+    let config: Config = toml::Value::Table(table)
+        .try_into()
+        .context("invalid configuration")?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Sets a dotted key from a string, typed like the key's default (numbers stay numbers).
+fn set(table: &mut toml::Table, name: &str, raw: &str) -> anyhow::Result<()> {
+    if !KEYS.iter().any(|k| k.name == name) {
+        bail!("unknown configuration key {name}");
+    }
+    let defaults = toml::Table::try_from(Config::default())?;
+    let mut parts: Vec<&str> = name.split('.').collect();
+    let leaf = parts.pop().unwrap_or(name);
+    let mut default_node = &defaults;
+    let mut node = table;
+    for part in parts {
+        default_node = default_node
+            .get(part)
+            .and_then(|v| v.as_table())
+            .context("config key shape")?;
+        node = node
+            .entry(part)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .with_context(|| format!("{part} must be a table"))?;
+    }
+    let value = match default_node.get(leaf) {
+        Some(toml::Value::Integer(_)) => toml::Value::Integer(
+            raw.trim()
+                .parse()
+                .with_context(|| format!("{name} must be a whole number, got {raw:?}"))?,
+        ),
+        Some(toml::Value::Boolean(_)) => toml::Value::Boolean(
+            raw.trim()
+                .parse()
+                .with_context(|| format!("{name} must be true or false, got {raw:?}"))?,
+        ),
+        _ => toml::Value::String(raw.to_string()),
+    };
+    node.insert(leaf.to_string(), value);
+    Ok(())
+}
+
+impl Config {
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if !self.rest.prefix.starts_with('/') || self.rest.prefix.ends_with('/') {
+            bail!(
+                "rest.prefix must start with '/' and not end with one, got {:?}",
+                self.rest.prefix
+            );
+        }
+        if ["/live", "/ready", "/openapi.json"].contains(&self.rest.prefix.as_str()) {
+            bail!("rest.prefix {:?} shadows a built-in route", self.rest.prefix);
+        }
+        if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {
+            bail!("limits.max_headers and limits.body_bytes must be positive");
+        }
+        self.listen
+            .parse::<std::net::SocketAddr>()
+            .with_context(|| format!("listen must be an address like 127.0.0.1:8080, got {:?}", self.listen))?;
+        Ok(())
+    }
+
+    /// The configuration as TOML (for `rowgate config dump`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Number of reader threads to start.
+    pub fn reader_threads(&self) -> usize {
+        if self.db.readers > 0 {
+            self.db.readers
+        } else {
+            std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_is_file_then_env_then_cli() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("rowgate.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:1\"\n[rest]\nmax_rows = 5\nprefix = \"/x\"\n")
+            .expect("write");
+        let env = |name: &str| match name {
+            "ROWGATE_REST_MAX_ROWS" => Some("7".to_string()),
+            "ROWGATE_LISTEN" => Some("127.0.0.1:2".to_string()),
+            _ => None,
+        };
+        let config = load(Some(&file), env, &[("listen", "127.0.0.1:3".into())]).expect("load");
+        assert_eq!(config.listen, "127.0.0.1:3");
+        assert_eq!(config.rest.max_rows, 7);
+        assert_eq!(config.rest.prefix, "/x");
+        assert_eq!(config.db.busy_timeout_ms, 5_000);
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_key_name() {
+        let err = load(None, |n| (n == "ROWGATE_REST_MAX_ROWS").then(|| "lots".into()), &[])
+            .expect_err("must fail");
+        assert!(format!("{err:#}").contains("rest.max_rows"), "{err:#}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("rowgate.toml");
+        std::fs::write(&file, "[rest]\nprefx = \"/x\"\n").expect("write");
+        let err = load(Some(&file), |_| None, &[]).expect_err("unknown key");
+        assert!(format!("{err:#}").contains("prefx"), "{err:#}");
+        let err = load(None, |_| None, &[("rest.prefix", "api".into())]).expect_err("prefix");
+        assert!(format!("{err:#}").contains("rest.prefix"), "{err:#}");
+    }
+
+    #[test]
+    fn every_key_has_a_default() {
+        let defaults = toml::Table::try_from(Config::default()).expect("defaults");
+        for key in KEYS {
+            let mut node = &defaults;
+            let parts: Vec<&str> = key.name.split('.').collect();
+            for part in &parts[..parts.len() - 1] {
+                node = node[*part].as_table().expect("table");
+            }
+            assert!(node.contains_key(parts[parts.len() - 1]), "{}", key.name);
+        }
+    }
+}

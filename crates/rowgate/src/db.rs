@@ -1,0 +1,331 @@
+//! The SQLite data path. Reader threads each own a read-only connection and take jobs (closures)
+//! from one shared queue; one writer thread owns the only write connection and groups the write
+//! jobs waiting in its queue into one transaction (group commit), each job in its own savepoint,
+//! answering every job only after the COMMIT has returned (WAL, `synchronous=FULL`: durable).
+//! A progress handler enforces the statement timeout; SQLite errors become [`ApiError`]s here,
+//! so `SQLITE_BUSY` and friends never reach a client as a 500.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use rusqlite::{ffi, functions::FunctionFlags, Connection, ErrorCode as SqliteCode, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::SchemaCache;
+
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+/// A write job: runs inside the group transaction and returns whether it succeeded (its
+/// savepoint is kept) and the callback that delivers its answer once the COMMIT is known.
+/// `None` means the transaction could not start: the job does not run and is answered with the
+/// error given to its completion.
+type WriteJob = Box<dyn FnOnce(Option<&Connection>) -> (bool, Completion) + Send>;
+type Completion = Box<dyn FnOnce(Result<(), ApiError>) + Send>;
+
+/// Most write jobs committed in one transaction.
+const MAX_GROUP: usize = 128;
+
+/// Handle to the SQLite database: cheap to share (`Arc`).
+pub struct Database {
+    readers: crossbeam_channel::Sender<ReadJob>,
+    writer: crossbeam_channel::Sender<WriteJob>,
+    schema: ArcSwap<SchemaCache>,
+}
+
+/// Settings for [`Database::open`].
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// Reader threads.
+    pub readers: usize,
+    /// Statement timeout (zero = none).
+    pub statement_timeout: Duration,
+    /// Busy timeout for locks held by other processes.
+    pub busy_timeout: Duration,
+}
+
+/// Milliseconds since the process-wide clock start; the progress handler compares with it.
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A connection plus the deadline its progress handler checks.
+struct Conn {
+    conn: Connection,
+    deadline: Arc<AtomicU64>,
+    timeout: Duration,
+}
+
+impl Conn {
+    fn open(path: &Path, flags: OpenFlags, opts: &DbOptions) -> rusqlite::Result<Conn> {
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(opts.busy_timeout)?;
+        conn.set_prepared_statement_cache_capacity(256);
+        conn.execute_batch("PRAGMA case_sensitive_like = ON; PRAGMA foreign_keys = ON;")?;
+        register_regexp(&conn)?;
+        let deadline = Arc::new(AtomicU64::new(u64::MAX));
+        if !opts.statement_timeout.is_zero() {
+            let d = deadline.clone();
+            conn.progress_handler(10_000, Some(move || now_ms() > d.load(Ordering::Relaxed)));
+        }
+        Ok(Conn {
+            conn,
+            deadline,
+            timeout: opts.statement_timeout,
+        })
+    }
+
+    fn arm(&self) {
+        if !self.timeout.is_zero() {
+            let ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+            self.deadline.store(now_ms().saturating_add(ms), Ordering::Relaxed);
+        }
+    }
+
+    fn disarm(&self) {
+        self.deadline.store(u64::MAX, Ordering::Relaxed);
+    }
+}
+
+/// `regexp(pattern, text)`, so that `text REGEXP pattern` works (for `match`/`imatch`).
+fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "regexp",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let re = ctx.get_or_create_aux(0, |vr| -> Result<regex::Regex, BoxError> {
+                Ok(regex::RegexBuilder::new(vr.as_str()?)
+                    .size_limit(1 << 20)
+                    .build()?)
+            })?;
+            match ctx.get_raw(1) {
+                rusqlite::types::ValueRef::Null => Ok(None),
+                rusqlite::types::ValueRef::Text(t) => {
+                    Ok(Some(re.is_match(&String::from_utf8_lossy(t))))
+                }
+                other => Ok(Some(re.is_match(&match other {
+                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                    rusqlite::types::ValueRef::Real(f) => f.to_string(),
+                    _ => String::new(),
+                }))),
+            }
+        },
+    )
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+impl Database {
+    /// Opens the database file (creating it if missing), switches it to WAL, starts the reader
+    /// and writer threads and loads the schema cache.
+    pub fn open(path: &Path, opts: &DbOptions) -> anyhow::Result<Arc<Database>> {
+        let write_flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let writer = Conn::open(path, write_flags, opts)?;
+        let mode: String = writer
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            anyhow::bail!("could not switch {} to WAL (got {mode})", path.display());
+        }
+        writer.conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        let schema = SchemaCache::introspect(&writer.conn)?;
+
+        let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();
+        let read_flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        for i in 0..opts.readers.max(1) {
+            let conn = Conn::open(path, read_flags, opts)?;
+            conn.conn.execute_batch("PRAGMA query_only = ON;")?;
+            let rx = read_rx.clone();
+            std::thread::Builder::new()
+                .name(format!("rowgate-read-{i}"))
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        conn.arm();
+                        job(&conn.conn);
+                        conn.disarm();
+                    }
+                })?;
+        }
+        let (write_tx, write_rx) = crossbeam_channel::unbounded::<WriteJob>();
+        std::thread::Builder::new()
+            .name("rowgate-write".into())
+            .spawn(move || writer_loop(&writer, &write_rx))?;
+        Ok(Arc::new(Database {
+            readers: read_tx,
+            writer: write_tx,
+            schema: ArcSwap::from_pointee(schema),
+        }))
+    }
+
+    /// The current schema cache.
+    pub fn schema(&self) -> Arc<SchemaCache> {
+        self.schema.load_full()
+    }
+
+    /// Runs `f` on a reader connection.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, ApiError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        });
+        self.readers
+            .send(job)
+            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
+        rx.await
+            .map_err(|_| ApiError::internal("reader thread dropped a job"))?
+    }
+
+    /// Runs `f` inside the writer's transaction (in its own savepoint) and answers once the
+    /// transaction has durably committed. An `Err` from `f` rolls back only `f`'s changes.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, ApiError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: WriteJob = Box::new(move |conn| {
+            let result = match conn {
+                Some(conn) => f(conn),
+                None => Err(ApiError::new(ErrorCode::Unavailable, "the database is unavailable")),
+            };
+            let ok = result.is_ok();
+            let completion: Completion = Box::new(move |commit| {
+                let _ = tx.send(commit.and(result));
+            });
+            (ok, completion)
+        });
+        self.writer
+            .send(job)
+            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
+        rx.await
+            .map_err(|_| ApiError::internal("writer thread dropped a job"))?
+    }
+
+    /// Re-reads the schema and swaps it in; returns whether it changed.
+    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+        let fresh = self
+            .read(|conn| SchemaCache::introspect(conn).map_err(map_error))
+            .await?;
+        let changed = fresh.version != self.schema.load().version;
+        self.schema.store(Arc::new(fresh));
+        Ok(changed)
+    }
+
+    /// Reloads the schema when `PRAGMA schema_version` moved since the cache was read.
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+        let version = self
+            .read(|conn| {
+                conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+                    .map_err(map_error)
+            })
+            .await?;
+        if version == self.schema.load().version {
+            return Ok(false);
+        }
+        self.reload_schema().await
+    }
+}
+
+fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
+    let conn = &writer.conn;
+    let mut completions: Vec<Completion> = Vec::with_capacity(MAX_GROUP);
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            let err = map_error(e);
+            tracing::error!(%err, "could not begin a write transaction");
+            for job in batch {
+                let (_, completion) = job(None);
+                completion(Err(err.clone()));
+            }
+            continue;
+        }
+        for job in batch {
+            let savepoint = conn.execute_batch("SAVEPOINT job");
+            writer.arm();
+            let (ok, completion) = job(Some(conn));
+            writer.disarm();
+            let end = match (savepoint, ok) {
+                (Ok(()), true) => conn.execute_batch("RELEASE job"),
+                (Ok(()), false) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+                (Err(e), _) => Err(e),
+            };
+            match end {
+                Ok(()) => completions.push(completion),
+                Err(e) => completion(Err(map_error(e))),
+            }
+        }
+        let commit = conn.execute_batch("COMMIT").map_err(map_error);
+        if commit.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for completion in completions.drain(..) {
+            completion(commit.clone());
+        }
+    }
+}
+
+/// Maps a SQLite error to the error a client sees.
+pub fn map_error(e: rusqlite::Error) -> ApiError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => {
+            let text = msg.clone().unwrap_or_else(|| f.to_string());
+            match f.code {
+                SqliteCode::ConstraintViolation => {
+                    let code = match f.extended_code {
+                        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                            ErrorCode::UniqueViolation
+                        }
+                        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorCode::ForeignKeyViolation,
+                        ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorCode::NotNullViolation,
+                        _ => ErrorCode::CheckViolation,
+                    };
+                    ApiError::new(code, code.describe()).details(text)
+                }
+                SqliteCode::OperationInterrupted => ApiError::new(
+                    ErrorCode::StatementTimeout,
+                    "canceling statement due to statement timeout",
+                ),
+                SqliteCode::DatabaseBusy | SqliteCode::DatabaseLocked => {
+                    ApiError::new(ErrorCode::Unavailable, "the database is busy; retry")
+                }
+                SqliteCode::TypeMismatch => {
+                    ApiError::new(ErrorCode::DataError, "a value has the wrong type").details(text)
+                }
+                SqliteCode::TooBig => {
+                    ApiError::new(ErrorCode::DataError, "a value is too big").details(text)
+                }
+                _ if text.starts_with("regex") || text.contains("regex parse error") => {
+                    ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
+                        .details(text)
+                }
+                _ => ApiError::internal(e),
+            }
+        }
+        rusqlite::Error::UserFunctionError(inner) => {
+            ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
+                .details(inner.to_string())
+        }
+        _ => ApiError::internal(e),
+    }
+}

@@ -1,0 +1,186 @@
+//! The one table of error codes: every error a client can see has a row here (code, HTTP status,
+//! pipeline stage), and every error answer is the JSON `{code, message, details, hint}`.
+//!
+//! Codes follow PostgREST where it has one (so its clients recognise them); database constraint
+//! errors carry the SQLSTATE-style code PostgREST passes through (`23505`, …) on every backend.
+
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+use serde::Serialize;
+
+/// The pipeline stage an error belongs to (for logs and docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Reading the HTTP request (headers, body, media types).
+    Request,
+    /// Parsing the query string.
+    Parse,
+    /// Resolving the request against the schema cache.
+    Plan,
+    /// Running SQL.
+    Execute,
+    /// The server itself.
+    Server,
+}
+
+macro_rules! error_codes {
+    ($( $variant:ident => ($code:literal, $status:expr, $stage:ident, $doc:literal) ),* $(,)?) => {
+        /// Every error kind a client can receive.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorCode { $( #[doc = $doc] $variant, )* }
+
+        impl ErrorCode {
+            /// All codes, for documentation and tests.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+            /// The stable code string.
+            pub fn code(self) -> &'static str { match self { $(ErrorCode::$variant => $code,)* } }
+            /// The HTTP status.
+            pub fn status(self) -> StatusCode { match self { $(ErrorCode::$variant => $status,)* } }
+            /// The pipeline stage.
+            pub fn stage(self) -> Stage { match self { $(ErrorCode::$variant => Stage::$stage,)* } }
+            /// One-line description.
+            pub fn describe(self) -> &'static str { match self { $(ErrorCode::$variant => $doc,)* } }
+        }
+    };
+}
+
+error_codes! {
+    QueryParse => ("PGRST100", StatusCode::BAD_REQUEST, Parse, "the query string could not be parsed"),
+    InvalidBody => ("PGRST102", StatusCode::BAD_REQUEST, Request, "the request body is not valid for this request"),
+    RangeNotSatisfiable => ("PGRST103", StatusCode::RANGE_NOT_SATISFIABLE, Plan, "the requested range is outside the result"),
+    InvalidRange => ("RG103", StatusCode::BAD_REQUEST, Request, "the Range header is malformed"),
+    InvalidPut => ("PGRST105", StatusCode::METHOD_NOT_ALLOWED, Plan, "PUT needs every primary-key column filtered with eq and no limit/offset"),
+    UnsupportedMediaType => ("PGRST107", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),
+    NotAcceptable => ("PGRST107A", StatusCode::NOT_ACCEPTABLE, Request, "none of the media types in Accept can be produced"),
+    PutKeyMismatch => ("PGRST115", StatusCode::BAD_REQUEST, Plan, "the primary key in the PUT body does not match the URL"),
+    SingularMismatch => ("PGRST116", StatusCode::NOT_ACCEPTABLE, Execute, "a single object was requested but the result has zero or several rows"),
+    MethodNotAllowed => ("PGRST117", StatusCode::METHOD_NOT_ALLOWED, Request, "the HTTP method is not allowed on this resource"),
+    MaxAffectedExceeded => ("PGRST124", StatusCode::BAD_REQUEST, Execute, "more rows would be affected than Prefer: max-affected allows"),
+    InvalidPreference => ("PGRST122", StatusCode::BAD_REQUEST, Request, "a Prefer header value is invalid (with handling=strict)"),
+    ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
+    TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),
+    NotFound => ("RG404", StatusCode::NOT_FOUND, Request, "no route or row matches the URL"),
+    NoPrimaryKey => ("RG405", StatusCode::BAD_REQUEST, Plan, "the table has no primary key, so it has no item URLs"),
+    NotModified => ("RG304", StatusCode::NOT_MODIFIED, Execute, "the representation matches If-None-Match"),
+    PreconditionFailed => ("RG412", StatusCode::PRECONDITION_FAILED, Execute, "If-Match does not match the current representation"),
+    PayloadTooLarge => ("RG413", StatusCode::PAYLOAD_TOO_LARGE, Request, "the request body exceeds the configured limit"),
+    ReadOnlyResource => ("RG406", StatusCode::METHOD_NOT_ALLOWED, Plan, "views are read-only"),
+    UniqueViolation => ("23505", StatusCode::CONFLICT, Execute, "a unique or primary-key constraint was violated"),
+    ForeignKeyViolation => ("23503", StatusCode::CONFLICT, Execute, "a foreign-key constraint was violated"),
+    NotNullViolation => ("23502", StatusCode::BAD_REQUEST, Execute, "a NOT NULL constraint was violated"),
+    CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
+    DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value"),
+    StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
+    Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
+    Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
+}
+
+/// An error answer: a code plus human text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// Which row of the table.
+    pub code: ErrorCode,
+    /// What went wrong.
+    pub message: String,
+    /// Where, or more about what.
+    pub details: Option<String>,
+    /// What to do about it.
+    pub hint: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'static str,
+    message: &'a str,
+    details: Option<&'a str>,
+    hint: Option<&'a str>,
+}
+
+impl ApiError {
+    /// An error with a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            details: None,
+            hint: None,
+        }
+    }
+
+    /// Adds details.
+    pub fn details(mut self, details: impl Into<String>) -> Self {
+        self.details = Some(details.into());
+        self
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// An internal error: the cause is logged, the client sees only a generic message (5xx bodies
+    /// never carry SQL or schema text).
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(%cause, "internal error");
+        ApiError::new(ErrorCode::Internal, "internal server error")
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Bytes {
+        let body = Body {
+            code: self.code.code(),
+            message: &self.message,
+            details: self.details.as_deref(),
+            hint: self.hint.as_deref(),
+        };
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// The content type of [`ApiError::body`].
+    pub fn content_type() -> HeaderValue {
+        HeaderValue::from_static("application/json; charset=utf-8")
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.code(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<rowgate_query::ParseError> for ApiError {
+    fn from(e: rowgate_query::ParseError) -> Self {
+        ApiError {
+            code: ErrorCode::QueryParse,
+            message: e.message,
+            details: e.details,
+            hint: e.hint,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_statuses_are_errors() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ErrorCode::ALL {
+            assert!(seen.insert(c.code()), "duplicate code {}", c.code());
+            assert!(
+                c.status().as_u16() >= 300,
+                "{} has a success status",
+                c.code()
+            );
+        }
+    }
+}

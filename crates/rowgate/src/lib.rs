@@ -1,0 +1,20 @@
+//! Rowgate: serves a SQL database as a PostgREST-compatible REST API.
+//!
+//! Module map (see ARCHITECTURE.md):
+//! - [`cli`]: command line; [`config`]: configuration (file < env < flags).
+//! - [`server`]: hyper accept loop, dispatch, graceful shutdown; [`app`]: shared state, routes.
+//! - [`api`]: the AutoREST pipeline (request → plan → render → execute → respond).
+//! - [`schema`]: the schema cache; [`db`]: the SQLite data path (reader pool, group-commit writer).
+//! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
+//! - [`demo`]: the deterministic demo database.
+
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod demo;
+pub mod error;
+pub mod openapi;
+pub mod schema;
+pub mod server;

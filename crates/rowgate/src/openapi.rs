@@ -1,0 +1,176 @@
+//! The OpenAPI 3.1 description of the API, generated from the schema cache: one path per table
+//! and view (and per item URL where there is a primary key), one schema per table.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Map, Value};
+
+use crate::api::request::{negotiate, MediaType};
+use crate::api::respond::Reply;
+use crate::app::App;
+use crate::error::ApiError;
+use crate::schema::{SchemaCache, Table};
+
+/// Answers `GET /{prefix}/` and `/openapi.json`.
+pub fn reply(app: &App, headers: &HeaderMap) -> Result<Reply, ApiError> {
+    let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
+    let doc = document(&app.db.schema(), &app.config.rest.prefix);
+    let body = serde_json::to_vec(&doc).map_err(ApiError::internal)?;
+    Ok(Reply::new(StatusCode::OK, media, Bytes::from(body)))
+}
+
+/// The OpenAPI document for `schema` served under `prefix`.
+pub fn document(schema: &SchemaCache, prefix: &str) -> Value {
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    for table in schema.tables.values() {
+        schemas.insert(table.name.clone(), table_schema(table));
+        paths.insert(format!("{prefix}/{}", table.name), collection(table));
+        if !table.primary_key.is_empty() {
+            paths.insert(format!("{prefix}/{}/{{key}}", table.name), item(table));
+        }
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Rowgate",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "AutoREST API over the database schema (PostgREST query syntax)."
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "parameters": {
+                "select": {"name": "select", "in": "query", "schema": {"type": "string"},
+                    "description": "columns to return: col, alias:col, col::type, *"},
+                "order": {"name": "order", "in": "query", "schema": {"type": "string"},
+                    "description": "col.asc|desc.nullsfirst|nullslast, comma-separated"},
+                "limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                "offset": {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                "or": {"name": "or", "in": "query", "schema": {"type": "string"},
+                    "description": "(a.eq.1,b.gt.2)"},
+                "Prefer": {"name": "Prefer", "in": "header", "schema": {"type": "string"},
+                    "description": "return=minimal|headers-only|representation, count=exact, resolution=merge-duplicates|ignore-duplicates, missing=default, max-affected=N, handling=strict"},
+                "Range": {"name": "Range", "in": "header", "schema": {"type": "string"},
+                    "description": "FIRST-LAST rows, e.g. 0-9"}
+            },
+            "responses": {
+                "Error": {"description": "an error", "content": {"application/json": {"schema": error_schema()}}}
+            }
+        }
+    })
+}
+
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string"}, "message": {"type": "string"},
+            "details": {"type": ["string", "null"]}, "hint": {"type": ["string", "null"]}
+        }
+    })
+}
+
+fn table_schema(table: &Table) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for c in &table.columns {
+        let mut p = Map::new();
+        if !c.json_type.is_empty() {
+            let t = if c.nullable { json!([c.json_type, "null"]) } else { json!(c.json_type) };
+            p.insert("type".into(), t);
+        }
+        p.insert("format".into(), json!(c.decl_type));
+        if let Some(d) = &c.default {
+            p.insert("default".into(), json!(d));
+        }
+        if c.pk_position > 0 {
+            p.insert("description".into(), json!("primary key"));
+        }
+        if !c.nullable && c.default.is_none() && c.pk_position == 0 {
+            required.push(c.name.clone());
+        }
+        props.insert(c.name.clone(), Value::Object(p));
+    }
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn filter_params(table: &Table) -> Vec<Value> {
+    let mut params: Vec<Value> = ["select", "order", "limit", "offset", "or", "Prefer", "Range"]
+        .iter()
+        .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}))
+        .collect();
+    for c in &table.columns {
+        params.push(json!({
+            "name": c.name, "in": "query", "required": false,
+            "schema": {"type": "string"},
+            "description": "filter: op.value, e.g. eq.1, gt.5, in.(1,2), is.null, like.A*"
+        }));
+    }
+    params
+}
+
+fn rows_response(table: &Table) -> Value {
+    let r = format!("#/components/schemas/{}", table.name);
+    json!({"description": "rows", "content": {
+        "application/json": {"schema": {"type": "array", "items": {"$ref": r}}},
+        "text/csv": {"schema": {"type": "string"}},
+        "application/vnd.pgrst.object+json": {"schema": {"$ref": r}}
+    }})
+}
+
+fn body(table: &Table) -> Value {
+    let r = format!("#/components/schemas/{}", table.name);
+    json!({"content": {"application/json": {"schema": {"oneOf": [
+        {"$ref": r}, {"type": "array", "items": {"$ref": r}}
+    ]}}}})
+}
+
+fn collection(table: &Table) -> Value {
+    let params = filter_params(table);
+    let mut ops = Map::new();
+    ops.insert("get".into(), json!({
+        "summary": format!("read {}", table.name), "parameters": params,
+        "responses": {"200": rows_response(table), "206": rows_response(table)}
+    }));
+    if !table.is_view {
+        ops.insert("post".into(), json!({
+            "summary": format!("insert into {}", table.name),
+            "parameters": [{"$ref": "#/components/parameters/Prefer"},
+                {"name": "columns", "in": "query", "schema": {"type": "string"}},
+                {"name": "on_conflict", "in": "query", "schema": {"type": "string"}}],
+            "requestBody": body(table),
+            "responses": {"201": rows_response(table)}
+        }));
+        ops.insert("patch".into(), json!({
+            "summary": format!("update {}", table.name), "parameters": params,
+            "requestBody": body(table),
+            "responses": {"200": rows_response(table), "204": {"description": "updated"}}
+        }));
+        ops.insert("delete".into(), json!({
+            "summary": format!("delete from {}", table.name), "parameters": params,
+            "responses": {"200": rows_response(table), "204": {"description": "deleted"}}
+        }));
+    }
+    Value::Object(ops)
+}
+
+fn item(table: &Table) -> Value {
+    let key = json!({"name": "key", "in": "path", "required": true, "schema": {"type": "string"},
+        "description": format!("primary key ({})", table.primary_key.join(", "))});
+    let r = format!("#/components/schemas/{}", table.name);
+    let one = json!({"description": "the row", "headers": {"ETag": {"schema": {"type": "string"}}},
+        "content": {"application/json": {"schema": {"$ref": r}}}});
+    let mut ops = Map::new();
+    ops.insert("get".into(), json!({"summary": format!("read one {}", table.name),
+        "parameters": [key], "responses": {"200": one, "304": {"description": "not modified"},
+        "404": {"description": "no such row"}}}));
+    if !table.is_view {
+        for (verb, what) in [("put", "insert or replace"), ("patch", "update"), ("delete", "delete")] {
+            ops.insert(verb.into(), json!({"summary": format!("{what} one {}", table.name),
+                "parameters": [key], "responses": {"200": one, "204": {"description": "done"},
+                "412": {"description": "If-Match does not match"}}}));
+        }
+    }
+    Value::Object(ops)
+}

@@ -1,0 +1,235 @@
+//! The schema cache: tables, views, columns, types, nullability, defaults, primary and foreign
+//! keys, introspected from SQLite. Only what is in the cache is reachable through the API, and the
+//! identifiers put into SQL are the cache's spellings, never the request's. The cache is swapped
+//! atomically on reload (SIGUSR1, or when `PRAGMA schema_version` changes).
+
+use std::collections::HashMap;
+
+use rusqlite::Connection;
+use serde::Serialize;
+
+/// How a column's values are written to JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsonKind {
+    /// As the stored value's own type (integer, real, text, null).
+    Auto,
+    /// Declared BOOLEAN/BOOL: 0/1 written as false/true.
+    Bool,
+    /// Declared JSON/JSONB: valid JSON text written as JSON, not as a string.
+    Json,
+}
+
+/// One column.
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    /// Name.
+    pub name: String,
+    /// Declared type as written in the DDL (may be empty).
+    pub decl_type: String,
+    /// OpenAPI/JSON type: `integer`, `number`, `string`, `boolean`, or empty for untyped.
+    pub json_type: &'static str,
+    /// How values are written to JSON.
+    pub json_kind: JsonKind,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+    /// Default expression, as SQL text.
+    pub default: Option<String>,
+    /// Position in the primary key (1-based), 0 when not part of it.
+    pub pk_position: u32,
+    /// Whether the value is generated (generated column).
+    pub generated: bool,
+}
+
+/// A foreign key from this table's columns to another table's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForeignKey {
+    /// Referencing columns (this table).
+    pub columns: Vec<String>,
+    /// Referenced table.
+    pub ref_table: String,
+    /// Referenced columns.
+    pub ref_columns: Vec<String>,
+}
+
+/// A table or a view.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    /// Name.
+    pub name: String,
+    /// True for views (read-only).
+    pub is_view: bool,
+    /// Columns in declaration order.
+    pub columns: Vec<Column>,
+    /// Primary-key columns in key order (empty for views and keyless tables).
+    pub primary_key: Vec<String>,
+    /// Foreign keys.
+    pub foreign_keys: Vec<ForeignKey>,
+    #[serde(skip)]
+    by_name: HashMap<String, usize>,
+}
+
+impl Table {
+    /// The column with this exact name.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.by_name.get(name).map(|&i| &self.columns[i])
+    }
+}
+
+/// Every exposed table and view.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SchemaCache {
+    /// Tables and views by name, sorted.
+    pub tables: std::collections::BTreeMap<String, Table>,
+    /// `PRAGMA schema_version` the cache was read at.
+    pub version: i64,
+}
+
+impl SchemaCache {
+    /// The table or view with this exact name.
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name)
+    }
+
+    /// Reads the schema of the `main` database through `conn`.
+    pub fn introspect(conn: &Connection) -> rusqlite::Result<SchemaCache> {
+        let version: i64 = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        let mut objects = conn.prepare(
+            "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') \
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+        )?;
+        let objects: Vec<(String, String)> = objects
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut tables = std::collections::BTreeMap::new();
+        for (name, kind) in objects {
+            let table = introspect_table(conn, &name, kind == "view")?;
+            tables.insert(name, table);
+        }
+        Ok(SchemaCache { tables, version })
+    }
+}
+
+fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::Result<Table> {
+    let mut stmt = conn.prepare(
+        "SELECT name, type, \"notnull\", dflt_value, pk, hidden FROM pragma_table_xinfo(?1)",
+    )?;
+    let mut columns = Vec::new();
+    let mut rows = stmt.query([name])?;
+    while let Some(row) = rows.next()? {
+        let hidden: i64 = row.get(5)?;
+        if hidden == 1 {
+            continue; // hidden columns of virtual tables
+        }
+        let decl_type: String = row.get::<_, Option<String>>(1)?.unwrap_or_default();
+        let (json_type, json_kind) = classify(&decl_type);
+        let pk_position: i64 = row.get(4)?;
+        let notnull: i64 = row.get(2)?;
+        columns.push(Column {
+            name: row.get(0)?,
+            decl_type,
+            json_type,
+            json_kind,
+            nullable: notnull == 0 && pk_position == 0,
+            default: row.get(3)?,
+            pk_position: u32::try_from(pk_position).unwrap_or(0),
+            generated: hidden == 2 || hidden == 3,
+        });
+    }
+    // An INTEGER PRIMARY KEY is never NULL (it is the rowid) but it may be omitted on insert.
+    let mut pk: Vec<&Column> = columns.iter().filter(|c| c.pk_position > 0).collect();
+    pk.sort_by_key(|c| c.pk_position);
+    let primary_key = pk.iter().map(|c| c.name.clone()).collect();
+    let mut foreign_keys: Vec<ForeignKey> = Vec::new();
+    if !is_view {
+        let mut fk = conn.prepare(
+            "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id, seq",
+        )?;
+        let mut rows = fk.query([name])?;
+        let mut last_id = -1i64;
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let ref_table: String = row.get(1)?;
+            let from: String = row.get(2)?;
+            let to: Option<String> = row.get(3)?;
+            if id != last_id {
+                foreign_keys.push(ForeignKey {
+                    columns: Vec::new(),
+                    ref_table,
+                    ref_columns: Vec::new(),
+                });
+                last_id = id;
+            }
+            if let Some(fk) = foreign_keys.last_mut() {
+                fk.columns.push(from);
+                fk.ref_columns.extend(to);
+            }
+        }
+    }
+    let by_name = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.clone(), i))
+        .collect();
+    Ok(Table {
+        name: name.to_string(),
+        is_view,
+        columns,
+        primary_key,
+        foreign_keys,
+        by_name,
+    })
+}
+
+/// Maps a declared type to its JSON type, following SQLite's affinity rules (§3.1 of the
+/// datatype docs) plus BOOLEAN and JSON, which SQLite stores as integers and text.
+fn classify(decl_type: &str) -> (&'static str, JsonKind) {
+    let t = decl_type.to_ascii_uppercase();
+    if t.starts_with("BOOL") {
+        ("boolean", JsonKind::Bool)
+    } else if t.starts_with("JSON") {
+        ("", JsonKind::Json)
+    } else if t.contains("INT") {
+        ("integer", JsonKind::Auto)
+    } else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") {
+        ("string", JsonKind::Auto)
+    } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") {
+        ("number", JsonKind::Auto)
+    } else if t.is_empty() || t.contains("BLOB") {
+        ("", JsonKind::Auto)
+    } else if t.contains("DATE") || t.contains("TIME") {
+        ("string", JsonKind::Auto)
+    } else {
+        ("number", JsonKind::Auto)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn introspects_keys_types_and_views() {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, points INT DEFAULT 0);
+             CREATE TABLE driver (driver_id INTEGER PRIMARY KEY, name TEXT, ok BOOLEAN, data JSON,
+                team_id INTEGER REFERENCES team(team_id));
+             CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (b, a));
+             CREATE VIEW v AS SELECT name FROM team;",
+        )
+        .expect("ddl");
+        let cache = SchemaCache::introspect(&conn).expect("introspect");
+        let team = cache.table("team").expect("team");
+        assert_eq!(team.primary_key, vec!["team_id"]);
+        assert!(!team.column("name").expect("name").nullable);
+        assert_eq!(team.column("points").expect("points").default.as_deref(), Some("0"));
+        let driver = cache.table("driver").expect("driver");
+        assert_eq!(driver.foreign_keys[0].ref_table, "team");
+        assert_eq!(driver.column("ok").expect("ok").json_kind, JsonKind::Bool);
+        assert_eq!(driver.column("data").expect("data").json_kind, JsonKind::Json);
+        assert_eq!(cache.table("pair").expect("pair").primary_key, vec!["b", "a"]);
+        assert!(cache.table("v").expect("v").is_view);
+        assert!(cache.table("sqlite_schema").is_none());
+    }
+}

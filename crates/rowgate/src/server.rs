@@ -1,0 +1,158 @@
+//! The HTTP server: our own hyper 1 accept loop (keep-alive, pipelined flushes, header-read
+//! timeout, header count and body size limits), request dispatch by route, and graceful shutdown
+//! (stop accepting, let in-flight requests finish up to the drain timeout).
+//!
+//! [`run`] is the testable entry point: give it a bound listener, the app and a shutdown future.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::api::respond::{error_response, Reply, Response};
+use crate::api::{self, Target};
+use crate::app::{App, Route};
+use crate::error::{ApiError, ErrorCode};
+use crate::openapi;
+
+/// Serves `listener` until `shutdown` completes, then drains open connections.
+pub async fn run(
+    listener: TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let limits = &app.config.limits;
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms))
+        .keep_alive(true)
+        .pipeline_flush(true)
+        .max_headers(limits.max_headers);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let app = app.clone();
+                let service = service_fn(move |req| {
+                    let app = app.clone();
+                    async move { Ok::<_, Infallible>(dispatch(&app, req).await) }
+                });
+                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!("drain timeout: closing the remaining connections");
+    }
+    Ok(())
+}
+
+/// Routes one request and turns any error into its JSON answer.
+pub async fn dispatch(app: &App, req: Request<Incoming>) -> Response {
+    let started = Instant::now();
+    let head = req.method() == Method::HEAD;
+    let mut response = match route(app, req).await {
+        Ok(reply) => reply.into_response(head),
+        Err(err) => error_response(&err, head),
+    };
+    let millis = started.elapsed().as_secs_f64() * 1000.0;
+    if let Ok(v) = HeaderValue::from_str(&format!("total;dur={millis:.3}")) {
+        response.headers_mut().insert("server-timing", v);
+    }
+    response
+}
+
+async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
+    let (parts, body) = req.into_parts();
+    let matched = app.router.at(parts.uri.path()).map_err(|_| {
+        ApiError::new(ErrorCode::NotFound, format!("no route for {}", parts.uri.path()))
+            .hint(format!("tables are under {}/", app.config.rest.prefix))
+    })?;
+    let route = *matched.value;
+    let param = |name: &str| {
+        matched
+            .params
+            .get(name)
+            .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned())
+    };
+    let (table, key) = (param("table"), param("key"));
+    match route {
+        Route::Live => Ok(Reply::raw(StatusCode::OK, "application/json", Bytes::from_static(b"{\"status\":\"live\"}"))),
+        Route::Ready => {
+            app.db
+                .read(|conn| {
+                    conn.query_row("SELECT 1", [], |_| Ok(()))
+                        .map_err(crate::db::map_error)
+                })
+                .await
+                .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the database does not answer"))?;
+            Ok(Reply::raw(StatusCode::OK, "application/json", Bytes::from_static(b"{\"status\":\"ready\"}")))
+        }
+        Route::OpenApi => {
+            if !(parts.method == Method::GET || parts.method == Method::HEAD) {
+                return Err(ApiError::new(ErrorCode::MethodNotAllowed, "the API description is read-only"));
+            }
+            openapi::reply(app, &parts.headers)
+        }
+        Route::Table | Route::Item => {
+            let body = read_body(app, &parts, body).await?;
+            let table = table.unwrap_or_default();
+            api::handle(app, &parts, body, Target { table: &table, key: key.as_deref() }).await
+        }
+    }
+}
+
+/// Reads the request body up to the configured limit (413 beyond it).
+async fn read_body(app: &App, parts: &http::request::Parts, body: Incoming) -> Result<Bytes, ApiError> {
+    if matches!(parts.method, Method::GET | Method::HEAD) {
+        return Ok(Bytes::new());
+    }
+    let limit = app.config.limits.body_bytes;
+    let too_large = || {
+        ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large")
+            .details(format!("the limit is {limit} bytes"))
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
+        Err(e) => Err(ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
+            .details(e.to_string())),
+    }
+}
