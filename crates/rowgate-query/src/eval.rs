@@ -105,7 +105,10 @@ fn or(results: impl IntoIterator<Item = Option<bool>>) -> Option<bool> {
     acc
 }
 
-fn predicate(p: &Predicate, row: &dyn Fn(&str) -> Option<Value>) -> Result<Option<bool>, EvalError> {
+fn predicate(
+    p: &Predicate,
+    row: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Option<bool>, EvalError> {
     let lhs = row(&p.column).ok_or_else(|| EvalError::UnknownColumn(p.column.clone()))?;
     match &p.operand {
         Operand::Is(v) => Ok(Some(is(&lhs, *v))),
@@ -161,7 +164,11 @@ fn binary(lhs: &Value, op: Operator, operand: &str) -> Result<Option<bool>, Eval
             Value::Null => true,
             _ => compare(lhs, operand) != Some(Ordering::Equal),
         };
-        return Ok(Some(if op == Operator::Is { !distinct } else { distinct }));
+        return Ok(Some(if op == Operator::Is {
+            !distinct
+        } else {
+            distinct
+        }));
     }
     if matches!(lhs, Value::Null) {
         return Ok(None);

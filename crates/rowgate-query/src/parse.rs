@@ -137,7 +137,10 @@ pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
                 return Err(embedding_error(s, start));
             }
             if cur.starts_with("->") {
-                return Err(err(Fail::at(cur.pos, "JSON paths (-> and ->>) are not supported")));
+                return Err(err(Fail::at(
+                    cur.pos,
+                    "JSON paths (-> and ->>) are not supported",
+                )));
             }
             let cast = if cur.eat_str("::") {
                 cur.skip_ws();
@@ -186,13 +189,17 @@ pub fn parse_filter(column: &str, value: &str) -> Result<Condition, ParseError> 
     let pred = parse_op_value(&mut cur, column, false)
         .map_err(|f| f.into_error(ParseErrorKind::Filter, "filter", value))?;
     if let Some(c) = cur.peek() {
-        return Err(Fail::unexpected(c, cur.pos).into_error(ParseErrorKind::Filter, "filter", value));
+        return Err(Fail::unexpected(c, cur.pos).into_error(
+            ParseErrorKind::Filter,
+            "filter",
+            value,
+        ));
     }
     Ok(Condition::Pred(pred))
 }
 
 /// Parse a logic tree: `key` is `or`, `and`, `not.or` or `not.and`, `value` is a parenthesized
-/// comma list of `col.[not.]op.value` items and nested `or(…)`, `and(…)`, `not.or(…)`,
+/// comma list of `col.[not.]op.value` items (`not.col.op.value` is accepted too) and nested `or(…)`, `and(…)`, `not.or(…)`,
 /// `not.and(…)` groups, at most [`MAX_LOGIC_DEPTH`] deep.
 pub fn parse_logic(key: &str, value: &str) -> Result<Condition, ParseError> {
     let (negated, is_or) = match key {
@@ -346,7 +353,10 @@ impl Fail {
     }
 
     fn unexpected(c: char, pos: usize) -> Self {
-        Fail::at(pos, format!("unexpected {}", quote(c.encode_utf8(&mut [0; 4]))))
+        Fail::at(
+            pos,
+            format!("unexpected {}", quote(c.encode_utf8(&mut [0; 4]))),
+        )
     }
 
     fn into_error(self, kind: ParseErrorKind, what: &str, input: &str) -> ParseError {
@@ -385,7 +395,10 @@ fn embedding_error(s: &str, start: usize) -> ParseError {
 
 fn order_modifier_error(w: &str, at: usize) -> Fail {
     if w.is_empty() {
-        Fail::at(at, "expected asc, desc, nullsfirst or nullslast after \".\"")
+        Fail::at(
+            at,
+            "expected asc, desc, nullsfirst or nullslast after \".\"",
+        )
     } else {
         Fail::at(
             at,
@@ -611,7 +624,10 @@ fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<P
             None => Fail::at(op_at, "missing operator"),
             Some(c) => Fail::at(
                 op_at,
-                format!("expected an operator, found {}", quote(c.encode_utf8(&mut [0; 4]))),
+                format!(
+                    "expected an operator, found {}",
+                    quote(c.encode_utf8(&mut [0; 4]))
+                ),
             ),
         });
     }
@@ -657,7 +673,10 @@ fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<P
     };
     if !cur.eat('.') {
         return Err(match cur.peek() {
-            None => Fail::at(cur.pos, format!("missing \".\" and value after {}", quote(name))),
+            None => Fail::at(
+                cur.pos,
+                format!("missing \".\" and value after {}", quote(name)),
+            ),
             Some(c) => Fail::at(
                 cur.pos,
                 format!(
@@ -669,7 +688,10 @@ fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<P
     }
     let operand = if op == Operator::In {
         if cur.peek() != Some('(') {
-            return Err(Fail::at(cur.pos, "in. expects a parenthesized list: in.(a,b)"));
+            return Err(Fail::at(
+                cur.pos,
+                "in. expects a parenthesized list: in.(a,b)",
+            ));
         }
         Operand::List(parse_list(cur, '(', ')')?)
     } else if op == Operator::Is {
@@ -821,7 +843,10 @@ fn parse_group(cur: &mut Cur<'_>, depth: usize) -> Result<Vec<Condition>, Fail> 
             None => Fail::at(start, "expected \"(\", found the end"),
             Some(c) => Fail::at(
                 start,
-                format!("expected \"(\", found {}", quote(c.encode_utf8(&mut [0; 4]))),
+                format!(
+                    "expected \"(\", found {}",
+                    quote(c.encode_utf8(&mut [0; 4]))
+                ),
             ),
         });
     }
@@ -860,11 +885,34 @@ fn parse_logic_item(cur: &mut Cur<'_>, depth: usize) -> Result<Condition, Fail> 
             });
         }
     }
+    let start = cur.pos;
+    match parse_logic_pred(cur) {
+        Ok(p) => Ok(Condition::Pred(p)),
+        Err(first) => {
+            // Leniency: `not.col.op.value` for `col.not.op.value` (tried only when the standard
+            // reading, a column named `not`, fails).
+            cur.pos = start;
+            if cur.eat_str("not.") {
+                if let Ok(mut p) = parse_logic_pred(cur) {
+                    p.negated = !p.negated;
+                    return Ok(Condition::Pred(p));
+                }
+            }
+            Err(first)
+        }
+    }
+}
+
+/// `col.[not.]op.value` inside a logic tree.
+fn parse_logic_pred(cur: &mut Cur<'_>) -> Result<Predicate, Fail> {
     let column = parse_ident(cur)?;
     cur.skip_ws();
     if !cur.eat('.') {
         return Err(match cur.peek() {
-            None => Fail::at(cur.pos, "expected \".\" after the column name, found the end"),
+            None => Fail::at(
+                cur.pos,
+                "expected \".\" after the column name, found the end",
+            ),
             Some(c) => Fail::at(
                 cur.pos,
                 format!(
@@ -874,5 +922,5 @@ fn parse_logic_item(cur: &mut Cur<'_>, depth: usize) -> Result<Condition, Fail> 
             ),
         });
     }
-    Ok(Condition::Pred(parse_op_value(cur, column, true)?))
+    parse_op_value(cur, column, true)
 }

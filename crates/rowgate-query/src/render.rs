@@ -496,14 +496,20 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
                     Quantifier::Any => " OR ",
                     Quantifier::All => " AND ",
                 };
-                out.text.push('(');
+                // `NOT (…)` already parenthesizes a negated predicate
+                let wrap = !p.negated;
+                if wrap {
+                    out.text.push('(');
+                }
                 for (i, v) in items.iter().enumerate() {
                     if i > 0 {
                         out.text.push_str(sep);
                     }
                     binary(d, &col, p.op, v, out);
                 }
-                out.text.push(')');
+                if wrap {
+                    out.text.push(')');
+                }
             }
         }
         Operand::Scalar(v) => binary(d, &col, p.op, v, out),
@@ -526,8 +532,7 @@ fn binary(d: &dyn Dialect, col: &str, op: Operator, v: &str, out: &mut Sql) {
         Operator::Is => "IS",
         Operator::Like | Operator::Ilike => {
             let ph = bind(d, out, Value::Text(d.like_pattern(v)));
-            out.text
-                .push_str(&d.like(col, &ph, op == Operator::Ilike));
+            out.text.push_str(&d.like(col, &ph, op == Operator::Ilike));
             return;
         }
         Operator::Match | Operator::Imatch => {

@@ -143,100 +143,292 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         c(&[("a", "gte.5")], F(vec![pred("a", Op::Gte, sc("5"))])),
         c(&[("a", "lt.-5")], F(vec![pred("a", Op::Lt, sc("-5"))])),
         c(&[("a", "lte.5")], F(vec![pred("a", Op::Lte, sc("5"))])),
-        c(&[("a", "like.*.com")], F(vec![pred("a", Op::Like, sc("*.com"))])),
-        c(&[("a", "ilike.A*")], F(vec![pred("a", Op::Ilike, sc("A*"))])),
-        c(&[("a", "match.^a.+$")], F(vec![pred("a", Op::Match, sc("^a.+$"))])),
-        c(&[("a", "imatch.abc")], F(vec![pred("a", Op::Imatch, sc("abc"))])),
-        c(&[("a", "isdistinct.5")], F(vec![pred("a", Op::IsDistinct, sc("5"))])),
-        c(&[("a", "in.(1,2,3)")], F(vec![pred("a", Op::In, li(&["1", "2", "3"]))])),
-        c(&[("a", "is.null")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::Null))])),
+        c(
+            &[("a", "like.*.com")],
+            F(vec![pred("a", Op::Like, sc("*.com"))]),
+        ),
+        c(
+            &[("a", "ilike.A*")],
+            F(vec![pred("a", Op::Ilike, sc("A*"))]),
+        ),
+        c(
+            &[("a", "match.^a.+$")],
+            F(vec![pred("a", Op::Match, sc("^a.+$"))]),
+        ),
+        c(
+            &[("a", "imatch.abc")],
+            F(vec![pred("a", Op::Imatch, sc("abc"))]),
+        ),
+        c(
+            &[("a", "isdistinct.5")],
+            F(vec![pred("a", Op::IsDistinct, sc("5"))]),
+        ),
+        c(
+            &[("a", "in.(1,2,3)")],
+            F(vec![pred("a", Op::In, li(&["1", "2", "3"]))]),
+        ),
+        c(
+            &[("a", "is.null")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::Null))]),
+        ),
         // ---- values are verbatim after the first `op.`
         c(&[("a", "eq.1.5")], F(vec![pred("a", Op::Eq, sc("1.5"))])),
         c(&[("a", "eq.")], F(vec![pred("a", Op::Eq, sc(""))])),
-        c(&[("a", "eq.(x,y)")], F(vec![pred("a", Op::Eq, sc("(x,y)"))])),
-        c(&[("a", "eq.\"q\"")], F(vec![pred("a", Op::Eq, sc("\"q\""))])),
-        c(&[("a", "eq.not.x")], F(vec![pred("a", Op::Eq, sc("not.x"))])),
-        c(&[("a", "eq. spaced ")], F(vec![pred("a", Op::Eq, sc(" spaced "))])),
+        c(
+            &[("a", "eq.(x,y)")],
+            F(vec![pred("a", Op::Eq, sc("(x,y)"))]),
+        ),
+        c(
+            &[("a", "eq.\"q\"")],
+            F(vec![pred("a", Op::Eq, sc("\"q\""))]),
+        ),
+        c(
+            &[("a", "eq.not.x")],
+            F(vec![pred("a", Op::Eq, sc("not.x"))]),
+        ),
+        c(
+            &[("a", "eq. spaced ")],
+            F(vec![pred("a", Op::Eq, sc(" spaced "))]),
+        ),
         c(&[("a", "eq.日本")], F(vec![pred("a", Op::Eq, sc("日本"))])),
-        c(&[("a", "like.a%b_c")], F(vec![pred("a", Op::Like, sc("a%b_c"))])),
+        c(
+            &[("a", "like.a%b_c")],
+            F(vec![pred("a", Op::Like, sc("a%b_c"))]),
+        ),
         // ---- not.
-        c(&[("a", "not.eq.1")], F(vec![neg(pred("a", Op::Eq, sc("1")))])),
-        c(&[("a", "not.in.(1,2)")], F(vec![neg(pred("a", Op::In, li(&["1", "2"])))])),
-        c(&[("a", "not.is.null")], F(vec![neg(pred("a", Op::Is, Operand::Is(IsValue::Null)))])),
-        c(&[("a", "not.like.x*")], F(vec![neg(pred("a", Op::Like, sc("x*")))])),
-        c(&[("a", "not.not.eq.1")], E(K::Filter, "operator \"not\" is unknown")),
+        c(
+            &[("a", "not.eq.1")],
+            F(vec![neg(pred("a", Op::Eq, sc("1")))]),
+        ),
+        c(
+            &[("a", "not.in.(1,2)")],
+            F(vec![neg(pred("a", Op::In, li(&["1", "2"])))]),
+        ),
+        c(
+            &[("a", "not.is.null")],
+            F(vec![neg(pred("a", Op::Is, Operand::Is(IsValue::Null)))]),
+        ),
+        c(
+            &[("a", "not.like.x*")],
+            F(vec![neg(pred("a", Op::Like, sc("x*")))]),
+        ),
+        c(
+            &[("a", "not.not.eq.1")],
+            E(K::Filter, "operator \"not\" is unknown"),
+        ),
         // ---- in lists
         c(&[("a", "in.()")], F(vec![pred("a", Op::In, li(&[]))])),
-        c(&[("a", "in.(\"a,b\",c)")], F(vec![pred("a", Op::In, li(&["a,b", "c"]))])),
-        c(&[("a", r#"in.("a\"b","c\\d")"#)], F(vec![pred("a", Op::In, li(&["a\"b", "c\\d"]))])),
-        c(&[("a", "in.( x ,y )")], F(vec![pred("a", Op::In, li(&[" x ", "y "]))])),
-        c(&[("a", "in.(a,,b)")], F(vec![pred("a", Op::In, li(&["a", "", "b"]))])),
+        c(
+            &[("a", "in.(\"a,b\",c)")],
+            F(vec![pred("a", Op::In, li(&["a,b", "c"]))]),
+        ),
+        c(
+            &[("a", r#"in.("a\"b","c\\d")"#)],
+            F(vec![pred("a", Op::In, li(&["a\"b", "c\\d"]))]),
+        ),
+        c(
+            &[("a", "in.( x ,y )")],
+            F(vec![pred("a", Op::In, li(&[" x ", "y "]))]),
+        ),
+        c(
+            &[("a", "in.(a,,b)")],
+            F(vec![pred("a", Op::In, li(&["a", "", "b"]))]),
+        ),
         c(&[("a", "in.(\"\")")], F(vec![pred("a", Op::In, li(&[""]))])),
-        c(&[("a", "in.(\"a\"b,c)")], F(vec![pred("a", Op::In, li(&["\"a\"b", "c"]))])),
-        c(&[("a", "in.(a(b,c)")], F(vec![pred("a", Op::In, li(&["a(b", "c"]))])),
-        c(&[("a", "in.(\"x)y\")")], F(vec![pred("a", Op::In, li(&["x)y"]))])),
-        c(&[("a", "in.(1.5,2.5)")], F(vec![pred("a", Op::In, li(&["1.5", "2.5"]))])),
+        c(
+            &[("a", "in.(\"a\"b,c)")],
+            F(vec![pred("a", Op::In, li(&["\"a\"b", "c"]))]),
+        ),
+        c(
+            &[("a", "in.(a(b,c)")],
+            F(vec![pred("a", Op::In, li(&["a(b", "c"]))]),
+        ),
+        c(
+            &[("a", "in.(\"x)y\")")],
+            F(vec![pred("a", Op::In, li(&["x)y"]))]),
+        ),
+        c(
+            &[("a", "in.(1.5,2.5)")],
+            F(vec![pred("a", Op::In, li(&["1.5", "2.5"]))]),
+        ),
         c(&[("a", "in.1,2")], E(K::Filter, "parenthesized list")),
         c(&[("a", "in.(1,2")], E(K::Filter, "unterminated list")),
-        c(&[("a", "in.(\"1,2)")], F(vec![pred("a", Op::In, li(&["\"1", "2"]))])),
+        c(
+            &[("a", "in.(\"1,2)")],
+            F(vec![pred("a", Op::In, li(&["\"1", "2"]))]),
+        ),
         c(&[("a", "in.(1,2)x")], E(K::Filter, "unexpected \"x\"")),
         // ---- is
-        c(&[("a", "is.NULL")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::Null))])),
-        c(&[("a", "is.not_null")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::NotNull))])),
-        c(&[("a", "is.true")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::True))])),
-        c(&[("a", "is.FALSE")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::False))])),
-        c(&[("a", "is.Unknown")], F(vec![pred("a", Op::Is, Operand::Is(IsValue::Unknown))])),
-        c(&[("a", "is.maybe")], E(K::Filter, "unknown is value \"maybe\"")),
+        c(
+            &[("a", "is.NULL")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::Null))]),
+        ),
+        c(
+            &[("a", "is.not_null")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::NotNull))]),
+        ),
+        c(
+            &[("a", "is.true")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::True))]),
+        ),
+        c(
+            &[("a", "is.FALSE")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::False))]),
+        ),
+        c(
+            &[("a", "is.Unknown")],
+            F(vec![pred("a", Op::Is, Operand::Is(IsValue::Unknown))]),
+        ),
+        c(
+            &[("a", "is.maybe")],
+            E(K::Filter, "unknown is value \"maybe\""),
+        ),
         c(&[("a", "is.")], E(K::Filter, "unknown is value")),
         c(&[("a", "is.null.x")], E(K::Filter, "unknown is value")),
         // ---- quantifiers
-        c(&[("a", "eq(any).{1,2}")], F(vec![quant(pred("a", Op::Eq, li(&["1", "2"])), Any)])),
-        c(&[("a", "like(all).{a*,*b}")], F(vec![quant(pred("a", Op::Like, li(&["a*", "*b"])), All)])),
-        c(&[("a", "ilike(any).{\"a,b\",c}")], F(vec![quant(pred("a", Op::Ilike, li(&["a,b", "c"])), Any)])),
-        c(&[("a", "gt(all).{}")], F(vec![quant(pred("a", Op::Gt, li(&[])), All)])),
-        c(&[("a", "gte(any).{1}")], F(vec![quant(pred("a", Op::Gte, li(&["1"])), Any)])),
-        c(&[("a", "lt(any).{1}")], F(vec![quant(pred("a", Op::Lt, li(&["1"])), Any)])),
-        c(&[("a", "lte(all).{1}")], F(vec![quant(pred("a", Op::Lte, li(&["1"])), All)])),
-        c(&[("a", "match(any).{^a,b$}")], F(vec![quant(pred("a", Op::Match, li(&["^a", "b$"])), Any)])),
-        c(&[("a", "imatch(all).{x}")], F(vec![quant(pred("a", Op::Imatch, li(&["x"])), All)])),
-        c(&[("a", "not.eq(any).{1}")], F(vec![neg(quant(pred("a", Op::Eq, li(&["1"])), Any))])),
-        c(&[("a", "neq(any).{1}")], E(K::Filter, "does not take (any) or (all)")),
+        c(
+            &[("a", "eq(any).{1,2}")],
+            F(vec![quant(pred("a", Op::Eq, li(&["1", "2"])), Any)]),
+        ),
+        c(
+            &[("a", "like(all).{a*,*b}")],
+            F(vec![quant(pred("a", Op::Like, li(&["a*", "*b"])), All)]),
+        ),
+        c(
+            &[("a", "ilike(any).{\"a,b\",c}")],
+            F(vec![quant(pred("a", Op::Ilike, li(&["a,b", "c"])), Any)]),
+        ),
+        c(
+            &[("a", "gt(all).{}")],
+            F(vec![quant(pred("a", Op::Gt, li(&[])), All)]),
+        ),
+        c(
+            &[("a", "gte(any).{1}")],
+            F(vec![quant(pred("a", Op::Gte, li(&["1"])), Any)]),
+        ),
+        c(
+            &[("a", "lt(any).{1}")],
+            F(vec![quant(pred("a", Op::Lt, li(&["1"])), Any)]),
+        ),
+        c(
+            &[("a", "lte(all).{1}")],
+            F(vec![quant(pred("a", Op::Lte, li(&["1"])), All)]),
+        ),
+        c(
+            &[("a", "match(any).{^a,b$}")],
+            F(vec![quant(pred("a", Op::Match, li(&["^a", "b$"])), Any)]),
+        ),
+        c(
+            &[("a", "imatch(all).{x}")],
+            F(vec![quant(pred("a", Op::Imatch, li(&["x"])), All)]),
+        ),
+        c(
+            &[("a", "not.eq(any).{1}")],
+            F(vec![neg(quant(pred("a", Op::Eq, li(&["1"])), Any))]),
+        ),
+        c(
+            &[("a", "neq(any).{1}")],
+            E(K::Filter, "does not take (any) or (all)"),
+        ),
         c(&[("a", "in(any).(1)")], E(K::Filter, "does not take")),
         c(&[("a", "is(all).null")], E(K::Filter, "does not take")),
-        c(&[("a", "eq(some).{1}")], E(K::Filter, "unknown quantifier \"some\"")),
+        c(
+            &[("a", "eq(some).{1}")],
+            E(K::Filter, "unknown quantifier \"some\""),
+        ),
         c(&[("a", "eq(any).1")], E(K::Filter, "braced list")),
         c(&[("a", "eq(any).{1,2")], E(K::Filter, "unterminated list")),
-        c(&[("a", "eq(any")], E(K::Filter, "expected \")\" after the quantifier")),
+        c(
+            &[("a", "eq(any")],
+            E(K::Filter, "expected \")\" after the quantifier"),
+        ),
         // ---- bad operators
-        c(&[("a", "foo.1")], E(K::Filter, "operator \"foo\" is unknown")),
-        c(&[("a", "cs.{1}")], E(K::Filter, "operator \"cs\" is not supported")),
+        c(
+            &[("a", "foo.1")],
+            E(K::Filter, "operator \"foo\" is unknown"),
+        ),
+        c(
+            &[("a", "cs.{1}")],
+            E(K::Filter, "operator \"cs\" is not supported"),
+        ),
         c(&[("a", "fts.word")], E(K::Filter, "not supported")),
         c(&[("a", "EQ.1")], E(K::Filter, "operator \"EQ\" is unknown")),
         c(&[("a", "eq")], E(K::Filter, "missing \".\" and value")),
         c(&[("a", "")], E(K::Filter, "missing operator")),
         c(&[("a", ".1")], E(K::Filter, "expected an operator")),
-        c(&[("a", "eq,1")], E(K::Filter, "expected \".\" after the operator")),
+        c(
+            &[("a", "eq,1")],
+            E(K::Filter, "expected \".\" after the operator"),
+        ),
         // ---- column names
-        c(&[("\"a b\"", "eq.1")], F(vec![pred("a b", Op::Eq, sc("1"))])),
-        c(&[("first name", "eq.1")], F(vec![pred("first name", Op::Eq, sc("1"))])),
-        c(&[("\"a.b\"", "eq.1")], F(vec![pred("a.b", Op::Eq, sc("1"))])),
-        c(&[("\"we\"\"ird\"", "eq.1")], F(vec![pred("we\"ird", Op::Eq, sc("1"))])),
-        c(&[(r#""we\"ird\\""#, "eq.1")], F(vec![pred("we\"ird\\", Op::Eq, sc("1"))])),
+        c(
+            &[("\"a b\"", "eq.1")],
+            F(vec![pred("a b", Op::Eq, sc("1"))]),
+        ),
+        c(
+            &[("first name", "eq.1")],
+            F(vec![pred("first name", Op::Eq, sc("1"))]),
+        ),
+        c(
+            &[("\"a.b\"", "eq.1")],
+            F(vec![pred("a.b", Op::Eq, sc("1"))]),
+        ),
+        c(
+            &[("\"we\"\"ird\"", "eq.1")],
+            F(vec![pred("we\"ird", Op::Eq, sc("1"))]),
+        ),
+        c(
+            &[(r#""we\"ird\\""#, "eq.1")],
+            F(vec![pred("we\"ird\\", Op::Eq, sc("1"))]),
+        ),
         c(&[("é", "eq.1")], F(vec![pred("é", Op::Eq, sc("1"))])),
         c(&[("$x_1", "eq.1")], F(vec![pred("$x_1", Op::Eq, sc("1"))])),
-        c(&[("\"select\"", "eq.1")], F(vec![pred("select", Op::Eq, sc("1"))])),
-        c(&[("a.b", "eq.1")], E(K::Filter, "unexpected \".\" at position 2")),
+        c(
+            &[("\"select\"", "eq.1")],
+            F(vec![pred("select", Op::Eq, sc("1"))]),
+        ),
+        c(
+            &[("a.b", "eq.1")],
+            E(K::Filter, "unexpected \".\" at position 2"),
+        ),
         c(&[("\"\"", "eq.1")], E(K::Filter, "empty quoted identifier")),
-        c(&[("\"abc", "eq.1")], E(K::Filter, "unterminated quoted identifier")),
+        c(
+            &[("\"abc", "eq.1")],
+            E(K::Filter, "unterminated quoted identifier"),
+        ),
         c(&[("a-b", "eq.1")], E(K::Filter, "unexpected \"-\"")),
         c(&[("", "eq.1")], E(K::Filter, "expected a column name")),
         // ---- logic trees
-        c(&[("or", "(a.eq.1,b.gt.2)")], F(vec![or(vec![pred("a", Op::Eq, sc("1")), pred("b", Op::Gt, sc("2"))])])),
-        c(&[("and", "(a.eq.1,b.eq.2)")], F(vec![and(vec![pred("a", Op::Eq, sc("1")), pred("b", Op::Eq, sc("2"))])])),
-        c(&[("not.or", "(a.eq.1,b.eq.2)")], F(vec![neg(or(vec![pred("a", Op::Eq, sc("1")), pred("b", Op::Eq, sc("2"))]))])),
-        c(&[("not.and", "(a.eq.1)")], F(vec![neg(and(vec![pred("a", Op::Eq, sc("1"))]))])),
         c(
-            &[("or", "(a.eq.1,b.gt.2,or(c.is.null,not.d.like.x*),not.and(e.eq.1,f.eq.2))")],
+            &[("or", "(a.eq.1,b.gt.2)")],
+            F(vec![or(vec![
+                pred("a", Op::Eq, sc("1")),
+                pred("b", Op::Gt, sc("2")),
+            ])]),
+        ),
+        c(
+            &[("and", "(a.eq.1,b.eq.2)")],
+            F(vec![and(vec![
+                pred("a", Op::Eq, sc("1")),
+                pred("b", Op::Eq, sc("2")),
+            ])]),
+        ),
+        c(
+            &[("not.or", "(a.eq.1,b.eq.2)")],
+            F(vec![neg(or(vec![
+                pred("a", Op::Eq, sc("1")),
+                pred("b", Op::Eq, sc("2")),
+            ]))]),
+        ),
+        c(
+            &[("not.and", "(a.eq.1)")],
+            F(vec![neg(and(vec![pred("a", Op::Eq, sc("1"))]))]),
+        ),
+        c(
+            &[(
+                "or",
+                "(a.eq.1,b.gt.2,or(c.is.null,not.d.like.x*),not.and(e.eq.1,f.eq.2))",
+            )],
             F(vec![or(vec![
                 pred("a", Op::Eq, sc("1")),
                 pred("b", Op::Gt, sc("2")),
@@ -244,109 +436,376 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                     pred("c", Op::Is, Operand::Is(IsValue::Null)),
                     neg(pred("d", Op::Like, sc("x*"))),
                 ]),
-                neg(and(vec![pred("e", Op::Eq, sc("1")), pred("f", Op::Eq, sc("2"))])),
+                neg(and(vec![
+                    pred("e", Op::Eq, sc("1")),
+                    pred("f", Op::Eq, sc("2")),
+                ])),
             ])]),
         ),
-        c(&[("or", "(and(a.eq.1,not.or(b.eq.2)))")], F(vec![or(vec![and(vec![pred("a", Op::Eq, sc("1")), neg(or(vec![pred("b", Op::Eq, sc("2"))]))])])])),
-        c(&[("or", "(name.eq.\"a,b\",c.eq.x)")], F(vec![or(vec![pred("name", Op::Eq, sc("a,b")), pred("c", Op::Eq, sc("x"))])])),
-        c(&[("or", "(name.eq.\"(a)\")")], F(vec![or(vec![pred("name", Op::Eq, sc("(a)"))])])),
-        c(&[("or", r#"(a.eq."x\"y\\")"#)], F(vec![or(vec![pred("a", Op::Eq, sc("x\"y\\"))])])),
-        c(&[("or", "(a.in.(1,2),b.eq.3)")], F(vec![or(vec![pred("a", Op::In, li(&["1", "2"])), pred("b", Op::Eq, sc("3"))])])),
-        c(&[("or", "(a.in.(\"x,y\",z),b.in.())")], F(vec![or(vec![pred("a", Op::In, li(&["x,y", "z"])), pred("b", Op::In, li(&[]))])])),
-        c(&[("or", "(a.eq.1.5,b.like.*.com)")], F(vec![or(vec![pred("a", Op::Eq, sc("1.5")), pred("b", Op::Like, sc("*.com"))])])),
-        c(&[("or", "( a.eq.1 , b.eq.2 )")], F(vec![or(vec![pred("a", Op::Eq, sc("1 ")), pred("b", Op::Eq, sc("2 "))])])),
-        c(&[("or", "(a.eq(any).{1,2},b.like(all).{\"x,y\"})")], F(vec![or(vec![quant(pred("a", Op::Eq, li(&["1", "2"])), Any), quant(pred("b", Op::Like, li(&["x,y"])), All)])])),
-        c(&[("or", "(a.eq.{1,2},b.eq.3)")], F(vec![or(vec![pred("a", Op::Eq, sc("{1,2}")), pred("b", Op::Eq, sc("3"))])])),
-        c(&[("or", "(\"a.b\".eq.1,\"c d\".neq.2)")], F(vec![or(vec![pred("a.b", Op::Eq, sc("1")), pred("c d", Op::Neq, sc("2"))])])),
-        c(&[("or", "(a.is.null,b.is.TRUE)")], F(vec![or(vec![pred("a", Op::Is, Operand::Is(IsValue::Null)), pred("b", Op::Is, Operand::Is(IsValue::True))])])),
-        c(&[("or", "(a.not.eq.1)")], F(vec![or(vec![neg(pred("a", Op::Eq, sc("1")))])])),
-        c(&[("or", "(or.eq.1,and.eq.2)")], F(vec![or(vec![pred("or", Op::Eq, sc("1")), pred("and", Op::Eq, sc("2"))])])),
-        c(&[("or", "(not.eq.1)")], F(vec![or(vec![pred("not", Op::Eq, sc("1"))])])),
-        c(&[("or", "(a.eq.(x)")], F(vec![or(vec![pred("a", Op::Eq, sc("(x"))])])),
-        c(&[("or", "(a.eq.)")], F(vec![or(vec![pred("a", Op::Eq, sc(""))])])),
+        c(
+            &[("or", "(and(a.eq.1,not.or(b.eq.2)))")],
+            F(vec![or(vec![and(vec![
+                pred("a", Op::Eq, sc("1")),
+                neg(or(vec![pred("b", Op::Eq, sc("2"))])),
+            ])])]),
+        ),
+        c(
+            &[("or", "(name.eq.\"a,b\",c.eq.x)")],
+            F(vec![or(vec![
+                pred("name", Op::Eq, sc("a,b")),
+                pred("c", Op::Eq, sc("x")),
+            ])]),
+        ),
+        c(
+            &[("or", "(name.eq.\"(a)\")")],
+            F(vec![or(vec![pred("name", Op::Eq, sc("(a)"))])]),
+        ),
+        c(
+            &[("or", r#"(a.eq."x\"y\\")"#)],
+            F(vec![or(vec![pred("a", Op::Eq, sc("x\"y\\"))])]),
+        ),
+        c(
+            &[("or", "(a.in.(1,2),b.eq.3)")],
+            F(vec![or(vec![
+                pred("a", Op::In, li(&["1", "2"])),
+                pred("b", Op::Eq, sc("3")),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.in.(\"x,y\",z),b.in.())")],
+            F(vec![or(vec![
+                pred("a", Op::In, li(&["x,y", "z"])),
+                pred("b", Op::In, li(&[])),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.eq.1.5,b.like.*.com)")],
+            F(vec![or(vec![
+                pred("a", Op::Eq, sc("1.5")),
+                pred("b", Op::Like, sc("*.com")),
+            ])]),
+        ),
+        c(
+            &[("or", "( a.eq.1 , b.eq.2 )")],
+            F(vec![or(vec![
+                pred("a", Op::Eq, sc("1 ")),
+                pred("b", Op::Eq, sc("2 ")),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.eq(any).{1,2},b.like(all).{\"x,y\"})")],
+            F(vec![or(vec![
+                quant(pred("a", Op::Eq, li(&["1", "2"])), Any),
+                quant(pred("b", Op::Like, li(&["x,y"])), All),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.eq.{1,2},b.eq.3)")],
+            F(vec![or(vec![
+                pred("a", Op::Eq, sc("{1,2}")),
+                pred("b", Op::Eq, sc("3")),
+            ])]),
+        ),
+        c(
+            &[("or", "(\"a.b\".eq.1,\"c d\".neq.2)")],
+            F(vec![or(vec![
+                pred("a.b", Op::Eq, sc("1")),
+                pred("c d", Op::Neq, sc("2")),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.is.null,b.is.TRUE)")],
+            F(vec![or(vec![
+                pred("a", Op::Is, Operand::Is(IsValue::Null)),
+                pred("b", Op::Is, Operand::Is(IsValue::True)),
+            ])]),
+        ),
+        c(
+            &[("or", "(a.not.eq.1)")],
+            F(vec![or(vec![neg(pred("a", Op::Eq, sc("1")))])]),
+        ),
+        c(
+            &[("or", "(or.eq.1,and.eq.2)")],
+            F(vec![or(vec![
+                pred("or", Op::Eq, sc("1")),
+                pred("and", Op::Eq, sc("2")),
+            ])]),
+        ),
+        c(
+            &[("or", "(not.eq.1)")],
+            F(vec![or(vec![pred("not", Op::Eq, sc("1"))])]),
+        ),
+        // lenient `not.col.op.value`, read only when `not` cannot be the column
+        c(
+            &[("or", "(not.d.like.x*,not.e.not.eq.1)")],
+            F(vec![or(vec![
+                neg(pred("d", Op::Like, sc("x*"))),
+                pred("e", Op::Eq, sc("1")),
+            ])]),
+        ),
+        c(
+            &[("or", "(not.not.eq.1)")],
+            F(vec![or(vec![neg(pred("not", Op::Eq, sc("1")))])]),
+        ),
+        c(
+            &[("or", "(not.d.foo.1)")],
+            E(K::Logic, "operator \"d\" is unknown"),
+        ),
+        c(
+            &[("or", "(a.eq.(x)")],
+            F(vec![or(vec![pred("a", Op::Eq, sc("(x"))])]),
+        ),
+        c(
+            &[("or", "(a.eq.)")],
+            F(vec![or(vec![pred("a", Op::Eq, sc(""))])]),
+        ),
         c(&[("or", "()")], E(K::Logic, "empty logic group")),
         c(&[("or", "(a.eq.1")], E(K::Logic, "missing \")\"")),
-        c(&[("or", "(a.eq.1,or(b.eq.2)")], E(K::Logic, "missing \")\"")),
+        c(
+            &[("or", "(a.eq.1,or(b.eq.2)")],
+            E(K::Logic, "missing \")\""),
+        ),
         c(&[("or", "a.eq.1")], E(K::Logic, "expected \"(\"")),
         c(&[("or", "")], E(K::Logic, "expected \"(\", found the end")),
         c(&[("or", "(a.eq.1))")], E(K::Logic, "unexpected \")\"")),
-        c(&[("or", "(a.foo.1)")], E(K::Logic, "operator \"foo\" is unknown")),
-        c(&[("or", "(a)")], E(K::Logic, "expected \".\" after the column name")),
-        c(&[("or", "(a.eq.1,)")], E(K::Logic, "expected a column name")),
-        c(&[("or", "(a.eq.\"x\"y,b.eq.2)")], F(vec![or(vec![pred("a", Op::Eq, sc("\"x\"y")), pred("b", Op::Eq, sc("2"))])])),
+        c(
+            &[("or", "(a.foo.1)")],
+            E(K::Logic, "operator \"foo\" is unknown"),
+        ),
+        c(
+            &[("or", "(a)")],
+            E(K::Logic, "expected \".\" after the column name"),
+        ),
+        c(
+            &[("or", "(a.eq.1,)")],
+            E(K::Logic, "expected a column name"),
+        ),
+        c(
+            &[("or", "(a.eq.\"x\"y,b.eq.2)")],
+            F(vec![or(vec![
+                pred("a", Op::Eq, sc("\"x\"y")),
+                pred("b", Op::Eq, sc("2")),
+            ])]),
+        ),
         c(&[("or", "(a.eq.{x}y)")], E(K::Logic, "unexpected \"y\"")),
         c(&[("or", "(a.in.(1,2)")], E(K::Logic, "missing \")\"")),
         c(&[("or", "(a.is.maybe)")], E(K::Logic, "unknown is value")),
-        c(&[("or", "(xor(a.eq.1))")], E(K::Logic, "expected \".\" after the column name")),
-        c(&[("or", &nested(MAX_LOGIC_DEPTH))], F(vec![nested_ast(MAX_LOGIC_DEPTH)])),
-        c(&[("or", &nested(MAX_LOGIC_DEPTH + 1))], E(K::Logic, "nested deeper than 32 levels")),
-        c(&[("or", &nested(10_000))], E(K::Logic, "nested deeper than")),
+        c(
+            &[("or", "(xor(a.eq.1))")],
+            E(K::Logic, "expected \".\" after the column name"),
+        ),
+        c(
+            &[("or", &nested(MAX_LOGIC_DEPTH))],
+            F(vec![nested_ast(MAX_LOGIC_DEPTH)]),
+        ),
+        c(
+            &[("or", &nested(MAX_LOGIC_DEPTH + 1))],
+            E(K::Logic, "nested deeper than 32 levels"),
+        ),
+        c(
+            &[("or", &nested(10_000))],
+            E(K::Logic, "nested deeper than"),
+        ),
         // ---- limit / offset
-        c(&[("limit", "10"), ("offset", "5")], Q(Query { limit: Some(10), offset: Some(5), ..Query::default() })),
-        c(&[("limit", "1"), ("limit", "2")], Q(Query { limit: Some(2), ..Query::default() })),
-        c(&[("limit", "0")], Q(Query { limit: Some(0), ..Query::default() })),
+        c(
+            &[("limit", "10"), ("offset", "5")],
+            Q(Query {
+                limit: Some(10),
+                offset: Some(5),
+                ..Query::default()
+            }),
+        ),
+        c(
+            &[("limit", "1"), ("limit", "2")],
+            Q(Query {
+                limit: Some(2),
+                ..Query::default()
+            }),
+        ),
+        c(
+            &[("limit", "0")],
+            Q(Query {
+                limit: Some(0),
+                ..Query::default()
+            }),
+        ),
         c(&[("limit", "-1")], E(K::Limit, "non-negative integer")),
-        c(&[("limit", "abc")], E(K::Limit, "limit must be a non-negative integer, got \"abc\"")),
+        c(
+            &[("limit", "abc")],
+            E(
+                K::Limit,
+                "limit must be a non-negative integer, got \"abc\"",
+            ),
+        ),
         c(&[("limit", "")], E(K::Limit, "non-negative")),
         c(&[("limit", "+3")], E(K::Limit, "non-negative")),
-        c(&[("offset", "1.5")], E(K::Limit, "offset must be a non-negative integer")),
+        c(
+            &[("offset", "1.5")],
+            E(K::Limit, "offset must be a non-negative integer"),
+        ),
         c(&[("offset", " 1")], E(K::Limit, "offset must be")),
-        c(&[("limit", "99999999999999999999999")], E(K::Limit, "too large")),
+        c(
+            &[("limit", "99999999999999999999999")],
+            E(K::Limit, "too large"),
+        ),
         // ---- select
         c(&[("select", "*")], sel(vec![SelectItem::Star])),
         c(&[("select", "a,b")], sel(vec![col("a"), col("b")])),
-        c(&[("select", "x:a")], sel(vec![col_as(Some("x"), "a", None)])),
-        c(&[("select", "a::text")], sel(vec![col_as(None, "a", Some("text"))])),
-        c(&[("select", "x:a::TEXT")], sel(vec![col_as(Some("x"), "a", Some("text"))])),
+        c(
+            &[("select", "x:a")],
+            sel(vec![col_as(Some("x"), "a", None)]),
+        ),
+        c(
+            &[("select", "a::text")],
+            sel(vec![col_as(None, "a", Some("text"))]),
+        ),
+        c(
+            &[("select", "x:a::TEXT")],
+            sel(vec![col_as(Some("x"), "a", Some("text"))]),
+        ),
         c(&[("select", " a , b ")], sel(vec![col("a"), col("b")])),
-        c(&[("select", "x : a :: int")], sel(vec![col_as(Some("x"), "a", Some("int"))])),
-        c(&[("select", "\"my col\",b")], sel(vec![col("my col"), col("b")])),
-        c(&[("select", "\"a,b\":\"c:d\"")], sel(vec![col_as(Some("a,b"), "c:d", None)])),
+        c(
+            &[("select", "x : a :: int")],
+            sel(vec![col_as(Some("x"), "a", Some("int"))]),
+        ),
+        c(
+            &[("select", "\"my col\",b")],
+            sel(vec![col("my col"), col("b")]),
+        ),
+        c(
+            &[("select", "\"a,b\":\"c:d\"")],
+            sel(vec![col_as(Some("a,b"), "c:d", None)]),
+        ),
         c(&[("select", "é,名前")], sel(vec![col("é"), col("名前")])),
         c(&[("select", "first name")], sel(vec![col("first name")])),
         c(&[("select", "*,a")], sel(vec![SelectItem::Star, col("a")])),
-        c(&[("select", "a::double precision")], sel(vec![col_as(None, "a", Some("double precision"))])),
+        c(
+            &[("select", "a::double precision")],
+            sel(vec![col_as(None, "a", Some("double precision"))]),
+        ),
         c(&[("select", "a"), ("select", "b")], sel(vec![col("b")])),
         c(&[("select", "")], E(K::Select, "empty select list")),
         c(&[("select", "  ")], E(K::Select, "empty select list")),
         c(&[("select", "a,")], E(K::Select, "trailing \",\"")),
-        c(&[("select", "a,,b")], E(K::Select, "expected a column name, found \",\"")),
-        c(&[("select", "rel(a,b)")], E(K::Select, "resource embedding is not supported yet")),
-        c(&[("select", "a,alias:rel(*)")], E(K::Select, "embedded resource \"alias:rel(*)\"")),
-        c(&[("select", "rel!fk(a)")], E(K::Select, "resource embedding is not supported yet")),
-        c(&[("select", "...rel(a)")], E(K::Select, "resource embedding is not supported yet")),
+        c(
+            &[("select", "a,,b")],
+            E(K::Select, "expected a column name, found \",\""),
+        ),
+        c(
+            &[("select", "rel(a,b)")],
+            E(K::Select, "resource embedding is not supported yet"),
+        ),
+        c(
+            &[("select", "a,alias:rel(*)")],
+            E(K::Select, "embedded resource \"alias:rel(*)\""),
+        ),
+        c(
+            &[("select", "rel!fk(a)")],
+            E(K::Select, "resource embedding is not supported yet"),
+        ),
+        c(
+            &[("select", "...rel(a)")],
+            E(K::Select, "resource embedding is not supported yet"),
+        ),
         c(&[("select", "rel(a")], E(K::Select, "resource embedding")),
         c(&[("select", "a->b")], E(K::Select, "JSON paths")),
         c(&[("select", "a::")], E(K::Select, "expected a type name")),
-        c(&[("select", "a.b")], E(K::Select, "unexpected \".\" at position 2 in \"a.b\"")),
-        c(&[("select", "\"abc")], E(K::Select, "unterminated quoted identifier")),
+        c(
+            &[("select", "a.b")],
+            E(K::Select, "unexpected \".\" at position 2 in \"a.b\""),
+        ),
+        c(
+            &[("select", "\"abc")],
+            E(K::Select, "unterminated quoted identifier"),
+        ),
         c(&[("select", "é.x")], E(K::Select, "at position 2")),
         c(&[("select", "*x")], E(K::Select, "unexpected \"x\"")),
         // ---- order
         c(&[("order", "a")], order(vec![ord("a", None, None)])),
-        c(&[("order", "a.asc")], order(vec![ord("a", Some(Asc), None)])),
-        c(&[("order", "a.desc")], order(vec![ord("a", Some(Desc), None)])),
-        c(&[("order", "a.nullsfirst")], order(vec![ord("a", None, Some(Nulls::First))])),
-        c(&[("order", "a.desc.nullslast")], order(vec![ord("a", Some(Desc), Some(Nulls::Last))])),
-        c(&[("order", "a.asc.nullsfirst,b")], order(vec![ord("a", Some(Asc), Some(Nulls::First)), ord("b", None, None)])),
-        c(&[("order", " a.desc , b.asc ")], order(vec![ord("a", Some(Desc), None), ord("b", Some(Asc), None)])),
-        c(&[("order", "\"a.b\".desc")], order(vec![ord("a.b", Some(Desc), None)])),
-        c(&[("order", "a.up")], E(K::Order, "unknown order modifier \"up\"")),
-        c(&[("order", "a.nullsfirst.desc")], E(K::Order, "unexpected \".\"")),
-        c(&[("order", "a.desc.asc")], E(K::Order, "unknown order modifier \"asc\"")),
+        c(
+            &[("order", "a.asc")],
+            order(vec![ord("a", Some(Asc), None)]),
+        ),
+        c(
+            &[("order", "a.desc")],
+            order(vec![ord("a", Some(Desc), None)]),
+        ),
+        c(
+            &[("order", "a.nullsfirst")],
+            order(vec![ord("a", None, Some(Nulls::First))]),
+        ),
+        c(
+            &[("order", "a.desc.nullslast")],
+            order(vec![ord("a", Some(Desc), Some(Nulls::Last))]),
+        ),
+        c(
+            &[("order", "a.asc.nullsfirst,b")],
+            order(vec![
+                ord("a", Some(Asc), Some(Nulls::First)),
+                ord("b", None, None),
+            ]),
+        ),
+        c(
+            &[("order", " a.desc , b.asc ")],
+            order(vec![ord("a", Some(Desc), None), ord("b", Some(Asc), None)]),
+        ),
+        c(
+            &[("order", "\"a.b\".desc")],
+            order(vec![ord("a.b", Some(Desc), None)]),
+        ),
+        c(
+            &[("order", "a.up")],
+            E(K::Order, "unknown order modifier \"up\""),
+        ),
+        c(
+            &[("order", "a.nullsfirst.desc")],
+            E(K::Order, "unexpected \".\""),
+        ),
+        c(
+            &[("order", "a.desc.asc")],
+            E(K::Order, "unknown order modifier \"asc\""),
+        ),
         c(&[("order", "a.")], E(K::Order, "expected asc, desc")),
         c(&[("order", "")], E(K::Order, "empty order list")),
         c(&[("order", "a,")], E(K::Order, "expected a column name")),
         // ---- columns / on_conflict
-        c(&[("columns", "a,b")], Q(Query { columns: Some(vec!["a".into(), "b".into()]), ..Query::default() })),
-        c(&[("columns", " a , \"b,c\" ")], Q(Query { columns: Some(vec!["a".into(), "b,c".into()]), ..Query::default() })),
-        c(&[("on_conflict", "id")], Q(Query { on_conflict: Some(vec!["id".into()]), ..Query::default() })),
+        c(
+            &[("columns", "a,b")],
+            Q(Query {
+                columns: Some(vec!["a".into(), "b".into()]),
+                ..Query::default()
+            }),
+        ),
+        c(
+            &[("columns", " a , \"b,c\" ")],
+            Q(Query {
+                columns: Some(vec!["a".into(), "b,c".into()]),
+                ..Query::default()
+            }),
+        ),
+        c(
+            &[("on_conflict", "id")],
+            Q(Query {
+                on_conflict: Some(vec!["id".into()]),
+                ..Query::default()
+            }),
+        ),
         c(&[("columns", "")], E(K::Columns, "empty column list")),
         c(&[("columns", "a.b")], E(K::Columns, "unexpected \".\"")),
-        c(&[("on_conflict", "a,")], E(K::Columns, "failed to parse on_conflict parameter")),
+        c(
+            &[("on_conflict", "a,")],
+            E(K::Columns, "failed to parse on_conflict parameter"),
+        ),
         // ---- a whole query: filters keep their order
         c(
-            &[("select", "id,n:name"), ("age", "gte.18"), ("or", "(a.eq.1,b.eq.2)"), ("name", "like.J*"), ("order", "age.desc"), ("limit", "10")],
+            &[
+                ("select", "id,n:name"),
+                ("age", "gte.18"),
+                ("or", "(a.eq.1,b.eq.2)"),
+                ("name", "like.J*"),
+                ("order", "age.desc"),
+                ("limit", "10"),
+            ],
             Q(Query {
                 select: Some(vec![col("id"), col_as(Some("n"), "name", None)]),
                 filters: vec![
@@ -400,7 +859,12 @@ fn table() {
             failures.push(format!("{pairs:?}\n   got: {got:?}"));
         }
     }
-    assert!(failures.is_empty(), "{} failing cases:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

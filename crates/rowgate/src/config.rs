@@ -119,19 +119,71 @@ pub struct Key {
 
 /// Every configuration key.
 pub const KEYS: &[Key] = &[
-    Key { name: "listen", env: "ROWGATE_LISTEN", doc: "address to listen on" },
-    Key { name: "log", env: "ROWGATE_LOG", doc: "log filter, e.g. info or rowgate=debug" },
-    Key { name: "db.path", env: "ROWGATE_DB_PATH", doc: "SQLite database file" },
-    Key { name: "db.readers", env: "ROWGATE_DB_READERS", doc: "reader threads (0 = CPUs)" },
-    Key { name: "db.statement_timeout_ms", env: "ROWGATE_DB_STATEMENT_TIMEOUT_MS", doc: "statement timeout in ms (0 = none)" },
-    Key { name: "db.busy_timeout_ms", env: "ROWGATE_DB_BUSY_TIMEOUT_MS", doc: "wait for another process's lock, in ms" },
-    Key { name: "db.schema_poll_ms", env: "ROWGATE_DB_SCHEMA_POLL_MS", doc: "schema change check interval in ms" },
-    Key { name: "rest.prefix", env: "ROWGATE_REST_PREFIX", doc: "URL prefix of the REST API" },
-    Key { name: "rest.max_rows", env: "ROWGATE_REST_MAX_ROWS", doc: "most rows a read returns (0 = unlimited)" },
-    Key { name: "limits.body_bytes", env: "ROWGATE_LIMITS_BODY_BYTES", doc: "largest request body in bytes" },
-    Key { name: "limits.max_headers", env: "ROWGATE_LIMITS_MAX_HEADERS", doc: "most request headers" },
-    Key { name: "limits.header_read_timeout_ms", env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS", doc: "time to read request headers, in ms" },
-    Key { name: "limits.drain_timeout_ms", env: "ROWGATE_LIMITS_DRAIN_TIMEOUT_MS", doc: "time for in-flight requests on shutdown, in ms" },
+    Key {
+        name: "listen",
+        env: "ROWGATE_LISTEN",
+        doc: "address to listen on",
+    },
+    Key {
+        name: "log",
+        env: "ROWGATE_LOG",
+        doc: "log filter, e.g. info or rowgate=debug",
+    },
+    Key {
+        name: "db.path",
+        env: "ROWGATE_DB_PATH",
+        doc: "SQLite database file",
+    },
+    Key {
+        name: "db.readers",
+        env: "ROWGATE_DB_READERS",
+        doc: "reader threads (0 = CPUs)",
+    },
+    Key {
+        name: "db.statement_timeout_ms",
+        env: "ROWGATE_DB_STATEMENT_TIMEOUT_MS",
+        doc: "statement timeout in ms (0 = none)",
+    },
+    Key {
+        name: "db.busy_timeout_ms",
+        env: "ROWGATE_DB_BUSY_TIMEOUT_MS",
+        doc: "wait for another process's lock, in ms",
+    },
+    Key {
+        name: "db.schema_poll_ms",
+        env: "ROWGATE_DB_SCHEMA_POLL_MS",
+        doc: "schema change check interval in ms",
+    },
+    Key {
+        name: "rest.prefix",
+        env: "ROWGATE_REST_PREFIX",
+        doc: "URL prefix of the REST API",
+    },
+    Key {
+        name: "rest.max_rows",
+        env: "ROWGATE_REST_MAX_ROWS",
+        doc: "most rows a read returns (0 = unlimited)",
+    },
+    Key {
+        name: "limits.body_bytes",
+        env: "ROWGATE_LIMITS_BODY_BYTES",
+        doc: "largest request body in bytes",
+    },
+    Key {
+        name: "limits.max_headers",
+        env: "ROWGATE_LIMITS_MAX_HEADERS",
+        doc: "most request headers",
+    },
+    Key {
+        name: "limits.header_read_timeout_ms",
+        env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS",
+        doc: "time to read request headers, in ms",
+    },
+    Key {
+        name: "limits.drain_timeout_ms",
+        env: "ROWGATE_LIMITS_DRAIN_TIMEOUT_MS",
+        doc: "time for in-flight requests on shutdown, in ms",
+    },
 ];
 
 /// Builds the effective configuration: `file` (if any) < environment < `overrides` (from CLI
@@ -213,14 +265,22 @@ impl Config {
             );
         }
         if ["/live", "/ready", "/openapi.json"].contains(&self.rest.prefix.as_str()) {
-            bail!("rest.prefix {:?} shadows a built-in route", self.rest.prefix);
+            bail!(
+                "rest.prefix {:?} shadows a built-in route",
+                self.rest.prefix
+            );
         }
         if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {
             bail!("limits.max_headers and limits.body_bytes must be positive");
         }
         self.listen
             .parse::<std::net::SocketAddr>()
-            .with_context(|| format!("listen must be an address like 127.0.0.1:8080, got {:?}", self.listen))?;
+            .with_context(|| {
+                format!(
+                    "listen must be an address like 127.0.0.1:8080, got {:?}",
+                    self.listen
+                )
+            })?;
         Ok(())
     }
 
@@ -247,8 +307,11 @@ mod tests {
     fn precedence_is_file_then_env_then_cli() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("rowgate.toml");
-        std::fs::write(&file, "listen = \"127.0.0.1:1\"\n[rest]\nmax_rows = 5\nprefix = \"/x\"\n")
-            .expect("write");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:1\"\n[rest]\nmax_rows = 5\nprefix = \"/x\"\n",
+        )
+        .expect("write");
         let env = |name: &str| match name {
             "ROWGATE_REST_MAX_ROWS" => Some("7".to_string()),
             "ROWGATE_LISTEN" => Some("127.0.0.1:2".to_string()),
@@ -263,8 +326,12 @@ mod tests {
 
     #[test]
     fn bad_values_are_rejected_with_the_key_name() {
-        let err = load(None, |n| (n == "ROWGATE_REST_MAX_ROWS").then(|| "lots".into()), &[])
-            .expect_err("must fail");
+        let err = load(
+            None,
+            |n| (n == "ROWGATE_REST_MAX_ROWS").then(|| "lots".into()),
+            &[],
+        )
+        .expect_err("must fail");
         assert!(format!("{err:#}").contains("rest.max_rows"), "{err:#}");
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("rowgate.toml");

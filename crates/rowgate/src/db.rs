@@ -82,7 +82,8 @@ impl Conn {
     fn arm(&self) {
         if !self.timeout.is_zero() {
             let ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
-            self.deadline.store(now_ms().saturating_add(ms), Ordering::Relaxed);
+            self.deadline
+                .store(now_ms().saturating_add(ms), Ordering::Relaxed);
         }
     }
 
@@ -99,26 +100,46 @@ fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
             let re = ctx.get_or_create_aux(0, |vr| -> Result<regex::Regex, BoxError> {
-                Ok(regex::RegexBuilder::new(vr.as_str()?)
+                regex::RegexBuilder::new(vr.as_str()?)
                     .size_limit(1 << 20)
-                    .build()?)
+                    .build()
+                    .map_err(|e| format!("{REGEX_ERROR_PREFIX}{e}").into())
             })?;
             match ctx.get_raw(1) {
                 rusqlite::types::ValueRef::Null => Ok(None),
                 rusqlite::types::ValueRef::Text(t) => {
                     Ok(Some(re.is_match(&String::from_utf8_lossy(t))))
                 }
-                other => Ok(Some(re.is_match(&match other {
-                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
-                    rusqlite::types::ValueRef::Real(f) => f.to_string(),
-                    _ => String::new(),
-                }))),
+                rusqlite::types::ValueRef::Integer(i) => Ok(Some(re.is_match(&i.to_string()))),
+                rusqlite::types::ValueRef::Real(f) => Ok(Some(
+                    re.is_match(
+                        &rowgate_query::eval::sqlite_text(&rowgate_query::Value::Real(f))
+                            .unwrap_or_default(),
+                    ),
+                )),
+                rusqlite::types::ValueRef::Blob(_) => Ok(Some(false)),
             }
         },
     )
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Starts the message of every error raised by `regexp()`, so [`map_error`] can recognise it.
+const REGEX_ERROR_PREFIX: &str = "invalid regular expression: ";
+
+/// Messages of SQLite's size limits (bound variables, expression depth, result columns, …):
+/// a request that builds such a statement is too complex, not a server fault.
+const LIMIT_MESSAGES: &[&str] = &[
+    "too many SQL variables",
+    "variable number must be between",
+    "Expression tree is too large",
+    "too many columns",
+    "too many arguments on function",
+    "too many terms in",
+    "parser stack overflow",
+    "pattern too complex",
+];
 
 impl Database {
     /// Opens the database file (creating it if missing), switches it to WAL, starts the reader
@@ -200,7 +221,10 @@ impl Database {
         let job: WriteJob = Box::new(move |conn| {
             let result = match conn {
                 Some(conn) => f(conn),
-                None => Err(ApiError::new(ErrorCode::Unavailable, "the database is unavailable")),
+                None => Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the database is unavailable",
+                )),
             };
             let ok = result.is_ok();
             let completion: Completion = Box::new(move |commit| {
@@ -285,6 +309,20 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
     }
 }
 
+fn hits_a_limit(message: &str) -> bool {
+    LIMIT_MESSAGES.iter().any(|m| message.contains(m))
+}
+
+/// The answer for a statement beyond one of SQLite's limits; `message` is SQLite's own (no SQL).
+fn too_complex(message: String) -> ApiError {
+    ApiError::new(
+        ErrorCode::QueryTooComplex,
+        "the query is too large for the database",
+    )
+    .details(message)
+    .hint("use fewer filters, list items or columns per request")
+}
+
 /// Maps a SQLite error to the error a client sees.
 pub fn map_error(e: rusqlite::Error) -> ApiError {
     match &e {
@@ -315,13 +353,15 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                 SqliteCode::TooBig => {
                     ApiError::new(ErrorCode::DataError, "a value is too big").details(text)
                 }
-                _ if text.starts_with("regex") || text.contains("regex parse error") => {
+                _ if text.starts_with(REGEX_ERROR_PREFIX) => {
                     ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                        .details(text)
+                        .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
                 }
+                _ if hits_a_limit(&text) => too_complex(text),
                 _ => ApiError::internal(e),
             }
         }
+        rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => too_complex(msg.clone()),
         rusqlite::Error::UserFunctionError(inner) => {
             ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
                 .details(inner.to_string())

@@ -57,6 +57,7 @@ error_codes! {
     MethodNotAllowed => ("PGRST117", StatusCode::METHOD_NOT_ALLOWED, Request, "the HTTP method is not allowed on this resource"),
     MaxAffectedExceeded => ("PGRST124", StatusCode::BAD_REQUEST, Execute, "more rows would be affected than Prefer: max-affected allows"),
     InvalidPreference => ("PGRST122", StatusCode::BAD_REQUEST, Request, "a Prefer header value is invalid (with handling=strict)"),
+    QueryTooComplex => ("RG101", StatusCode::BAD_REQUEST, Plan, "the query exceeds a database limit (too many values, filters, columns or nesting)"),
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
     TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),
     NotFound => ("RG404", StatusCode::NOT_FOUND, Request, "no route or row matches the URL"),

@@ -77,7 +77,11 @@ fn table_schema(table: &Table) -> Value {
     for c in &table.columns {
         let mut p = Map::new();
         if !c.json_type.is_empty() {
-            let t = if c.nullable { json!([c.json_type, "null"]) } else { json!(c.json_type) };
+            let t = if c.nullable {
+                json!([c.json_type, "null"])
+            } else {
+                json!(c.json_type)
+            };
             p.insert("type".into(), t);
         }
         p.insert("format".into(), json!(c.decl_type));
@@ -96,10 +100,12 @@ fn table_schema(table: &Table) -> Value {
 }
 
 fn filter_params(table: &Table) -> Vec<Value> {
-    let mut params: Vec<Value> = ["select", "order", "limit", "offset", "or", "Prefer", "Range"]
-        .iter()
-        .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}))
-        .collect();
+    let mut params: Vec<Value> = [
+        "select", "order", "limit", "offset", "or", "Prefer", "Range",
+    ]
+    .iter()
+    .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}))
+    .collect();
     for c in &table.columns {
         params.push(json!({
             "name": c.name, "in": "query", "required": false,
@@ -129,28 +135,40 @@ fn body(table: &Table) -> Value {
 fn collection(table: &Table) -> Value {
     let params = filter_params(table);
     let mut ops = Map::new();
-    ops.insert("get".into(), json!({
-        "summary": format!("read {}", table.name), "parameters": params,
-        "responses": {"200": rows_response(table), "206": rows_response(table)}
-    }));
+    ops.insert(
+        "get".into(),
+        json!({
+            "summary": format!("read {}", table.name), "parameters": params,
+            "responses": {"200": rows_response(table), "206": rows_response(table)}
+        }),
+    );
     if !table.is_view {
-        ops.insert("post".into(), json!({
-            "summary": format!("insert into {}", table.name),
-            "parameters": [{"$ref": "#/components/parameters/Prefer"},
-                {"name": "columns", "in": "query", "schema": {"type": "string"}},
-                {"name": "on_conflict", "in": "query", "schema": {"type": "string"}}],
-            "requestBody": body(table),
-            "responses": {"201": rows_response(table)}
-        }));
-        ops.insert("patch".into(), json!({
-            "summary": format!("update {}", table.name), "parameters": params,
-            "requestBody": body(table),
-            "responses": {"200": rows_response(table), "204": {"description": "updated"}}
-        }));
-        ops.insert("delete".into(), json!({
-            "summary": format!("delete from {}", table.name), "parameters": params,
-            "responses": {"200": rows_response(table), "204": {"description": "deleted"}}
-        }));
+        ops.insert(
+            "post".into(),
+            json!({
+                "summary": format!("insert into {}", table.name),
+                "parameters": [{"$ref": "#/components/parameters/Prefer"},
+                    {"name": "columns", "in": "query", "schema": {"type": "string"}},
+                    {"name": "on_conflict", "in": "query", "schema": {"type": "string"}}],
+                "requestBody": body(table),
+                "responses": {"201": rows_response(table)}
+            }),
+        );
+        ops.insert(
+            "patch".into(),
+            json!({
+                "summary": format!("update {}", table.name), "parameters": params,
+                "requestBody": body(table),
+                "responses": {"200": rows_response(table), "204": {"description": "updated"}}
+            }),
+        );
+        ops.insert(
+            "delete".into(),
+            json!({
+                "summary": format!("delete from {}", table.name), "parameters": params,
+                "responses": {"200": rows_response(table), "204": {"description": "deleted"}}
+            }),
+        );
     }
     Value::Object(ops)
 }
@@ -162,14 +180,24 @@ fn item(table: &Table) -> Value {
     let one = json!({"description": "the row", "headers": {"ETag": {"schema": {"type": "string"}}},
         "content": {"application/json": {"schema": {"$ref": r}}}});
     let mut ops = Map::new();
-    ops.insert("get".into(), json!({"summary": format!("read one {}", table.name),
+    ops.insert(
+        "get".into(),
+        json!({"summary": format!("read one {}", table.name),
         "parameters": [key], "responses": {"200": one, "304": {"description": "not modified"},
-        "404": {"description": "no such row"}}}));
+        "404": {"description": "no such row"}}}),
+    );
     if !table.is_view {
-        for (verb, what) in [("put", "insert or replace"), ("patch", "update"), ("delete", "delete")] {
-            ops.insert(verb.into(), json!({"summary": format!("{what} one {}", table.name),
+        for (verb, what) in [
+            ("put", "insert or replace"),
+            ("patch", "update"),
+            ("delete", "delete"),
+        ] {
+            ops.insert(
+                verb.into(),
+                json!({"summary": format!("{what} one {}", table.name),
                 "parameters": [key], "responses": {"200": one, "204": {"description": "done"},
-                "412": {"description": "If-Match does not match"}}}));
+                "412": {"description": "If-Match does not match"}}}),
+            );
         }
     }
     Value::Object(ops)

@@ -223,12 +223,21 @@ mod tests {
         let team = cache.table("team").expect("team");
         assert_eq!(team.primary_key, vec!["team_id"]);
         assert!(!team.column("name").expect("name").nullable);
-        assert_eq!(team.column("points").expect("points").default.as_deref(), Some("0"));
+        assert_eq!(
+            team.column("points").expect("points").default.as_deref(),
+            Some("0")
+        );
         let driver = cache.table("driver").expect("driver");
         assert_eq!(driver.foreign_keys[0].ref_table, "team");
         assert_eq!(driver.column("ok").expect("ok").json_kind, JsonKind::Bool);
-        assert_eq!(driver.column("data").expect("data").json_kind, JsonKind::Json);
-        assert_eq!(cache.table("pair").expect("pair").primary_key, vec!["b", "a"]);
+        assert_eq!(
+            driver.column("data").expect("data").json_kind,
+            JsonKind::Json
+        );
+        assert_eq!(
+            cache.table("pair").expect("pair").primary_key,
+            vec!["b", "a"]
+        );
         assert!(cache.table("v").expect("v").is_view);
         assert!(cache.table("sqlite_schema").is_none());
     }

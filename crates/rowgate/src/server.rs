@@ -1,4 +1,4 @@
-//! The HTTP server: our own hyper 1 accept loop (keep-alive, pipelined flushes, header-read
+//! The HTTP server: our own hyper 1 accept loop (keep-alive, header-read
 //! timeout, header count and body size limits), request dispatch by route, and graceful shutdown
 //! (stop accepting, let in-flight requests finish up to the drain timeout).
 //!
@@ -36,7 +36,9 @@ pub async fn run(
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms))
         .keep_alive(true)
-        .pipeline_flush(true)
+        // pipeline_flush stays off: with it, hyper 1.x skips flushing while its read buffer holds
+        // bytes, so its automatic 400/414/431 answers to malformed requests are never sent (the
+        // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -70,7 +72,10 @@ pub async fn run(
     }
     drop(listener);
     let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("drain timeout: closing the remaining connections");
     }
     Ok(())
@@ -94,19 +99,27 @@ pub async fn dispatch(app: &App, req: Request<Incoming>) -> Response {
 async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
     let matched = app.router.at(parts.uri.path()).map_err(|_| {
-        ApiError::new(ErrorCode::NotFound, format!("no route for {}", parts.uri.path()))
-            .hint(format!("tables are under {}/", app.config.rest.prefix))
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("no route for {}", parts.uri.path()),
+        )
+        .hint(format!("tables are under {}/", app.config.rest.prefix))
     })?;
     let route = *matched.value;
     let param = |name: &str| {
-        matched
-            .params
-            .get(name)
-            .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned())
+        matched.params.get(name).map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
     };
     let (table, key) = (param("table"), param("key"));
     match route {
-        Route::Live => Ok(Reply::raw(StatusCode::OK, "application/json", Bytes::from_static(b"{\"status\":\"live\"}"))),
+        Route::Live => Ok(Reply::raw(
+            StatusCode::OK,
+            "application/json",
+            Bytes::from_static(b"{\"status\":\"live\"}"),
+        )),
         Route::Ready => {
             app.db
                 .read(|conn| {
@@ -114,25 +127,47 @@ async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
                         .map_err(crate::db::map_error)
                 })
                 .await
-                .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the database does not answer"))?;
-            Ok(Reply::raw(StatusCode::OK, "application/json", Bytes::from_static(b"{\"status\":\"ready\"}")))
+                .map_err(|_| {
+                    ApiError::new(ErrorCode::Unavailable, "the database does not answer")
+                })?;
+            Ok(Reply::raw(
+                StatusCode::OK,
+                "application/json",
+                Bytes::from_static(b"{\"status\":\"ready\"}"),
+            ))
         }
         Route::OpenApi => {
             if !(parts.method == Method::GET || parts.method == Method::HEAD) {
-                return Err(ApiError::new(ErrorCode::MethodNotAllowed, "the API description is read-only"));
+                return Err(ApiError::new(
+                    ErrorCode::MethodNotAllowed,
+                    "the API description is read-only",
+                ));
             }
             openapi::reply(app, &parts.headers)
         }
         Route::Table | Route::Item => {
             let body = read_body(app, &parts, body).await?;
             let table = table.unwrap_or_default();
-            api::handle(app, &parts, body, Target { table: &table, key: key.as_deref() }).await
+            api::handle(
+                app,
+                &parts,
+                body,
+                Target {
+                    table: &table,
+                    key: key.as_deref(),
+                },
+            )
+            .await
         }
     }
 }
 
 /// Reads the request body up to the configured limit (413 beyond it).
-async fn read_body(app: &App, parts: &http::request::Parts, body: Incoming) -> Result<Bytes, ApiError> {
+async fn read_body(
+    app: &App,
+    parts: &http::request::Parts,
+    body: Incoming,
+) -> Result<Bytes, ApiError> {
     if matches!(parts.method, Method::GET | Method::HEAD) {
         return Ok(Bytes::new());
     }
@@ -151,8 +186,15 @@ async fn read_body(app: &App, parts: &http::request::Parts, body: Incoming) -> R
     }
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
-        Err(e) => Err(ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
-            .details(e.to_string())),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Err(e) => Err(
+            ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
+                .details(e.to_string()),
+        ),
     }
 }

@@ -24,7 +24,7 @@ pub enum Format {
 }
 
 /// Result rows, encoded.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Encoded {
     /// The encoded rows (a JSON array, or CSV).
     pub body: Vec<u8>,
@@ -49,9 +49,19 @@ impl ToSql for Bound<'_> {
 fn prepare<'c>(conn: &'c Connection, sql: &Sql) -> Result<rusqlite::CachedStatement<'c>, ApiError> {
     let mut stmt = conn.prepare_cached(&sql.text).map_err(map_error)?;
     for (i, p) in sql.params.iter().enumerate() {
-        stmt.raw_bind_parameter(i + 1, Bound(p)).map_err(map_error)?;
+        stmt.raw_bind_parameter(i + 1, Bound(p))
+            .map_err(map_error)?;
     }
     Ok(stmt)
+}
+
+impl Default for Encoded {
+    fn default() -> Self {
+        Encoded {
+            body: Vec::with_capacity(4096),
+            rows: 0,
+        }
+    }
 }
 
 /// Runs a statement that changes rows without returning them; returns the number changed.
@@ -153,7 +163,10 @@ fn write_json_value(out: &mut Vec<u8>, value: ValueRef<'_>, kind: JsonKind) {
             }
         }
         ValueRef::Text(t) => {
-            let text = String::from_utf8_lossy(t);
+            let text = match std::str::from_utf8(t) {
+                Ok(text) => std::borrow::Cow::Borrowed(text),
+                Err(_) => String::from_utf8_lossy(t),
+            };
             if kind == JsonKind::Json
                 && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
             {
@@ -178,7 +191,12 @@ fn csv_field(value: ValueRef<'_>) -> Option<Vec<u8>> {
         ValueRef::Integer(i) => Some(i.to_string().into_bytes()),
         ValueRef::Real(f) => Some(f.to_string().into_bytes()),
         ValueRef::Text(t) => Some(t.to_vec()),
-        ValueRef::Blob(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect::<String>().into_bytes()),
+        ValueRef::Blob(b) => Some(
+            b.iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<String>()
+                .into_bytes(),
+        ),
     }
 }
 

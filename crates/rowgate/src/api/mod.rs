@@ -32,7 +32,12 @@ pub struct Target<'a> {
 }
 
 /// Serves one table/view request.
-pub async fn handle(app: &App, parts: &Parts, body: Bytes, target: Target<'_>) -> Result<Reply, ApiError> {
+pub async fn handle(
+    app: &App,
+    parts: &Parts,
+    body: Bytes,
+    target: Target<'_>,
+) -> Result<Reply, ApiError> {
     let schema = app.db.schema();
     let table = plan::table(&schema, target.table)?;
     let query = request::parse_query(parts.uri.query())?;
@@ -45,7 +50,9 @@ pub async fn handle(app: &App, parts: &Parts, body: Bytes, target: Target<'_>) -
     match parts.method {
         Method::GET | Method::HEAD => read(app, parts, table, &query, &prefer, item).await,
         Method::POST if !is_item => insert(app, parts, table, &query, &prefer, &body).await,
-        Method::PATCH | Method::DELETE => modify(app, parts, table, &query, &prefer, item, &body).await,
+        Method::PATCH | Method::DELETE => {
+            modify(app, parts, table, &query, &prefer, item, &body).await
+        }
         Method::PUT => put(app, parts, table, &query, &prefer, target.key, &body).await,
         _ => {
             let allow = if table.is_view {
@@ -135,7 +142,11 @@ async fn read(
         if if_none_match(&parts.headers, &tag) {
             return Ok(Reply::not_modified(tag));
         }
-        let media = if is_item && media == MediaType::Json { MediaType::Json } else { media };
+        let media = if is_item && media == MediaType::Json {
+            MediaType::Json
+        } else {
+            media
+        };
         return Ok(Reply::new(StatusCode::OK, media, body).header(header::ETAG, tag));
     }
     if let Some(total) = total {
@@ -153,8 +164,10 @@ async fn read(
         Some(total) if offset > 0 || offset + out.rows < total => StatusCode::PARTIAL_CONTENT,
         _ => StatusCode::OK,
     };
-    let mut reply = Reply::new(status, media, Bytes::from(out.body))
-        .header(header::CONTENT_RANGE, content_range(offset, out.rows, total));
+    let mut reply = Reply::new(status, media, Bytes::from(out.body)).header(
+        header::CONTENT_RANGE,
+        content_range(offset, out.rows, total),
+    );
     if let Some(c) = prefer.count {
         reply = reply.applied(match c {
             Count::Exact => "count=exact",
@@ -229,7 +242,11 @@ async fn insert(
     let media = write_media(parts, prefer)?;
     let (cols, shape) = returning(table, query, prefer)?;
     let plan = plan::insert(table, query, &json, prefer, cols, shape)?;
-    let stmts: Vec<_> = plan.stmts.iter().map(|s| render::insert(DIALECT, s)).collect();
+    let stmts: Vec<_> = plan
+        .stmts
+        .iter()
+        .map(|s| render::insert(DIALECT, s))
+        .collect();
     let format = format_of(media);
     let shape = plan.shape.clone();
     let prefer_c = prefer.clone();
@@ -363,7 +380,11 @@ async fn modify(
 ) -> Result<Reply, ApiError> {
     let media = write_media(parts, prefer)?;
     let (cols, shape) = returning(table, query, prefer)?;
-    let cols = if prefer.return_ == Return::Representation { cols } else { Vec::new() };
+    let cols = if prefer.return_ == Return::Representation {
+        cols
+    } else {
+        Vec::new()
+    };
     let mut filters = plan::conditions(table, &query.filters)?;
     let precondition = match (&item, if_match(&parts.headers)) {
         (Some(key), Some(tags)) => Some((current_item(table, key.clone())?, tags)),
@@ -383,7 +404,10 @@ async fn modify(
         let json = request::parse_body(&parts.headers, body)?;
         plan::update(table, filters, &json, cols)?.map(|s| render::update(DIALECT, &s))
     } else {
-        Some(render::delete(DIALECT, &plan::delete(table, filters, cols)?))
+        Some(render::delete(
+            DIALECT,
+            &plan::delete(table, filters, cols)?,
+        ))
     };
     let format = format_of(media);
     let returns_rows = prefer.return_ == Return::Representation;
@@ -421,7 +445,11 @@ async fn modify(
     } else {
         Reply::empty(StatusCode::NO_CONTENT)
     };
-    let range = if affected == 0 { "*/*".to_string() } else { format!("0-{}/*", affected - 1) };
+    let range = if affected == 0 {
+        "*/*".to_string()
+    } else {
+        format!("0-{}/*", affected - 1)
+    };
     Ok(reply
         .header(header::CONTENT_RANGE, range)
         .applied_all(&prefer.applied))
@@ -462,7 +490,11 @@ async fn put(
     };
     let key_filters: Vec<rowgate_query::Condition> = plan::item_filters(
         table,
-        &key_values.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(","),
+        &key_values
+            .iter()
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
     )
     .unwrap_or_default();
     let precondition = match if_match(&parts.headers) {

@@ -43,11 +43,7 @@ pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiEr
             ErrorCode::TableNotFound,
             format!("Could not find the table '{name}' in the schema cache"),
         );
-        match schema
-            .tables
-            .keys()
-            .find(|t| t.eq_ignore_ascii_case(name))
-        {
+        match schema.tables.keys().find(|t| t.eq_ignore_ascii_case(name)) {
             Some(similar) => err.hint(format!("Perhaps you meant the table '{similar}'")),
             None => err,
         }
@@ -130,10 +126,24 @@ pub fn conditions(table: &Table, filters: &[Condition]) -> Result<Vec<Condition>
 
 fn condition(table: &Table, c: &Condition) -> Result<Condition, ApiError> {
     Ok(match c {
-        Condition::Pred(p) => Condition::Pred(Predicate {
-            column: column(table, &p.column)?,
-            ..p.clone()
-        }),
+        Condition::Pred(p) => {
+            let name = column(table, &p.column)?;
+            let is_bool = table
+                .column(&name)
+                .is_some_and(|c| c.json_kind == JsonKind::Bool);
+            let operand = match &p.operand {
+                Operand::Scalar(v) if is_bool => Operand::Scalar(bool_literal(v)),
+                Operand::List(items) if is_bool => {
+                    Operand::List(items.iter().map(|v| bool_literal(v)).collect())
+                }
+                other => other.clone(),
+            };
+            Condition::Pred(Predicate {
+                column: name,
+                operand,
+                ..p.clone()
+            })
+        }
         Condition::And { negated, items } => Condition::And {
             negated: *negated,
             items: conditions(table, items)?,
@@ -143,6 +153,16 @@ fn condition(table: &Table, c: &Condition) -> Result<Condition, ApiError> {
             items: conditions(table, items)?,
         },
     })
+}
+
+/// A filter value for a boolean column as SQLite stores it: PostgreSQL's boolean spellings
+/// (`true`, `t`, `yes`, `on`, … in any case) become `1` or `0`; anything else is left as written.
+fn bool_literal(v: &str) -> String {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "t" | "yes" | "y" | "on" => "1".into(),
+        "false" | "f" | "no" | "n" | "off" => "0".into(),
+        _ => v.to_string(),
+    }
 }
 
 fn order(table: &Table, terms: &[OrderTerm]) -> Result<Vec<OrderTerm>, ApiError> {
@@ -163,9 +183,15 @@ pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError
     if table.primary_key.is_empty() {
         return Err(ApiError::new(
             ErrorCode::NoPrimaryKey,
-            format!("'{}' has no primary key, so it has no item URLs", table.name),
+            format!(
+                "'{}' has no primary key, so it has no item URLs",
+                table.name
+            ),
         )
-        .hint(format!("filter the collection instead: /{}?col=eq.value", table.name)));
+        .hint(format!(
+            "filter the collection instead: /{}?col=eq.value",
+            table.name
+        )));
     }
     let parts: Vec<&str> = if table.primary_key.len() == 1 {
         vec![key]
@@ -303,12 +329,18 @@ pub fn insert(
             .map(|c| column(table, c))
             .collect::<Result<_, _>>()?,
         None => {
-            let first: Vec<&String> = objects.first().map(|o| o.keys().collect()).unwrap_or_default();
+            let first: Vec<&String> = objects
+                .first()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
             for (i, o) in objects.iter().enumerate().skip(1) {
                 if o.len() != first.len() || !first.iter().all(|k| o.contains_key(*k)) {
-                    return Err(ApiError::new(ErrorCode::InvalidBody, "All object keys must match")
-                        .details(format!("object {i} has different keys than object 0"))
-                        .hint("give every object the same keys, or name the columns with columns="));
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidBody,
+                        "All object keys must match",
+                    )
+                    .details(format!("object {i} has different keys than object 0"))
+                    .hint("give every object the same keys, or name the columns with columns="));
                 }
             }
             first
@@ -329,7 +361,10 @@ pub fn insert(
                 None => {
                     return Err(ApiError::new(
                         ErrorCode::NoPrimaryKey,
-                        format!("'{}' has no primary key to resolve conflicts on", table.name),
+                        format!(
+                            "'{}' has no primary key to resolve conflicts on",
+                            table.name
+                        ),
                     )
                     .hint("name the conflict columns with on_conflict="))
                 }
@@ -337,7 +372,11 @@ pub fn insert(
             Some(match resolution {
                 Resolution::Ignore => OnConflict::Ignore { target },
                 Resolution::Merge => OnConflict::Merge {
-                    update: columns.iter().filter(|c| !target.contains(c)).cloned().collect(),
+                    update: columns
+                        .iter()
+                        .filter(|c| !target.contains(c))
+                        .cloned()
+                        .collect(),
                     target,
                 },
             })
@@ -478,7 +517,9 @@ pub fn put(
                     ErrorCode::PutKeyMismatch,
                     "Payload values do not match URL in primary key column(s)",
                 )
-                .details(format!("{col} is {url_value} in the URL and {v} in the body")))
+                .details(format!(
+                    "{col} is {url_value} in the URL and {v} in the body"
+                )))
             }
         }
     }
@@ -492,7 +533,11 @@ pub fn put(
     Ok(InsertStmt {
         table: table.name.clone(),
         on_conflict: Some(OnConflict::Merge {
-            update: columns.iter().filter(|c| !target.contains(c)).cloned().collect(),
+            update: columns
+                .iter()
+                .filter(|c| !target.contains(c))
+                .cloned()
+                .collect(),
             target,
         }),
         columns,
@@ -517,7 +562,16 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
             ErrorCode::InvalidPut,
             "Filters must include all and only primary key columns with 'eq' operators",
         )
-        .hint(format!("PUT /{}?{}", table.name, table.primary_key.iter().map(|c| format!("{c}=eq.…")).collect::<Vec<_>>().join("&")))
+        .hint(format!(
+            "PUT /{}?{}",
+            table.name,
+            table
+                .primary_key
+                .iter()
+                .map(|c| format!("{c}=eq.…"))
+                .collect::<Vec<_>>()
+                .join("&")
+        ))
     };
     if table.primary_key.is_empty() {
         return Err(invalid());

@@ -89,7 +89,9 @@ impl Prefer {
                     "count=exact" => set(&mut p.count, Some(Count::Exact)),
                     "count=planned" => set(&mut p.count, Some(Count::Planned)),
                     "count=estimated" => set(&mut p.count, Some(Count::Estimated)),
-                    "resolution=merge-duplicates" => set(&mut p.resolution, Some(Resolution::Merge)),
+                    "resolution=merge-duplicates" => {
+                        set(&mut p.resolution, Some(Resolution::Merge))
+                    }
                     "resolution=ignore-duplicates" => {
                         set(&mut p.resolution, Some(Resolution::Ignore))
                     }
@@ -109,8 +111,11 @@ impl Prefer {
             }
         }
         if p.strict && !invalid.is_empty() {
-            return Err(ApiError::new(ErrorCode::InvalidPreference, "invalid preferences given with handling=strict")
-                .details(format!("invalid preferences: {}", invalid.join(", "))));
+            return Err(ApiError::new(
+                ErrorCode::InvalidPreference,
+                "invalid preferences given with handling=strict",
+            )
+            .details(format!("invalid preferences: {}", invalid.join(", "))));
         }
         Ok(p)
     }
@@ -227,7 +232,7 @@ pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
     }
     Ok(Some(ItemRange {
         offset: first,
-        limit: Some(last - first + 1),
+        limit: Some((last - first).saturating_add(1)),
     }))
 }
 
@@ -330,7 +335,10 @@ mod tests {
             pick("text/html;q=0.9, application/vnd.pgrst.object+json").expect("obj"),
             MediaType::SingleObject
         );
-        assert_eq!(pick("image/png").expect_err("none").code, ErrorCode::NotAcceptable);
+        assert_eq!(
+            pick("image/png").expect_err("none").code,
+            ErrorCode::NotAcceptable
+        );
     }
 
     #[test]
@@ -338,10 +346,22 @@ mod tests {
         let r = |v: &'static str| parse_range(&headers(&[("range", v)]));
         assert_eq!(
             r("0-9").expect("ok"),
-            Some(ItemRange { offset: 0, limit: Some(10) })
+            Some(ItemRange {
+                offset: 0,
+                limit: Some(10)
+            })
         );
-        assert_eq!(r("5-").expect("ok"), Some(ItemRange { offset: 5, limit: None }));
+        assert_eq!(
+            r("5-").expect("ok"),
+            Some(ItemRange {
+                offset: 5,
+                limit: None
+            })
+        );
         assert_eq!(r("x").expect_err("bad").code, ErrorCode::InvalidRange);
-        assert_eq!(r("9-2").expect_err("bad").code, ErrorCode::RangeNotSatisfiable);
+        assert_eq!(
+            r("9-2").expect_err("bad").code,
+            ErrorCode::RangeNotSatisfiable
+        );
     }
 }

@@ -1,0 +1,270 @@
+//! Property tests: every AST the parser can produce prints to a query string that parses back to
+//! the same AST, and no input makes a parse function panic.
+
+use proptest::prelude::*;
+use rowgate_query::parse::{
+    parse_columns, parse_filter, parse_logic, parse_order, parse_query, parse_select,
+};
+use rowgate_query::print::{filter_param, order_param, select_param, to_query_string};
+use rowgate_query::render::{self, Postgres, Sqlite};
+use rowgate_query::stmt::Sql;
+use rowgate_query::{
+    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
+    Query, SelectItem,
+};
+
+/// Text with the characters that matter to the syntax, plain words and arbitrary Unicode.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9]{0,6}",
+        r#"[a-zA-Z0-9 .,()"\\{}*%_:!$é日\-]{0,12}"#,
+        any::<String>(),
+    ]
+}
+
+/// Any non-empty identifier (quoted identifiers can spell anything).
+fn ident() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-zA-Z_$][a-zA-Z0-9_$]{0,6}",
+        "[a-z]{1,4} [a-z]{1,4}",
+        "or|and|not|select|order|limit|offset|columns|on_conflict|asc|desc",
+        text().prop_filter("non-empty", |s| !s.is_empty()),
+    ]
+}
+
+fn is_value() -> impl Strategy<Value = IsValue> {
+    prop_oneof![
+        Just(IsValue::Null),
+        Just(IsValue::NotNull),
+        Just(IsValue::True),
+        Just(IsValue::False),
+        Just(IsValue::Unknown),
+    ]
+}
+
+fn quantifiable() -> impl Strategy<Value = Operator> {
+    prop_oneof![
+        Just(Operator::Eq),
+        Just(Operator::Like),
+        Just(Operator::Ilike),
+        Just(Operator::Match),
+        Just(Operator::Imatch),
+        Just(Operator::Gt),
+        Just(Operator::Gte),
+        Just(Operator::Lt),
+        Just(Operator::Lte),
+    ]
+}
+
+/// (op, quantifier, operand) combinations the parser produces.
+fn op_operand() -> impl Strategy<Value = (Operator, Option<Quantifier>, Operand)> {
+    let list = || prop::collection::vec(text(), 0..4).prop_map(Operand::List);
+    prop_oneof![
+        (
+            prop_oneof![
+                quantifiable(),
+                Just(Operator::Neq),
+                Just(Operator::IsDistinct)
+            ],
+            text()
+        )
+            .prop_map(|(op, v)| (op, None, Operand::Scalar(v))),
+        (
+            quantifiable(),
+            prop_oneof![Just(Quantifier::Any), Just(Quantifier::All)],
+            list()
+        )
+            .prop_map(|(op, q, l)| (op, Some(q), l)),
+        list().prop_map(|l| (Operator::In, None, l)),
+        is_value().prop_map(|v| (Operator::Is, None, Operand::Is(v))),
+    ]
+}
+
+fn predicate() -> impl Strategy<Value = Predicate> {
+    (ident(), any::<bool>(), op_operand()).prop_map(
+        |(column, negated, (op, quantifier, operand))| Predicate {
+            column,
+            negated,
+            op,
+            quantifier,
+            operand,
+        },
+    )
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    predicate()
+        .prop_map(Condition::Pred)
+        .prop_recursive(4, 24, 4, |inner| {
+            (
+                any::<bool>(),
+                any::<bool>(),
+                prop::collection::vec(inner, 1..4),
+            )
+                .prop_map(|(is_or, negated, items)| {
+                    if is_or {
+                        Condition::Or { negated, items }
+                    } else {
+                        Condition::And { negated, items }
+                    }
+                })
+        })
+}
+
+fn select_item() -> impl Strategy<Value = SelectItem> {
+    prop_oneof![
+        Just(SelectItem::Star),
+        (
+            ident(),
+            prop::option::of(ident()),
+            prop::option::of("[a-z0-9_]{1,6}( [a-z0-9_]{1,6})?")
+        )
+            .prop_map(|(name, alias, cast)| SelectItem::Column { name, alias, cast }),
+    ]
+}
+
+fn order_term() -> impl Strategy<Value = OrderTerm> {
+    (
+        ident(),
+        prop::option::of(prop_oneof![Just(Direction::Asc), Just(Direction::Desc)]),
+        prop::option::of(prop_oneof![Just(Nulls::First), Just(Nulls::Last)]),
+    )
+        .prop_map(|(column, direction, nulls)| OrderTerm {
+            column,
+            direction,
+            nulls,
+        })
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    (
+        prop::option::of(prop::collection::vec(select_item(), 1..4)),
+        prop::collection::vec(condition(), 0..4),
+        prop::collection::vec(order_term(), 0..3),
+        prop::option::of(any::<u64>()),
+        prop::option::of(any::<u64>()),
+        prop::option::of(prop::collection::vec(ident(), 1..3)),
+        prop::option::of(prop::collection::vec(ident(), 1..3)),
+    )
+        .prop_map(
+            |(select, filters, order, limit, offset, columns, on_conflict)| Query {
+                select,
+                filters,
+                order,
+                limit,
+                offset,
+                columns,
+                on_conflict,
+            },
+        )
+}
+
+/// The number of distinct placeholders `?1..?n` / `$1..$n` in rendered text equals the params.
+/// (Quoted identifiers are blanked out first.)
+fn placeholders_match(sql: &Sql, prefix: char) -> bool {
+    let mut text = String::new();
+    let mut quoted = false;
+    for c in sql.text.chars() {
+        if c == '"' {
+            quoted = !quoted;
+        } else if !quoted {
+            text.push(c);
+        }
+    }
+    let n = sql.params.len();
+    let found: Vec<usize> = text
+        .split(prefix)
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    let mut sorted = found.clone();
+    sorted.sort_unstable();
+    sorted == (1..=n).collect::<Vec<_>>() && found == sorted
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn query_roundtrips(q in query()) {
+        let pairs = to_query_string(&q);
+        let parsed = parse_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        prop_assert_eq!(parsed, Ok(q), "pairs: {:?}", pairs);
+    }
+
+    #[test]
+    fn condition_roundtrips(c in condition()) {
+        let (k, v) = filter_param(&c);
+        let parsed = match &c {
+            Condition::Pred(_) => parse_filter(&k, &v),
+            _ => parse_logic(&k, &v),
+        };
+        prop_assert_eq!(parsed, Ok(c), "{}={}", k, v);
+    }
+
+    #[test]
+    fn select_roundtrips(items in prop::collection::vec(select_item(), 1..5)) {
+        let s = select_param(&items);
+        prop_assert_eq!(parse_select(&s), Ok(items), "{}", s);
+    }
+
+    #[test]
+    fn order_roundtrips(terms in prop::collection::vec(order_term(), 1..5)) {
+        let s = order_param(&terms);
+        prop_assert_eq!(parse_order(&s), Ok(terms), "{}", s);
+    }
+
+    #[test]
+    fn rendering_binds_every_placeholder(c in condition()) {
+        let mut s = Sql::default();
+        render::condition(&Sqlite, &c, &mut s);
+        prop_assert!(placeholders_match(&s, '?'), "{:?}", s);
+        let mut p = Sql::default();
+        render::condition(&Postgres, &c, &mut p);
+        prop_assert!(placeholders_match(&p, '$'), "{:?}", p);
+        prop_assert_eq!(s.params.len(), p.params.len());
+    }
+
+    #[test]
+    fn parsers_never_panic(s in text(), t in text()) {
+        let _ = parse_select(&s);
+        let _ = parse_order(&s);
+        let _ = parse_columns(&s);
+        let _ = parse_filter(&s, &t);
+        let _ = parse_filter(&t, &s);
+        for key in ["or", "and", "not.or", "not.and", "xor"] {
+            let _ = parse_logic(key, &s);
+        }
+        let _ = parse_query([(s.as_str(), t.as_str()), ("limit", s.as_str()), ("offset", t.as_str())]);
+    }
+
+    #[test]
+    fn parsers_never_panic_on_syntax_soup(
+        s in r#"[a-z.,()"\\{}:*!éor ]{0,60}"#,
+        op in "(not\\.)?(eq|in|is|like|or|and|eq\\(any\\)|in\\(all\\))\\.",
+    ) {
+        let value = format!("{op}{s}");
+        let _ = parse_filter("a", &value);
+        let _ = parse_logic("or", &format!("({s})"));
+        let _ = parse_logic("or", &format!("(a.{value})"));
+        let _ = parse_select(&s);
+        let _ = parse_order(&s);
+    }
+}
+
+#[test]
+fn deep_and_huge_inputs_do_not_panic() {
+    let deep = format!("{}{}", "or(".repeat(200_000), ")".repeat(200_000));
+    assert!(parse_logic("or", &format!("({deep})")).is_err());
+    let unbalanced = "(".repeat(100_000);
+    assert!(parse_logic("or", &unbalanced).is_err());
+    assert!(parse_filter("a", &format!("in.{unbalanced}")).is_err());
+    let wide = format!("({})", vec!["a.eq.1"; 50_000].join(","));
+    assert!(parse_logic("and", &wide).is_ok());
+    let quotes = "\"".repeat(100_001);
+    assert!(parse_select(&quotes).is_err());
+    assert!(parse_order(&quotes).is_err());
+}

@@ -1,0 +1,159 @@
+//! Test harness: starts a real Rowgate server on a free port over a fresh demo database, and
+//! instantiates each API test once per backend (`backend_tests!`).
+
+#![allow(dead_code, missing_docs)]
+
+use std::net::SocketAddr;
+
+use rowgate::config::Config;
+use tokio::sync::oneshot;
+
+/// The database a test runs against. PostgreSQL joins when its backend lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+}
+
+/// A running server; dropped → shut down.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub dir: tempfile::TempDir,
+    pub db_path: std::path::PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    /// Starts a server on a new demo database (200 people).
+    pub async fn start(backend: Backend) -> TestServer {
+        Self::start_with(backend, |_| {}).await
+    }
+
+    /// Starts a server, letting the test adjust the configuration first.
+    pub async fn start_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let Backend::Sqlite = backend;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db_path = dir.path().join("demo.db");
+        rowgate::demo::init(&db_path, 200).expect("demo init");
+        let mut config = Config::default();
+        config.db.path = db_path.clone();
+        config.db.readers = 2;
+        adjust(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let prefix = config.rest.prefix.clone();
+        let app = rowgate::cli::start(config).expect("start");
+        rowgate::cli::spawn_schema_watchers(&app);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(rowgate::server::run(listener, app, async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            addr,
+            base: format!("http://{addr}{prefix}"),
+            client: reqwest::Client::new(),
+            dir,
+            db_path,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// `{base}{path}` — path starts with `/`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A URL outside the REST prefix.
+    pub fn root_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(self.url(path))
+    }
+
+    pub fn post(&self, path: &str, body: serde_json::Value) -> reqwest::RequestBuilder {
+        self.client.post(self.url(path)).json(&body)
+    }
+
+    pub fn patch(&self, path: &str, body: serde_json::Value) -> reqwest::RequestBuilder {
+        self.client.patch(self.url(path)).json(&body)
+    }
+
+    pub fn put(&self, path: &str, body: serde_json::Value) -> reqwest::RequestBuilder {
+        self.client.put(self.url(path)).json(&body)
+    }
+
+    pub fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.delete(self.url(path))
+    }
+
+    /// Direct SQL on the database file (outside the server), for setup and checks.
+    pub fn sql(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(&self.db_path).expect("open");
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .expect("busy");
+        conn
+    }
+
+    /// Stops accepting and waits for the server to drain.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("join").expect("server");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// GET `path` and return (status, JSON body).
+pub async fn get_json(s: &TestServer, path: &str) -> (u16, serde_json::Value) {
+    let r = s.get(path).send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Asserts an error answer: status, JSON content type, and the code.
+pub async fn assert_error(r: reqwest::Response, status: u16, code: &str) -> serde_json::Value {
+    assert_eq!(r.status().as_u16(), status, "status");
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(ct.starts_with("application/json"), "content type {ct}");
+    let body: serde_json::Value = r.json().await.expect("json error body");
+    assert_eq!(body["code"], code, "body {body}");
+    assert!(body["message"].is_string(), "message in {body}");
+    body
+}
+
+/// Instantiates `async fn name(backend: Backend)` tests once per backend.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Backend::Sqlite).await
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,211 @@
+//! The real binary as a user runs it: `demo init`, `serve --demo`, `config check|dump`,
+//! graceful shutdown on SIGTERM (in-flight requests finish), statement timeout, SIGUSR1 reload.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rowgate");
+
+/// A view that takes a while to compute (a few hundred ms in SQLite).
+const SLOW_VIEW: &str = "CREATE VIEW slow AS WITH RECURSIVE c(x) AS \
+    (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000) SELECT count(*) AS n FROM c";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `rowgate serve ARGS --listen 127.0.0.1:PORT` in `dir` and waits until it answers.
+fn serve(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &listen])
+        .env("ROWGATE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("spawn rowgate");
+    let server = Server {
+        child,
+        base: format!("http://{listen}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(&listen).is_ok() {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("rowgate did not start listening on {listen}");
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A blocking GET over the async client: (status, body).
+fn get(url: &str) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let r = reqwest::get(url).await.expect("request");
+        let status = r.status().as_u16();
+        (status, r.text().await.expect("body"))
+    })
+}
+
+#[test]
+fn demo_init_then_serve_demo() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["demo", "init", "--db", "x.db", "--people", "1000"])
+        .output()
+        .expect("demo init");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("people: 1000 rows"), "{text}");
+
+    // `serve --demo` creates rowgate-demo.db in the working directory when it is missing.
+    let server = serve(dir.path(), &["--demo"], &[]);
+    assert!(dir.path().join("rowgate-demo.db").exists());
+    let (status, body) = get(&format!("{}/api/team/1", server.base));
+    assert_eq!(status, 200);
+    assert!(body.contains("\"team_id\":1"), "{body}");
+}
+
+#[test]
+fn sigterm_lets_in_flight_requests_finish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("d.db");
+    rowgate::demo::init(&db, 10).expect("demo");
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch(SLOW_VIEW))
+        .expect("view");
+    let mut server = serve(dir.path(), &["--db", "d.db"], &[]);
+    let url = format!("{}/api/slow", server.base);
+    let request = std::thread::spawn(move || get(&url));
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&server.child, "TERM");
+    let (status, body) = request.join().expect("join");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"n\":10000000"), "{body}");
+    let exit = wait_exit(&mut server.child, Duration::from_secs(10));
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
+fn statement_timeout_answers_504_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("d.db");
+    rowgate::demo::init(&db, 10).expect("demo");
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch(SLOW_VIEW))
+        .expect("view");
+    let server = serve(
+        dir.path(),
+        &["--db", "d.db"],
+        &[("ROWGATE_DB_STATEMENT_TIMEOUT_MS", "20")],
+    );
+    let (status, body) = get(&format!("{}/api/slow", server.base));
+    assert_eq!(status, 504, "{body}");
+    assert!(body.contains("57014"), "{body}");
+    let (status, _) = get(&format!("{}/api/team", server.base));
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn sigusr1_reloads_the_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("d.db");
+    rowgate::demo::init(&db, 10).expect("demo");
+    // Polling off: only the signal can reveal the new table.
+    let server = serve(
+        dir.path(),
+        &["--db", "d.db"],
+        &[("ROWGATE_DB_SCHEMA_POLL_MS", "0")],
+    );
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch("CREATE TABLE fresh (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO fresh (v) VALUES ('x');"))
+        .expect("ddl");
+    let (status, _) = get(&format!("{}/api/fresh", server.base));
+    assert_eq!(status, 404);
+    signal(&server.child, "USR1");
+    let mut last = 0;
+    for _ in 0..100 {
+        last = get(&format!("{}/api/fresh", server.base)).0;
+        if last == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(last, 200);
+}
+
+#[test]
+fn config_check_and_dump_follow_precedence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        "listen = \"127.0.0.1:9999\"\n[rest]\nprefix = \"/rest/v1\"\n",
+    )
+    .expect("write");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["config", "dump", "--listen", "127.0.0.1:7777"])
+        .env("ROWGATE_REST_MAX_ROWS", "50")
+        .output()
+        .expect("dump");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("listen = \"127.0.0.1:7777\""), "{text}");
+    assert!(text.contains("prefix = \"/rest/v1\""), "{text}");
+    assert!(text.contains("max_rows = 50"), "{text}");
+
+    std::fs::write(dir.path().join("bad.toml"), "[rest]\nprefx = 1\n").expect("write");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["config", "check", "--config", "bad.toml"])
+        .output()
+        .expect("check");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("prefx"), "{err}");
+}

@@ -1,0 +1,1120 @@
+//! Reads: select, filters, logic trees, ordering, pagination and counts, media types, item URLs,
+//! views, the OpenAPI document, health routes, `rest.max_rows`, and schema reloads.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+const OBJECT: &str = "application/vnd.pgrst.object+json";
+
+/// One integer column of a direct SQL query, in order.
+fn sql_ints(s: &TestServer, sql: &str) -> Vec<i64> {
+    let conn = s.sql();
+    conn.execute_batch("PRAGMA case_sensitive_like = ON")
+        .expect("pragma");
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).expect("query");
+    rows.collect::<Result<_, _>>().expect("rows")
+}
+
+fn sql_count(s: &TestServer, sql: &str) -> u64 {
+    let n: i64 = s.sql().query_row(sql, [], |r| r.get(0)).expect("count");
+    u64::try_from(n).expect("count")
+}
+
+/// The integer values of `key` in a JSON array of objects.
+fn ints(body: &Value, key: &str) -> Vec<i64> {
+    body.as_array()
+        .unwrap_or_else(|| panic!("array expected: {body}"))
+        .iter()
+        .map(|r| r[key].as_i64().unwrap_or_else(|| panic!("{key} in {r}")))
+        .collect()
+}
+
+fn header(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("missing header {name}: {:?}", r.headers()))
+        .to_str()
+        .expect("ascii header")
+        .to_string()
+}
+
+/// GET `/{table}?select={pk}&order={pk}&{filter}` must return exactly the keys of
+/// `SELECT pk FROM table WHERE where_ ORDER BY pk`.
+async fn check_filter(
+    s: &TestServer,
+    table: &str,
+    pk: &str,
+    filter: &str,
+    where_: &str,
+) -> Vec<i64> {
+    let (status, body) = get_json(s, &format!("/{table}?select={pk}&order={pk}&{filter}")).await;
+    assert_eq!(status, 200, "{filter}: {body}");
+    let want = sql_ints(
+        s,
+        &format!("SELECT {pk} FROM {table} WHERE {where_} ORDER BY {pk}"),
+    );
+    assert_eq!(ints(&body, pk), want, "filter {filter} vs SQL {where_}");
+    want
+}
+
+/// As [`check_filter`], and the filter must select some but not all rows (so it is meaningful).
+async fn check_selective(s: &TestServer, table: &str, pk: &str, filter: &str, where_: &str) {
+    let total = sql_count(s, &format!("SELECT count(*) FROM {table}"));
+    let want = check_filter(s, table, pk, filter, where_).await;
+    assert!(
+        !want.is_empty() && (want.len() as u64) < total,
+        "{filter} selects {} of {total} rows",
+        want.len()
+    );
+}
+
+async fn select_columns_alias_cast_star(b: Backend) {
+    let s = TestServer::start(b).await;
+    let (status, body) = get_json(&s, "/team?select=team_id,name&order=team_id").await;
+    assert_eq!(status, 200);
+    let rows = body.as_array().expect("array");
+    assert_eq!(rows.len(), 10);
+    let names: Vec<String> = {
+        let conn = s.sql();
+        let mut stmt = conn
+            .prepare("SELECT name FROM team ORDER BY team_id")
+            .expect("prep");
+        let v = stmt
+            .query_map([], |r| r.get(0))
+            .expect("q")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        v
+    };
+    for (row, name) in rows.iter().zip(&names) {
+        let obj = row.as_object().expect("object");
+        assert_eq!(obj.len(), 2, "{row}");
+        assert_eq!(row["name"], json!(name));
+    }
+
+    let (status, body) = get_json(
+        &s,
+        "/team?select=id:team_id,team_name:name&order=team_id&limit=2",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([{"id": 1, "team_name": "Mercedes"}, {"id": 2, "team_name": "Ferrari"}])
+    );
+
+    let (status, body) = get_json(&s, "/team?select=team_id::text,points&team_id=eq.3").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!([{"team_id": "3", "points": 860}]));
+
+    let (status, body) = get_json(&s, "/team?select=label:points::text&team_id=eq.3").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!([{"label": "860"}]));
+
+    let (status, body) = get_json(&s, "/team?select=*&team_id=eq.1").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([{"team_id": 1, "name": "Mercedes", "points": 409}])
+    );
+
+    // No select at all is `*`, in table column order.
+    let r = s.get("/team?team_id=eq.1").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.expect("text");
+    assert_eq!(text, r#"[{"team_id":1,"name":"Mercedes","points":409}]"#);
+
+    // Declared order of select= is kept in the output.
+    let r = s
+        .get("/team?select=points,name&team_id=eq.2")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        r.text().await.expect("text"),
+        r#"[{"points":406,"name":"Ferrari"}]"#
+    );
+}
+
+async fn comparison_operators_with_and_without_not(b: Backend) {
+    let s = TestServer::start(b).await;
+    let cases: &[(&str, &str)] = &[
+        ("salary=eq.105900", "salary = 105900"),
+        ("salary=neq.105900", "salary <> 105900"),
+        ("salary=gt.100000", "salary > 100000"),
+        ("salary=gte.111262.5", "salary >= 111262.5"),
+        ("salary=lt.40000", "salary < 40000"),
+        ("salary=lte.35000", "salary <= 35000"),
+        ("job_country=eq.England", "job_country = 'England'"),
+        ("hire_date=gte.1993-01-01", "hire_date >= '1993-01-01'"),
+        ("last_name=like.B*", "last_name GLOB 'B*'"),
+        ("last_name=like.*son", "last_name GLOB '*son'"),
+        ("last_name=like.%25o_n%25", "last_name GLOB '*o?n*'"),
+        ("first_name=ilike.*RO*", "lower(first_name) GLOB '*ro*'"),
+        ("last_name=match.^[A-C]", "last_name GLOB '[A-C]*'"),
+        ("last_name=match.son$", "last_name GLOB '*son'"),
+        ("last_name=imatch.^b", "lower(last_name) GLOB 'b*'"),
+        ("emp_no=in.(2,4,5,200)", "emp_no IN (2, 4, 5)"),
+        ("phone_ext=is.null", "phone_ext IS NULL"),
+        ("phone_ext=is.not_null", "phone_ext IS NOT NULL"),
+        ("phone_ext=isdistinct.22", "phone_ext IS NOT '22'"),
+        ("phone_ext=eq.22", "phone_ext = '22'"),
+    ];
+    for (filter, where_) in cases {
+        check_selective(&s, "employee", "emp_no", filter, where_).await;
+        // The same with `not.` after the `=`.
+        let (col, rest) = filter.split_once('=').expect("filter");
+        let negated = format!("{col}=not.{rest}");
+        check_selective(
+            &s,
+            "employee",
+            "emp_no",
+            &negated,
+            &format!("NOT ({where_})"),
+        )
+        .await;
+    }
+    // Exact known answers, so the SQL comparisons above are anchored.
+    let (_, body) = get_json(&s, "/employee?select=emp_no&phone_ext=is.null&order=emp_no").await;
+    assert_eq!(ints(&body, "emp_no"), vec![72, 134, 141]);
+    let (_, body) = get_json(
+        &s,
+        "/employee?select=emp_no&phone_ext=not.isdistinct.22&order=emp_no",
+    )
+    .await;
+    assert_eq!(ints(&body, "emp_no"), vec![5, 110]);
+    // `neq` excludes NULLs (SQL three-valued logic), `isdistinct` includes them.
+    let (_, neq) = get_json(&s, "/employee?select=emp_no&phone_ext=neq.22").await;
+    let (_, distinct) = get_json(&s, "/employee?select=emp_no&phone_ext=isdistinct.22").await;
+    assert_eq!(neq.as_array().map(Vec::len), Some(37));
+    assert_eq!(distinct.as_array().map(Vec::len), Some(40));
+}
+
+async fn like_wildcards_and_case(b: Backend) {
+    let s = TestServer::start(b).await;
+    let names = |body: &Value| -> Vec<String> {
+        body.as_array()
+            .expect("array")
+            .iter()
+            .map(|r| r["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let (_, body) = get_json(&s, "/team?select=name&name=like.*Bull").await;
+    assert_eq!(names(&body), ["Red Bull"]);
+    let (_, body) = get_json(&s, "/team?select=name&name=like.Al*&order=name").await;
+    assert_eq!(names(&body), ["Alfa Romeo", "AlphaTauri", "Alpine"]);
+    // like is case-sensitive, ilike is not.
+    let (_, body) = get_json(&s, "/team?select=name&name=like.al*").await;
+    assert_eq!(body, json!([]));
+    let (_, body) = get_json(&s, "/team?select=name&name=ilike.al*&order=name").await;
+    assert_eq!(names(&body), ["Alfa Romeo", "AlphaTauri", "Alpine"]);
+    // `*` anywhere, `_` one character, `%` like `*`.
+    let (_, body) = get_json(&s, "/team?select=name&name=like.*a*a*&order=name").await;
+    assert_eq!(names(&body), ["AlphaTauri", "Haas"]);
+    let (_, body) = get_json(&s, "/team?select=name&name=like.H_as").await;
+    assert_eq!(names(&body), ["Haas"]);
+    let (_, body) = get_json(&s, "/team?select=name&name=like.Red%25").await;
+    assert_eq!(names(&body), ["Red Bull"]);
+    // match is case-sensitive, imatch is not.
+    let (_, body) = get_json(&s, "/team?select=name&name=match.^f").await;
+    assert_eq!(body, json!([]));
+    let (_, body) = get_json(&s, "/team?select=name&name=imatch.^f").await;
+    assert_eq!(names(&body), ["Ferrari"]);
+    // Quantified: like(any).
+    let (_, body) = get_json(
+        &s,
+        "/team?select=name&name=like(any).{Fer*,Haa*}&order=name",
+    )
+    .await;
+    assert_eq!(names(&body), ["Ferrari", "Haas"]);
+    let (_, body) = get_json(&s, "/team?select=name&name=like(all).{*a*,*i*}&order=name").await;
+    assert_eq!(
+        names(&body),
+        ["AlphaTauri", "Aston Martin", "Ferrari", "Williams"]
+    );
+}
+
+async fn in_with_quoted_values(b: Backend) {
+    let s = TestServer::start(b).await;
+    let (status, body) = get_json(
+        &s,
+        "/employee?select=emp_no,full_name&full_name=in.(\"Nelson, Robert\",\"Young, Bruce\")&order=emp_no",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"emp_no": 2, "full_name": "Nelson, Robert"}, {"emp_no": 4, "full_name": "Young, Bruce"}])
+    );
+    let (_, body) = get_json(
+        &s,
+        "/team?select=team_id&name=in.(\"Red Bull\",\"Aston Martin\",Haas)&order=team_id",
+    )
+    .await;
+    assert_eq!(ints(&body, "team_id"), vec![3, 5, 10]);
+    let (_, body) = get_json(
+        &s,
+        "/team?select=team_id&name=not.in.(\"Red Bull\",\"Aston Martin\",Haas)&order=team_id",
+    )
+    .await;
+    assert_eq!(ints(&body, "team_id"), vec![1, 2, 4, 6, 7, 8, 9]);
+    // An empty list matches nothing; its negation everything.
+    let (status, body) = get_json(&s, "/team?select=team_id&team_id=in.()").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!([]));
+    let (_, body) = get_json(&s, "/team?select=team_id&team_id=not.in.()").await;
+    assert_eq!(body.as_array().map(Vec::len), Some(10));
+}
+
+async fn is_true_false_null_on_booleans(b: Backend) {
+    let s = TestServer::start_with(b, |c| {
+        let conn = rusqlite::Connection::open(&c.db.path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flags (id INTEGER PRIMARY KEY, name TEXT, active BOOLEAN);
+             INSERT INTO flags VALUES (1, 'on', 1), (2, 'off', 0), (3, 'unset', NULL);",
+        )
+        .expect("flags");
+    })
+    .await;
+    let (status, body) = get_json(&s, "/flags?order=id").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([
+            {"id": 1, "name": "on", "active": true},
+            {"id": 2, "name": "off", "active": false},
+            {"id": 3, "name": "unset", "active": null}
+        ])
+    );
+    for (filter, ids) in [
+        ("active=is.true", vec![1]),
+        ("active=is.false", vec![2]),
+        ("active=is.null", vec![3]),
+        ("active=is.unknown", vec![3]),
+        ("active=is.not_null", vec![1, 2]),
+        ("active=not.is.true", vec![2, 3]),
+        ("active=not.is.false", vec![1, 3]),
+        ("active=not.is.null", vec![1, 2]),
+    ] {
+        let (status, body) = get_json(&s, &format!("/flags?select=id&order=id&{filter}")).await;
+        assert_eq!(status, 200, "{filter}: {body}");
+        assert_eq!(ints(&body, "id"), ids, "{filter}");
+    }
+}
+
+/// `eq.true` / `eq.false` on a BOOLEAN column compare booleans, as in PostgreSQL.
+async fn eq_true_on_boolean_column(b: Backend) {
+    let s = TestServer::start_with(b, |c| {
+        let conn = rusqlite::Connection::open(&c.db.path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flags (id INTEGER PRIMARY KEY, active BOOLEAN);
+             INSERT INTO flags VALUES (1, 1), (2, 0), (3, NULL);",
+        )
+        .expect("flags");
+    })
+    .await;
+    for (filter, ids) in [
+        ("active=eq.true", vec![1]),
+        ("active=eq.false", vec![2]),
+        ("active=neq.true", vec![2]),
+    ] {
+        let (status, body) = get_json(&s, &format!("/flags?select=id&order=id&{filter}")).await;
+        assert_eq!(status, 200, "{filter}: {body}");
+        assert_eq!(ints(&body, "id"), ids, "{filter}");
+    }
+}
+
+async fn logic_trees(b: Backend) {
+    let s = TestServer::start(b).await;
+    let cases: &[(&str, &str)] = &[
+        (
+            "or=(points.gt.400,name.eq.Haas)",
+            "points > 400 OR name = 'Haas'",
+        ),
+        (
+            "and=(points.gt.20,points.lt.300)",
+            "points > 20 AND points < 300",
+        ),
+        (
+            "not.or=(points.gt.400,points.lt.20)",
+            "NOT (points > 400 OR points < 20)",
+        ),
+        (
+            "not.and=(points.gt.20,points.lt.300)",
+            "NOT (points > 20 AND points < 300)",
+        ),
+        (
+            "or=(points.gt.800,and(points.gt.100,points.lt.200))",
+            "points > 800 OR (points > 100 AND points < 200)",
+        ),
+        (
+            "or=(name.eq.Haas,not.and(points.gt.20,points.lt.1000))",
+            "name = 'Haas' OR NOT (points > 20 AND points < 1000)",
+        ),
+        (
+            "or=(team_id.in.(1,2),name.like.*Tauri)",
+            "team_id IN (1, 2) OR name GLOB '*Tauri'",
+        ),
+        (
+            "or=(name.not.eq.Haas,points.lt.0)",
+            "NOT (name = 'Haas') OR points < 0",
+        ),
+        (
+            "points=gt.20&or=(team_id.eq.1,team_id.eq.10)",
+            "points > 20 AND (team_id = 1 OR team_id = 10)",
+        ),
+        (
+            "or=(name.eq.\"Red Bull\",name.ilike.*williams*)",
+            "name IN ('Red Bull', 'Williams')",
+        ),
+        (
+            "or=(and(points.gte.400,points.lte.410),not.or(team_id.lt.9))",
+            "(points >= 400 AND points <= 410) OR NOT (team_id < 9)",
+        ),
+        (
+            "or=(points.gt.400)&or=(points.lt.500)",
+            "points > 400 AND points < 500",
+        ),
+        (
+            "and=(or(team_id.eq.1,team_id.eq.2),or(team_id.eq.2,team_id.eq.3))",
+            "team_id = 2",
+        ),
+    ];
+    for (filter, where_) in cases {
+        check_selective(&s, "team", "team_id", filter, where_).await;
+    }
+    // Quoted values with commas and parentheses inside a logic tree.
+    let (status, body) = get_json(
+        &s,
+        "/employee?select=emp_no&or=(full_name.eq.\"Nelson, Robert\",emp_no.eq.4)&order=emp_no",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ints(&body, "emp_no"), vec![2, 4]);
+    let (_, body) = get_json(
+        &s,
+        "/employee?select=emp_no&or=(phone_ext.is.null,emp_no.in.(2,4))&order=emp_no",
+    )
+    .await;
+    assert_eq!(ints(&body, "emp_no"), vec![2, 4, 72, 134, 141]);
+}
+
+async fn ordering(b: Backend) {
+    let s = TestServer::start(b).await;
+    for (order, sql) in [
+        ("points.desc", "points DESC"),
+        ("points.asc", "points ASC"),
+        ("points", "points ASC"),
+        ("name.desc", "name DESC"),
+    ] {
+        let (status, body) = get_json(&s, &format!("/team?select=team_id&order={order}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            ints(&body, "team_id"),
+            sql_ints(&s, &format!("SELECT team_id FROM team ORDER BY {sql}")),
+            "{order}"
+        );
+    }
+    let (_, body) = get_json(&s, "/team?select=team_id&order=points.desc&limit=3").await;
+    assert_eq!(ints(&body, "team_id"), vec![3, 1, 2]);
+
+    // Null placement: explicit, and PostgreSQL's defaults (last ascending, first descending).
+    for (order, sql) in [
+        (
+            "phone_ext.asc.nullsfirst,emp_no",
+            "phone_ext ASC NULLS FIRST, emp_no",
+        ),
+        (
+            "phone_ext.asc.nullslast,emp_no",
+            "phone_ext ASC NULLS LAST, emp_no",
+        ),
+        (
+            "phone_ext.desc.nullsfirst,emp_no",
+            "phone_ext DESC NULLS FIRST, emp_no",
+        ),
+        (
+            "phone_ext.desc.nullslast,emp_no",
+            "phone_ext DESC NULLS LAST, emp_no",
+        ),
+        (
+            "phone_ext.nullsfirst,emp_no",
+            "phone_ext ASC NULLS FIRST, emp_no",
+        ),
+        ("phone_ext,emp_no", "phone_ext ASC NULLS LAST, emp_no"),
+        (
+            "phone_ext.desc,emp_no",
+            "phone_ext DESC NULLS FIRST, emp_no",
+        ),
+        (
+            "job_country.asc,salary.desc,emp_no",
+            "job_country ASC, salary DESC, emp_no",
+        ),
+        (
+            "job_grade.desc,last_name.asc,emp_no.desc",
+            "job_grade DESC, last_name ASC, emp_no DESC",
+        ),
+    ] {
+        let (status, body) = get_json(&s, &format!("/employee?select=emp_no&order={order}")).await;
+        assert_eq!(status, 200, "{order}: {body}");
+        assert_eq!(
+            ints(&body, "emp_no"),
+            sql_ints(&s, &format!("SELECT emp_no FROM employee ORDER BY {sql}")),
+            "{order}"
+        );
+    }
+    let (_, body) = get_json(
+        &s,
+        "/employee?select=emp_no&order=phone_ext.asc.nullsfirst,emp_no&limit=3",
+    )
+    .await;
+    assert_eq!(ints(&body, "emp_no"), vec![72, 134, 141]);
+    let (_, body) = get_json(
+        &s,
+        "/employee?select=emp_no&order=phone_ext.desc,emp_no&limit=3",
+    )
+    .await;
+    assert_eq!(ints(&body, "emp_no"), vec![72, 134, 141]);
+}
+
+async fn limit_and_offset(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .get("/people?select=id&order=id&limit=5&offset=10")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "10-14/*");
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(ints(&body, "id"), vec![11, 12, 13, 14, 15]);
+
+    let (_, body) = get_json(&s, "/people?select=id&order=id.desc&limit=3").await;
+    assert_eq!(ints(&body, "id"), vec![200, 199, 198]);
+    let (_, body) = get_json(&s, "/people?select=id&order=id&offset=197").await;
+    assert_eq!(ints(&body, "id"), vec![198, 199, 200]);
+    let (status, body) = get_json(&s, "/people?select=id&limit=0").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!([]));
+    // Limit applies after filtering.
+    let (_, body) = get_json(
+        &s,
+        "/employee?select=emp_no&job_country=eq.USA&order=emp_no&limit=2&offset=1",
+    )
+    .await;
+    assert_eq!(
+        ints(&body, "emp_no"),
+        sql_ints(&s, "SELECT emp_no FROM employee WHERE job_country = 'USA' ORDER BY emp_no LIMIT 2 OFFSET 1")
+    );
+}
+
+async fn range_header_and_counts(b: Backend) {
+    let s = TestServer::start(b).await;
+    let total = sql_count(&s, "SELECT count(*) FROM employee");
+    assert_eq!(total, 42);
+
+    // Range with an exact count: 206 Partial Content.
+    let r = s
+        .get("/employee?order=emp_no")
+        .header("Range", "0-4")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), format!("0-4/{total}"));
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        ints(&body, "emp_no"),
+        sql_ints(&s, "SELECT emp_no FROM employee ORDER BY emp_no LIMIT 5")
+    );
+
+    // Range without a count: 200, total unknown.
+    let r = s
+        .get("/employee?order=emp_no")
+        .header("Range", "0-4")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "0-4/*");
+    assert_eq!(
+        r.json::<Value>()
+            .await
+            .expect("json")
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+
+    // No Range, no count: everything, 200.
+    let r = s.get("/employee").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "0-41/*");
+
+    // A count of the whole result: 200 with the total.
+    let r = s
+        .get("/employee")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "0-41/42");
+
+    // Open-ended range and range in the middle.
+    let r = s
+        .get("/employee?order=emp_no")
+        .header("Range", "40-")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), "40-41/42");
+    assert_eq!(
+        ints(&r.json::<Value>().await.expect("json"), "emp_no"),
+        vec![144, 145]
+    );
+    let r = s
+        .get("/employee?order=emp_no")
+        .header("Range", "10-19")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), "10-19/42");
+
+    // Counts respect filters; limit/offset in the query string page like Range.
+    let usa = sql_count(
+        &s,
+        "SELECT count(*) FROM employee WHERE job_country = 'USA'",
+    );
+    let r = s
+        .get("/employee?job_country=eq.USA&limit=3&offset=3&order=emp_no")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), format!("3-5/{usa}"));
+
+    // planned and estimated: SQLite has no planner estimate, so the total is exact.
+    for pref in ["count=planned", "count=estimated"] {
+        let r = s
+            .get("/employee")
+            .header("Range", "0-4")
+            .header("Prefer", pref)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), 206, "{pref}");
+        assert_eq!(header(&r, "content-range"), "0-4/42", "{pref}");
+    }
+
+    // An empty result with a count.
+    let r = s
+        .get("/employee?emp_no=eq.-1")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "*/0");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([]));
+}
+
+async fn offset_beyond_count_is_416(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .get("/employee?offset=100")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    let body = assert_error(r, 416, "PGRST103").await;
+    assert!(
+        body["details"].as_str().unwrap_or("").contains("42"),
+        "{body}"
+    );
+
+    let r = s
+        .get("/employee")
+        .header("Range", "100-110")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 416, "PGRST103").await;
+
+    // Without a count the total is unknown: an empty page, not an error.
+    let r = s.get("/employee?offset=100").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "*/*");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([]));
+}
+
+async fn singular_object_accept(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .get("/team?team_id=eq.3")
+        .header("Accept", OBJECT)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(header(&r, "content-type").starts_with(OBJECT));
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"team_id": 3, "name": "Red Bull", "points": 860})
+    );
+
+    let r = s
+        .get("/team?select=name&name=eq.Haas")
+        .header("Accept", OBJECT)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"name": "Haas"})
+    );
+
+    let r = s
+        .get("/team?team_id=eq.99")
+        .header("Accept", OBJECT)
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 406, "PGRST116").await;
+    let r = s
+        .get("/team?team_id=lt.3")
+        .header("Accept", OBJECT)
+        .send()
+        .await
+        .expect("request");
+    let body = assert_error(r, 406, "PGRST116").await;
+    assert!(
+        body["details"].as_str().unwrap_or("").contains('2'),
+        "{body}"
+    );
+    let r = s
+        .get("/team")
+        .header("Accept", OBJECT)
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 406, "PGRST116").await;
+}
+
+async fn csv_output(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .get("/employee?select=emp_no,full_name,phone_ext&emp_no=in.(2,72)&order=emp_no")
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        header(&r, "content-type").starts_with("text/csv"),
+        "{:?}",
+        r.headers()
+    );
+    let text = r.text().await.expect("text");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "emp_no,full_name,phone_ext",
+            "2,\"Nelson, Robert\",250",
+            "72,\"Sutherland, Claudia\","
+        ]
+    );
+
+    let r = s
+        .get("/team?order=team_id")
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("request");
+    let text = r.text().await.expect("text");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 11, "{text}");
+    assert_eq!(lines[0], "team_id,name,points");
+    assert_eq!(lines[3], "3,Red Bull,860");
+
+    // Quotes inside values are doubled.
+    let r = s
+        .get("/employee?select=last_name&emp_no=eq.65")
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("request");
+    let text = r.text().await.expect("text");
+    assert_eq!(text.lines().collect::<Vec<_>>(), ["last_name", "O'Brien"]);
+}
+
+async fn head_requests(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .client
+        .head(s.url("/employee"))
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "content-range"), "0-41/42");
+    assert!(header(&r, "content-type").starts_with("application/json"));
+    assert!(r.bytes().await.expect("body").is_empty());
+
+    let r = s
+        .client
+        .head(s.url("/employee"))
+        .header("Range", "0-9")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), "0-9/42");
+    assert!(r.bytes().await.expect("body").is_empty());
+
+    let get = s.get("/team/3").send().await.expect("request");
+    let tag = header(&get, "etag");
+    let r = s
+        .client
+        .head(s.url("/team/3"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(header(&r, "etag"), tag);
+    assert!(r.bytes().await.expect("body").is_empty());
+
+    // HEAD of a missing table: the error status, no body.
+    let r = s.client.head(s.url("/nope")).send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 404);
+    assert!(r.bytes().await.expect("body").is_empty());
+}
+
+async fn item_urls_and_etags(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s.get("/team/3").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(header(&r, "content-type").starts_with("application/json"));
+    let tag = header(&r, "etag");
+    assert!(
+        tag.starts_with('"') && tag.ends_with('"') && tag.len() > 2,
+        "{tag}"
+    );
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"team_id": 3, "name": "Red Bull", "points": 860})
+    );
+
+    // Stable ETag; a different row has a different one.
+    let again = s.get("/team/3").send().await.expect("request");
+    assert_eq!(header(&again, "etag"), tag);
+    let other = s.get("/team/4").send().await.expect("request");
+    assert_ne!(header(&other, "etag"), tag);
+
+    // If-None-Match with the current ETag: 304, empty body.
+    let r = s
+        .get("/team/3")
+        .header("If-None-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 304);
+    assert!(r.bytes().await.expect("body").is_empty());
+    let r = s
+        .get("/team/3")
+        .header("If-None-Match", format!("\"nope\", {tag}"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 304);
+
+    // Another ETag: 200 with the row.
+    let r = s
+        .get("/team/3")
+        .header("If-None-Match", "\"0123\"")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().await.expect("json")["name"], "Red Bull");
+
+    // After the row changes its ETag changes, and the old one no longer matches.
+    s.sql()
+        .execute("UPDATE team SET points = 861 WHERE team_id = 3", [])
+        .expect("update");
+    let r = s
+        .get("/team/3")
+        .header("If-None-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_ne!(header(&r, "etag"), tag);
+    assert_eq!(r.json::<Value>().await.expect("json")["points"], 861);
+
+    // select= applies to item URLs.
+    let (status, body) = get_json(&s, "/team/3?select=name").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"name": "Red Bull"}));
+
+    // Missing key: 404 with a JSON error.
+    let r = s.get("/team/999").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 404);
+    let body: Value = r.json().await.expect("json error");
+    assert!(
+        body["code"].is_string() && body["message"].is_string(),
+        "{body}"
+    );
+
+    // Item URLs of other tables.
+    let (status, body) = get_json(&s, "/employee/2?select=full_name").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"full_name": "Nelson, Robert"}));
+}
+
+async fn views_are_readable(b: Backend) {
+    let s = TestServer::start(b).await;
+    let (status, body) = get_json(&s, "/team_standings?order=team_id").await;
+    assert_eq!(status, 200);
+    let rows = body.as_array().expect("array");
+    assert_eq!(rows.len(), 10);
+    assert_eq!(
+        rows[2],
+        json!({"team_id": 3, "name": "Red Bull", "points": 860, "drivers": 2})
+    );
+    assert_eq!(
+        ints(&body, "team_id"),
+        sql_ints(&s, "SELECT team_id FROM team_standings ORDER BY team_id")
+    );
+
+    check_selective(
+        &s,
+        "team_standings",
+        "team_id",
+        "points=gt.300",
+        "points > 300",
+    )
+    .await;
+    let (_, body) = get_json(&s, "/team_standings?select=name&order=points.desc&limit=1").await;
+    assert_eq!(body, json!([{"name": "Red Bull"}]));
+    // A view follows its tables.
+    s.sql()
+        .execute("DELETE FROM driver WHERE driver_id = 1", [])
+        .expect("delete");
+    let (_, body) = get_json(&s, "/team_standings?select=drivers&team_id=eq.1").await;
+    assert_eq!(body, json!([{"drivers": 1}]));
+    let r = s
+        .get("/team_standings")
+        .header("Range", "0-1")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), "0-1/10");
+}
+
+async fn openapi_document(b: Backend) {
+    let s = TestServer::start(b).await;
+    let names: Vec<(String, String)> = {
+        let conn = s.sql();
+        let mut stmt = conn
+            .prepare("SELECT name, type FROM sqlite_schema WHERE type IN ('table','view') AND name NOT LIKE 'sqlite%'")
+            .expect("prep");
+        let v = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("q")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        v
+    };
+    assert_eq!(names.len(), 6);
+    let mut docs = Vec::new();
+    for url in [s.url("/"), s.root_url("/openapi.json"), s.url("")] {
+        let r = s.client.get(&url).send().await.expect("request");
+        assert_eq!(r.status().as_u16(), 200, "{url}");
+        let ct = header(&r, "content-type");
+        assert!(ct.contains("json"), "{url}: {ct}");
+        let doc: Value = r.json().await.expect("json");
+        assert_eq!(doc["openapi"], "3.1.0", "{url}");
+        let paths = doc["paths"].as_object().expect("paths");
+        for (name, kind) in &names {
+            assert!(
+                paths.contains_key(&format!("/api/{name}")),
+                "{url}: no path for {name}"
+            );
+            let item = paths
+                .keys()
+                .any(|p| p.starts_with(&format!("/api/{name}/")));
+            assert_eq!(
+                item,
+                kind == "table",
+                "{url}: item path for {name} ({kind})"
+            );
+        }
+        // Views offer only reads.
+        let view = &paths["/api/team_standings"];
+        assert!(view.get("get").is_some());
+        assert!(
+            view.get("post").is_none()
+                && view.get("patch").is_none()
+                && view.get("delete").is_none()
+        );
+        assert!(paths["/api/team"].get("post").is_some());
+        assert!(doc["components"]["schemas"]["team"]["properties"]["name"].is_object());
+        docs.push(doc);
+    }
+    assert_eq!(docs[0], docs[1]);
+    assert_eq!(docs[0], docs[2]);
+}
+
+async fn health_routes(b: Backend) {
+    let s = TestServer::start(b).await;
+    for (path, status) in [("/live", "live"), ("/ready", "ready")] {
+        let r = s
+            .client
+            .get(s.root_url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        assert!(header(&r, "content-type").starts_with("application/json"));
+        assert_eq!(
+            r.json::<Value>().await.expect("json"),
+            json!({"status": status})
+        );
+    }
+}
+
+async fn max_rows_limits_reads(b: Backend) {
+    let s = TestServer::start_with(b, |c| c.rest.max_rows = 5).await;
+    let (status, body) = get_json(&s, "/people?select=id&order=id").await;
+    assert_eq!(status, 200);
+    assert_eq!(ints(&body, "id"), vec![1, 2, 3, 4, 5]);
+    let (_, body) = get_json(&s, "/people?select=id&order=id&limit=3").await;
+    assert_eq!(ints(&body, "id"), vec![1, 2, 3]);
+    let (_, body) = get_json(&s, "/people?select=id&order=id&limit=50&offset=10").await;
+    assert_eq!(ints(&body, "id"), vec![11, 12, 13, 14, 15]);
+    let r = s
+        .get("/people?select=id")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 206);
+    assert_eq!(header(&r, "content-range"), "0-4/200");
+    let r = s
+        .get("/people?select=id")
+        .header("Range", "0-99")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        r.json::<Value>()
+            .await
+            .expect("json")
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+}
+
+async fn percent_encoded_values(b: Backend) {
+    let s = TestServer::start(b).await;
+    let (status, body) = get_json(&s, "/team?select=team_id&name=eq.Red%20Bull").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!([{"team_id": 3}]));
+    let (_, body) = get_json(&s, "/team?select=team_id&name=eq.Aston%20Martin").await;
+    assert_eq!(body, json!([{"team_id": 5}]));
+    // Encoded operator separators and keys decode too.
+    let (_, body) = get_json(&s, "/team?select=team_id&%6Eame=eq%2EHaas").await;
+    assert_eq!(body, json!([{"team_id": 10}]));
+    // Non-ASCII, percent-encoded UTF-8.
+    s.sql()
+        .execute(
+            "INSERT INTO team (team_id, name, points) VALUES (11, 'Citroën', 1)",
+            [],
+        )
+        .expect("insert");
+    let (_, body) = get_json(&s, "/team?select=team_id&name=eq.Citro%C3%ABn").await;
+    assert_eq!(body, json!([{"team_id": 11}]));
+    let (_, body) = get_json(&s, "/team?select=name&team_id=eq.11").await;
+    assert_eq!(body, json!([{"name": "Citroën"}]));
+    // An encoded `&` is part of the value, not a separator.
+    s.sql()
+        .execute(
+            "INSERT INTO team (team_id, name, points) VALUES (12, 'Rock & Roll', 2)",
+            [],
+        )
+        .expect("insert");
+    let (_, body) = get_json(&s, "/team?select=team_id&name=eq.Rock%20%26%20Roll").await;
+    assert_eq!(body, json!([{"team_id": 12}]));
+}
+
+async fn new_table_becomes_reachable(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s.get("/gadgets").send().await.expect("request");
+    assert_error(r, 404, "PGRST205").await;
+    s.sql()
+        .execute_batch(
+            "CREATE TABLE gadgets (id INTEGER PRIMARY KEY, label TEXT NOT NULL);
+             INSERT INTO gadgets VALUES (1, 'sprocket'), (2, 'widget');",
+        )
+        .expect("create");
+    let mut found = None;
+    for _ in 0..100 {
+        let (status, body) = get_json(&s, "/gadgets?order=id").await;
+        if status == 200 {
+            found = Some(body);
+            break;
+        }
+        assert_eq!(status, 404, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let body = found.expect("the new table was not served within 10 s");
+    assert_eq!(
+        body,
+        json!([{"id": 1, "label": "sprocket"}, {"id": 2, "label": "widget"}])
+    );
+    // Item URL and the OpenAPI document know it too.
+    let (status, body) = get_json(&s, "/gadgets/2").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"id": 2, "label": "widget"}));
+    let (_, doc) = get_json(&s, "/").await;
+    assert!(doc["paths"].get("/api/gadgets").is_some());
+}
+
+backend_tests!(
+    select_columns_alias_cast_star,
+    comparison_operators_with_and_without_not,
+    like_wildcards_and_case,
+    in_with_quoted_values,
+    is_true_false_null_on_booleans,
+    eq_true_on_boolean_column,
+    logic_trees,
+    ordering,
+    limit_and_offset,
+    range_header_and_counts,
+    offset_beyond_count_is_416,
+    singular_object_accept,
+    csv_output,
+    head_requests,
+    item_urls_and_etags,
+    views_are_readable,
+    openapi_document,
+    health_routes,
+    max_rows_limits_reads,
+    percent_encoded_values,
+    new_table_becomes_reachable,
+);

@@ -1,0 +1,1106 @@
+//! Writes: POST (single, bulk, columns=, return=, upserts, missing=default), PATCH, PUT, DELETE,
+//! max-affected, If-Match, singular writes, form bodies, read-only views and concurrency.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+const OBJECT: &str = "application/vnd.pgrst.object+json";
+const REPR: &str = "return=representation";
+
+fn count(s: &TestServer, sql: &str) -> i64 {
+    s.sql()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// `(team_id, name, points)` of every team, in id order.
+fn teams(s: &TestServer) -> Vec<(i64, String, i64)> {
+    let conn = s.sql();
+    let mut stmt = conn
+        .prepare("SELECT team_id, name, points FROM team ORDER BY team_id")
+        .expect("prep");
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query");
+    rows.collect::<Result<_, _>>().expect("rows")
+}
+
+fn team(s: &TestServer, id: i64) -> Option<(String, i64)> {
+    s.sql()
+        .query_row(
+            "SELECT name, points FROM team WHERE team_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok()
+}
+
+fn header(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().expect("ascii").to_string())
+}
+
+/// The rows of a JSON array sorted by `key`.
+fn sorted(body: Value, key: &str) -> Vec<Value> {
+    let mut rows = body
+        .as_array()
+        .unwrap_or_else(|| panic!("array: {body}"))
+        .clone();
+    rows.sort_by_key(|r| r[key].as_i64());
+    rows
+}
+
+async fn empty_body(r: reqwest::Response) {
+    let bytes = r.bytes().await.expect("body");
+    assert!(
+        bytes.is_empty(),
+        "expected no body, got {:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+}
+
+async fn post_one_minimal(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post("/team", json!({"name": "Sauber", "points": 5}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert!(header(&r, "location").is_none());
+    empty_body(r).await;
+    assert_eq!(count(&s, "SELECT count(*) FROM team"), 11);
+    let (id, points): (i64, i64) = s
+        .sql()
+        .query_row(
+            "SELECT team_id, points FROM team WHERE name = 'Sauber'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("row");
+    assert_eq!((id, points), (11, 5));
+
+    // Explicit primary key and a charset parameter on the content type.
+    let r = s
+        .client
+        .post(s.url("/team"))
+        .header("Content-Type", "application/json; charset=utf-8")
+        .body(r#"{"team_id": 50, "name": "Brawn", "points": 172}"#)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(team(&s, 50), Some(("Brawn".into(), 172)));
+}
+
+async fn post_array_is_one_transaction(b: Backend) {
+    let s = TestServer::start(b).await;
+    let rows = json!([
+        {"first_name": "Ada", "last_name": "Lovelace", "city": "London", "birth_date": "1815-12-10", "created_at": "2024-01-01T00:00:00"},
+        {"first_name": "Alan", "last_name": "Turing", "city": "London", "birth_date": "1912-06-23", "created_at": "2024-01-01T00:00:01"},
+        {"first_name": "Grace", "last_name": "Hopper", "city": "New York", "birth_date": "1906-12-09", "created_at": "2024-01-01T00:00:02"}
+    ]);
+    let r = s.post("/people", rows).send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    empty_body(r).await;
+    assert_eq!(count(&s, "SELECT count(*) FROM people"), 203);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM people WHERE id > 200 AND last_name IN ('Lovelace','Turing','Hopper')"),
+        3
+    );
+    let city: String = s
+        .sql()
+        .query_row(
+            "SELECT city FROM people WHERE last_name = 'Hopper'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("row");
+    assert_eq!(city, "New York");
+
+    // One row breaks UNIQUE: 409 and none of the rows are inserted.
+    let before = teams(&s);
+    let r = s
+        .post(
+            "/team",
+            json!([
+                {"name": "Bulk One", "points": 1},
+                {"name": "Ferrari", "points": 2},
+                {"name": "Bulk Three", "points": 3}
+            ]),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 409, "23505").await;
+    assert_eq!(teams(&s), before);
+
+    // Same for a foreign key in the last row.
+    let r = s
+        .post(
+            "/driver",
+            json!([
+                {"name": "Driver A", "team_id": 1},
+                {"name": "Driver B", "team_id": 404}
+            ]),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 409, "23503").await;
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 20);
+
+    // The same keys in another order are fine without columns=.
+    let r = s
+        .post(
+            "/team",
+            json!([{"name": "Order One", "points": 1}, {"points": 2, "name": "Order Two"}]),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        count(&s, "SELECT points FROM team WHERE name = 'Order Two'"),
+        2
+    );
+    s.sql()
+        .execute("DELETE FROM team WHERE name LIKE 'Order %'", [])
+        .expect("cleanup");
+
+    // An empty array inserts nothing and succeeds.
+    let r = s.post("/team", json!([])).send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(teams(&s), before);
+}
+
+async fn post_columns_param_ignores_extra_keys(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/team?columns=name,points",
+            json!([
+                {"name": "Col One", "points": 1, "extra": "ignored", "team_id": 77},
+                {"points": 2, "name": "Col Two", "nonsense": [1, 2]}
+            ]),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201, "{:?}", r.text().await);
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM team WHERE name IN ('Col One', 'Col Two')"
+        ),
+        2
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM team WHERE team_id = 77"), 0);
+    assert_eq!(
+        count(&s, "SELECT points FROM team WHERE name = 'Col Two'"),
+        2
+    );
+}
+
+async fn post_return_representation(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post("/team", json!({"name": "Sauber", "points": 5}))
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert!(header(&r, "content-type")
+        .unwrap_or_default()
+        .starts_with("application/json"));
+    let body: Value = r.json().await.expect("json");
+    let id = count(&s, "SELECT team_id FROM team WHERE name = 'Sauber'");
+    assert_eq!(
+        body,
+        json!([{"team_id": id, "name": "Sauber", "points": 5}])
+    );
+
+    // select= shapes the returned rows; bulk returns every row.
+    let r = s
+        .post(
+            "/team?select=name,pts:points",
+            json!([{"name": "X1", "points": 1}, {"name": "X2", "points": 2}]),
+        )
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let mut rows = r
+        .json::<Value>()
+        .await
+        .expect("json")
+        .as_array()
+        .expect("array")
+        .clone();
+    rows.sort_by_key(|r| r["pts"].as_i64());
+    assert_eq!(
+        rows,
+        vec![
+            json!({"name": "X1", "pts": 1}),
+            json!({"name": "X2", "pts": 2})
+        ]
+    );
+
+    // Defaults are visible in the representation.
+    let r = s
+        .post("/team", json!({"name": "Defaulted"}))
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0]["points"], 0);
+    assert_eq!(body[0]["name"], "Defaulted");
+}
+
+async fn post_return_headers_only(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post("/team", json!({"name": "Sauber", "points": 5}))
+        .header("Prefer", "return=headers-only")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let id = count(&s, "SELECT team_id FROM team WHERE name = 'Sauber'");
+    assert_eq!(
+        header(&r, "location"),
+        Some(format!("/api/team?team_id=eq.{id}"))
+    );
+    empty_body(r).await;
+    // The Location is a working URL.
+    let (status, body) = get_json(&s, &format!("/team?team_id=eq.{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([{"team_id": id, "name": "Sauber", "points": 5}])
+    );
+}
+
+async fn upsert_merge_duplicates(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/team",
+            json!([
+                {"team_id": 1, "name": "Mercedes", "points": 999},
+                {"team_id": 11, "name": "Sauber", "points": 4}
+            ]),
+        )
+        .header(
+            "Prefer",
+            "resolution=merge-duplicates, return=representation",
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let rows = sorted(r.json().await.expect("json"), "team_id");
+    assert_eq!(
+        rows,
+        vec![
+            json!({"team_id": 1, "name": "Mercedes", "points": 999}),
+            json!({"team_id": 11, "name": "Sauber", "points": 4})
+        ]
+    );
+    assert_eq!(team(&s, 1), Some(("Mercedes".into(), 999)));
+    assert_eq!(team(&s, 11), Some(("Sauber".into(), 4)));
+    assert_eq!(count(&s, "SELECT count(*) FROM team"), 11);
+
+    // Without a resolution the same body conflicts.
+    let r = s
+        .post(
+            "/team",
+            json!({"team_id": 1, "name": "Mercedes", "points": 1}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 409, "23505").await;
+    assert_eq!(team(&s, 1), Some(("Mercedes".into(), 999)));
+}
+
+async fn upsert_ignore_duplicates(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/team",
+            json!([
+                {"team_id": 2, "name": "Scuderia Ferrari", "points": 0},
+                {"team_id": 12, "name": "Brawn", "points": 172}
+            ]),
+        )
+        .header("Prefer", "resolution=ignore-duplicates")
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    // Only the inserted row comes back.
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([{"team_id": 12, "name": "Brawn", "points": 172}])
+    );
+    assert_eq!(team(&s, 2), Some(("Ferrari".into(), 406)));
+    assert_eq!(team(&s, 12), Some(("Brawn".into(), 172)));
+}
+
+async fn upsert_on_conflict_column(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/team?on_conflict=name",
+            json!({"name": "Ferrari", "points": 1}),
+        )
+        .header("Prefer", "resolution=merge-duplicates")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(team(&s, 2), Some(("Ferrari".into(), 1)));
+    assert_eq!(count(&s, "SELECT count(*) FROM team"), 10);
+
+    let r = s
+        .post(
+            "/team?on_conflict=name",
+            json!([{"name": "Haas", "points": 500}, {"name": "Andretti", "points": 3}]),
+        )
+        .header("Prefer", "resolution=ignore-duplicates")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(team(&s, 10), Some(("Haas".into(), 12)));
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM team WHERE name = 'Andretti' AND points = 3"
+        ),
+        1
+    );
+}
+
+async fn missing_default(b: Backend) {
+    let s = TestServer::start(b).await;
+    // A missing key takes the column default (team.points DEFAULT 0).
+    let r = s
+        .post(
+            "/team?columns=name,points",
+            json!([{"name": "Md One"}, {"name": "Md Two", "points": 7}]),
+        )
+        .header("Prefer", "missing=default")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201, "{:?}", r.text().await);
+    assert_eq!(
+        count(&s, "SELECT points FROM team WHERE name = 'Md One'"),
+        0
+    );
+    assert_eq!(
+        count(&s, "SELECT points FROM team WHERE name = 'Md Two'"),
+        7
+    );
+
+    // An explicit null is not missing: NOT NULL violation, nothing inserted.
+    let r = s
+        .post(
+            "/team?columns=name,points",
+            json!([{"name": "Md Three", "points": null}]),
+        )
+        .header("Prefer", "missing=default")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "23502").await;
+    // Without missing=default a missing key is null.
+    let r = s
+        .post("/team?columns=name,points", json!([{"name": "Md Four"}]))
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "23502").await;
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM team WHERE name IN ('Md Three', 'Md Four')"
+        ),
+        0
+    );
+}
+
+async fn patch_with_filters(b: Backend) {
+    let s = TestServer::start(b).await;
+    let before = teams(&s);
+    let r = s
+        .patch("/team?team_id=in.(1,2)", json!({"points": 0}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    empty_body(r).await;
+    let after = teams(&s);
+    for (old, new) in before.iter().zip(&after) {
+        if old.0 == 1 || old.0 == 2 {
+            assert_eq!(new, &(old.0, old.1.clone(), 0));
+        } else {
+            assert_eq!(new, old);
+        }
+    }
+
+    // return=representation: 200 with the updated rows.
+    let r = s
+        .patch("/team?points=gt.400", json!({"points": 401, "name": "Top"}))
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    // Only Red Bull (860) is above 400 now; name is UNIQUE so one row is all that can be set.
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([{"team_id": 3, "name": "Top", "points": 401}])
+    );
+
+    let r = s
+        .patch(
+            "/team?select=team_id&team_id=in.(4,5)",
+            json!({"points": 1}),
+        )
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        sorted(r.json().await.expect("json"), "team_id"),
+        vec![json!({"team_id": 4}), json!({"team_id": 5})]
+    );
+
+    // Nothing matches: 204, or 200 with [].
+    let r = s
+        .patch("/team?team_id=eq.999", json!({"points": 1}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    let r = s
+        .patch("/team?team_id=eq.999", json!({"points": 1}))
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([]));
+
+    // Logic trees filter writes too.
+    let r = s
+        .patch(
+            "/team?or=(team_id.eq.9,team_id.eq.10)",
+            json!({"points": 77}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(count(&s, "SELECT count(*) FROM team WHERE points = 77"), 2);
+    assert_eq!(
+        count(&s, "SELECT sum(team_id) FROM team WHERE points = 77"),
+        19
+    );
+}
+
+async fn patch_item_url(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .patch("/team/3", json!({"points": 1}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 3), Some(("Red Bull".into(), 1)));
+    assert_eq!(team(&s, 4), Some(("McLaren".into(), 302)));
+    let r = s
+        .patch("/team/4", json!({"points": 2}))
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    let body: Value = r.json().await.expect("json");
+    let row = if body.is_array() {
+        body[0].clone()
+    } else {
+        body
+    };
+    assert_eq!(row, json!({"team_id": 4, "name": "McLaren", "points": 2}));
+}
+
+async fn put_filter_and_item_url(b: Backend) {
+    let s = TestServer::start(b).await;
+    // Replace an existing row by filter.
+    let r = s
+        .put(
+            "/team?team_id=eq.5",
+            json!({"team_id": 5, "name": "Aston Martin Aramco", "points": 281}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    empty_body(r).await;
+    assert_eq!(team(&s, 5), Some(("Aston Martin Aramco".into(), 281)));
+    // Replace by item URL.
+    let r = s
+        .put(
+            "/team/5",
+            json!({"team_id": 5, "name": "Aston Martin", "points": 282}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 5), Some(("Aston Martin".into(), 282)));
+    // Insert when absent, by filter and by item URL.
+    let r = s
+        .put(
+            "/team?team_id=eq.42",
+            json!({"team_id": 42, "name": "Newcomer", "points": 0}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 42), Some(("Newcomer".into(), 0)));
+    let r = s
+        .put(
+            "/team/43",
+            json!({"team_id": 43, "name": "Other", "points": 3}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(team(&s, 43), Some(("Other".into(), 3)));
+    assert_eq!(count(&s, "SELECT count(*) FROM team"), 12);
+
+    // return=representation gives the row.
+    let r = s
+        .put(
+            "/team?team_id=eq.6",
+            json!({"team_id": 6, "name": "Alpine F1", "points": 121}),
+        )
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([{"team_id": 6, "name": "Alpine F1", "points": 121}])
+    );
+
+    // The key in the body must agree with the URL.
+    let before = teams(&s);
+    let r = s
+        .put(
+            "/team?team_id=eq.5",
+            json!({"team_id": 6, "name": "Mismatch", "points": 0}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "PGRST115").await;
+    let r = s
+        .put(
+            "/team/5",
+            json!({"team_id": 7, "name": "Mismatch", "points": 0}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "PGRST115").await;
+    assert_eq!(teams(&s), before);
+
+    // The full primary key must be given with eq.
+    for path in [
+        "/team?name=eq.Ferrari",
+        "/team",
+        "/team?team_id=gt.5",
+        "/team?team_id=eq.5&name=eq.x",
+    ] {
+        let r = s
+            .put(path, json!({"team_id": 5, "name": "Nope", "points": 0}))
+            .send()
+            .await
+            .expect("request");
+        assert_error(r, 405, "PGRST105").await;
+    }
+    assert_eq!(teams(&s), before);
+}
+
+async fn delete_with_filters(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .delete("/driver?team_id=eq.10")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    empty_body(r).await;
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 18);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE team_id = 10"),
+        0
+    );
+
+    // return=representation: the deleted rows.
+    let r = s
+        .delete("/driver?team_id=eq.9")
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        sorted(r.json().await.expect("json"), "driver_id"),
+        vec![
+            json!({"driver_id": 17, "name": "Valtteri Bottas", "points": 10, "team_id": 9}),
+            json!({"driver_id": 18, "name": "Zhou Guanyu", "points": 6, "team_id": 9})
+        ]
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 16);
+
+    // Item URL.
+    let r = s.delete("/driver/1").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE driver_id = 1"),
+        0
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 15);
+
+    // No filter: every row.
+    let r = s.delete("/posts").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(count(&s, "SELECT count(*) FROM posts"), 0);
+
+    // Nothing matches.
+    let r = s
+        .delete("/driver?driver_id=eq.999")
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([]));
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 15);
+}
+
+async fn max_affected_strict(b: Backend) {
+    let s = TestServer::start(b).await;
+    let before = teams(&s);
+    let r = s
+        .patch("/team?team_id=in.(1,2)", json!({"points": 0}))
+        .header("Prefer", "handling=strict, max-affected=1")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "PGRST124").await;
+    assert_eq!(teams(&s), before);
+
+    let r = s
+        .delete("/driver?team_id=eq.1")
+        .header("Prefer", "handling=strict")
+        .header("Prefer", "max-affected=1")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "PGRST124").await;
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE team_id = 1"),
+        2
+    );
+
+    // Within the limit: applied.
+    let r = s
+        .patch("/team?team_id=in.(1,2)", json!({"points": 0}))
+        .header("Prefer", "handling=strict, max-affected=2")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(count(&s, "SELECT count(*) FROM team WHERE points = 0"), 2);
+
+    // Lenient handling ignores max-affected.
+    let r = s
+        .patch("/team?team_id=in.(3,4)", json!({"points": 0}))
+        .header("Prefer", "max-affected=1")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(count(&s, "SELECT count(*) FROM team WHERE points = 0"), 4);
+}
+
+async fn if_match_on_item_writes(b: Backend) {
+    let s = TestServer::start(b).await;
+    let etag = |r: &reqwest::Response| header(r, "etag").expect("etag");
+    let tag = etag(&s.get("/team/3").send().await.expect("request"));
+
+    let r = s
+        .patch("/team/3", json!({"points": 900}))
+        .header("If-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 3), Some(("Red Bull".into(), 900)));
+
+    // The old ETag is stale now.
+    let r = s
+        .patch("/team/3", json!({"points": 1}))
+        .header("If-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 412);
+    let body: Value = r.json().await.expect("json error");
+    assert!(
+        body["code"].is_string() && body["message"].is_string(),
+        "{body}"
+    );
+    assert_eq!(team(&s, 3), Some(("Red Bull".into(), 900)));
+
+    // One of several tags matching is enough; `*` matches any existing row.
+    let current = etag(&s.get("/team/3").send().await.expect("request"));
+    let r = s
+        .patch("/team/3", json!({"points": 901}))
+        .header("If-Match", format!("\"nope\", {current}"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    let r = s
+        .patch("/team/3", json!({"points": 902}))
+        .header("If-Match", "*")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 3), Some(("Red Bull".into(), 902)));
+
+    // DELETE: a change made elsewhere makes the ETag stale.
+    let tag = etag(&s.get("/driver/4").send().await.expect("request"));
+    s.sql()
+        .execute("UPDATE driver SET points = 201 WHERE driver_id = 4", [])
+        .expect("update");
+    let r = s
+        .delete("/driver/4")
+        .header("If-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 412);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE driver_id = 4"),
+        1
+    );
+    let tag = etag(&s.get("/driver/4").send().await.expect("request"));
+    let r = s
+        .delete("/driver/4")
+        .header("If-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE driver_id = 4"),
+        0
+    );
+
+    // A row that is gone matches nothing.
+    let r = s
+        .delete("/driver/4")
+        .header("If-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 412);
+}
+
+async fn singular_write_rolls_back(b: Backend) {
+    let s = TestServer::start(b).await;
+    let before = teams(&s);
+    let r = s
+        .patch("/team?team_id=in.(1,2)", json!({"points": 0}))
+        .header("Accept", OBJECT)
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 406, "PGRST116").await;
+    assert_eq!(teams(&s), before);
+
+    let r = s
+        .delete("/driver?team_id=eq.1")
+        .header("Accept", OBJECT)
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 406, "PGRST116").await;
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 20);
+
+    let r = s
+        .post("/team", json!([{"name": "S1"}, {"name": "S2"}]))
+        .header("Accept", OBJECT)
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 406, "PGRST116").await;
+    assert_eq!(teams(&s), before);
+
+    // Exactly one row: the object.
+    let r = s
+        .patch("/team?team_id=eq.1", json!({"points": 1}))
+        .header("Accept", OBJECT)
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(header(&r, "content-type")
+        .unwrap_or_default()
+        .starts_with(OBJECT));
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"team_id": 1, "name": "Mercedes", "points": 1})
+    );
+    let r = s
+        .post("/team", json!({"name": "Single"}))
+        .header("Accept", OBJECT)
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(r.json::<Value>().await.expect("json")["name"], "Single");
+}
+
+async fn form_urlencoded_body(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .client
+        .post(s.url("/team"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("name=Form+Team%21&points=3")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let (points, kind): (i64, String) = s
+        .sql()
+        .query_row(
+            "SELECT points, typeof(points) FROM team WHERE name = 'Form Team!'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("row");
+    assert_eq!((points, kind.as_str()), (3, "integer"));
+
+    let r = s
+        .client
+        .patch(s.url("/team?team_id=eq.1"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("points=7")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 1), Some(("Mercedes".into(), 7)));
+}
+
+async fn views_are_read_only(b: Backend) {
+    let s = TestServer::start(b).await;
+    let before = teams(&s);
+    let r = s
+        .post("/team_standings", json!({"name": "X", "points": 1}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 405);
+    let r = s
+        .patch("/team_standings?team_id=eq.1", json!({"points": 1}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 405);
+    let r = s
+        .delete("/team_standings?team_id=eq.1")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 405);
+    let r = s
+        .put(
+            "/team_standings?team_id=eq.1",
+            json!({"team_id": 1, "name": "X", "points": 1, "drivers": 2}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 405);
+    let body: Value = r.json().await.expect("json error");
+    assert!(body["code"].is_string(), "{body}");
+    assert_eq!(teams(&s), before);
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), 20);
+}
+
+async fn concurrent_posts(b: Backend) {
+    let s = TestServer::start(b).await;
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let client = s.client.clone();
+        let url = s.url("/people?select=id,first_name");
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .header("Prefer", "return=representation")
+                .json(&json!({
+                    "first_name": format!("Conc{i}"), "last_name": "Current", "city": "Oslo",
+                    "birth_date": "2000-01-01", "created_at": "2024-01-01T00:00:00"
+                }))
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(r.status().as_u16(), 201);
+            let body: Value = r.json().await.expect("json");
+            assert_eq!(body[0]["first_name"], format!("Conc{i}"));
+            body[0]["id"].as_i64().expect("id")
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.expect("task"));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 50, "distinct ids");
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM people WHERE last_name = 'Current'"
+        ),
+        50
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM people"), 250);
+    for id in ids {
+        let name: String = s
+            .sql()
+            .query_row("SELECT first_name FROM people WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .expect("acknowledged row is present");
+        assert!(name.starts_with("Conc"), "{name}");
+    }
+    // And the server sees them too.
+    let (_, body) = get_json(&s, "/people?last_name=eq.Current&select=id").await;
+    assert_eq!(body.as_array().map(Vec::len), Some(50));
+}
+
+/// In one group commit, failing writes must not take the successful ones down with them.
+async fn concurrent_posts_with_failures(b: Backend) {
+    let s = TestServer::start(b).await;
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let client = s.client.clone();
+        let url = s.url("/team");
+        // Every other request reuses an existing (UNIQUE) name.
+        let name = if i % 2 == 0 {
+            format!("Concurrent {i}")
+        } else {
+            "Ferrari".to_string()
+        };
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .json(&json!({"name": name, "points": i}))
+                .send()
+                .await
+                .expect("request");
+            (i, r.status().as_u16())
+        }));
+    }
+    for t in tasks {
+        let (i, status) = t.await.expect("task");
+        assert_eq!(status, if i % 2 == 0 { 201 } else { 409 }, "request {i}");
+    }
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM team WHERE name LIKE 'Concurrent %'"
+        ),
+        20
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM team"), 30);
+    assert_eq!(team(&s, 2), Some(("Ferrari".into(), 406)));
+}
+
+async fn representation_as_csv(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/team?select=name,points",
+            json!({"name": "Csv Team", "points": 9}),
+        )
+        .header("Prefer", REPR)
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    assert!(header(&r, "content-type")
+        .unwrap_or_default()
+        .starts_with("text/csv"));
+    let text = r.text().await.expect("text");
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["name,points", "Csv Team,9"]
+    );
+}
+
+backend_tests!(
+    post_one_minimal,
+    post_array_is_one_transaction,
+    post_columns_param_ignores_extra_keys,
+    post_return_representation,
+    post_return_headers_only,
+    upsert_merge_duplicates,
+    upsert_ignore_duplicates,
+    upsert_on_conflict_column,
+    missing_default,
+    patch_with_filters,
+    patch_item_url,
+    put_filter_and_item_url,
+    delete_with_filters,
+    max_affected_strict,
+    if_match_on_item_writes,
+    singular_write_rolls_back,
+    form_urlencoded_body,
+    views_are_read_only,
+    concurrent_posts,
+    concurrent_posts_with_failures,
+    representation_as_csv,
+);
