@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use crate::config::Config;
 use crate::db::Database;
+use crate::resources::{self, Resources};
 
 /// What a URL path routes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +30,10 @@ pub struct App {
     pub config: Config,
     /// The database.
     pub db: Arc<Database>,
-    /// Route table.
+    /// Route table of the built-in routes.
     pub router: matchit::Router<Route>,
+    /// The custom resources, swapped whole on reload.
+    pub resources: ArcSwap<Resources>,
 }
 
 impl App {
@@ -43,6 +48,28 @@ impl App {
         router.insert(format!("{prefix}/"), Route::OpenApi)?;
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
-        Ok(Arc::new(App { config, db, router }))
+        let compiled = compile_resources(&config, &db)?;
+        Ok(Arc::new(App {
+            config,
+            db,
+            router,
+            resources: ArcSwap::from_pointee(compiled),
+        }))
     }
+
+    /// Re-reads the custom resources from `config` and swaps them in (requests in flight finish
+    /// with the set they started with); on error the current set stays. Blocks while the SQL is
+    /// checked on a reader connection: call it off the async threads. Returns how many there are.
+    pub fn reload_resources(&self, config: &Config) -> anyhow::Result<usize> {
+        let compiled = compile_resources(config, &self.db)?;
+        let count = compiled.list.len();
+        self.resources.store(Arc::new(compiled));
+        Ok(count)
+    }
+}
+
+/// Compiles the resources of `config`, preparing their SQL on one of `db`'s reader connections.
+fn compile_resources(config: &Config, db: &Database) -> anyhow::Result<Resources> {
+    let config = config.clone();
+    db.read_blocking(move |conn| resources::compile(&config, Some(conn)))?
 }

@@ -9,9 +9,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::App;
-use crate::config::{self, Config};
+use crate::config::{self, Config, Layer};
 use crate::db::{Database, DbOptions};
-use crate::{demo, server};
+use crate::{demo, resources, server};
 
 /// Rowgate: a SQL database as a PostgREST-compatible REST API.
 #[derive(Parser, Debug)]
@@ -60,7 +60,7 @@ enum DemoAction {
 
 /// Flags shared by `serve` and `config`.
 #[derive(Args, Debug, Clone)]
-struct CommonArgs {
+pub struct CommonArgs {
     /// Config file (default: ./rowgate.toml when it exists).
     #[arg(long, env = "ROWGATE_CONFIG")]
     config: Option<PathBuf>,
@@ -90,10 +90,14 @@ pub const DEMO_DB: &str = "rowgate-demo.db";
 impl CommonArgs {
     fn load(&self) -> anyhow::Result<Config> {
         let default_file = Path::new("rowgate.toml");
-        let file = match &self.config {
-            Some(path) => Some(path.as_path()),
-            None if default_file.exists() => Some(default_file),
-            None => None,
+        let layer = match &self.config {
+            Some(path) => Layer::File(path.as_path()),
+            None if default_file.exists() => Layer::File(default_file),
+            None if self.demo => Layer::Embedded {
+                text: demo::CONFIG,
+                files: demo::FILES,
+            },
+            None => Layer::None,
         };
         let mut overrides: Vec<(&str, String)> = Vec::new();
         if self.demo && self.db.is_none() {
@@ -108,7 +112,7 @@ impl CommonArgs {
         if let Some(prefix) = &self.prefix {
             overrides.push(("rest.prefix", prefix.clone()));
         }
-        config::load(file, |name| std::env::var(name).ok(), &overrides)
+        config::load(layer, |name| std::env::var(name).ok(), &overrides)
     }
 }
 
@@ -118,11 +122,7 @@ pub fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(&args.common),
         Command::Config { action } => match action {
-            ConfigAction::Check(args) => {
-                let config = args.load()?;
-                println!("configuration OK (database {})", config.db.path.display());
-                Ok(())
-            }
+            ConfigAction::Check(args) => check(&args.load()?),
             ConfigAction::Dump(args) => {
                 print!("{}", args.load()?.to_toml());
                 Ok(())
@@ -140,6 +140,29 @@ pub fn main() -> anyhow::Result<()> {
             }
         },
     }
+}
+
+/// `config check`: the configuration loads, and its custom resources compile (their SQL is
+/// prepared against the database when the file exists; templates are parsed).
+fn check(config: &Config) -> anyhow::Result<()> {
+    let path = &config.db.path;
+    let (resources, against) = if path.exists() {
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )
+        .with_context(|| format!("opening database {}", path.display()))?;
+        crate::db::register_regexp(&conn)?;
+        (resources::compile(config, Some(&conn))?, "checked against")
+    } else {
+        (resources::compile(config, None)?, "SQL not checked: no")
+    };
+    println!(
+        "configuration OK: {} custom resources, {against} database {}",
+        resources.list.len(),
+        path.display()
+    );
+    Ok(())
 }
 
 fn init_logging(filter: &str) {
@@ -176,6 +199,7 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
             app.config.rest.prefix
         );
         spawn_schema_watchers(&app);
+        spawn_config_reloader(&app, args.clone());
         server::run(listener, app, shutdown_signal()).await
     })
 }
@@ -226,6 +250,48 @@ pub fn spawn_schema_watchers(app: &Arc<App>) {
             }
         });
     }
+}
+
+/// On SIGHUP: re-reads the configuration (file, environment, flags, as at start) and swaps in
+/// its custom resources; a configuration that does not load or compile is logged and ignored
+/// (the running set stays). Other keys need a restart.
+pub fn spawn_config_reloader(app: &Arc<App>, args: CommonArgs) {
+    #[cfg(unix)]
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                let (app2, args2) = (app.clone(), args.clone());
+                let reloaded = tokio::task::spawn_blocking(move || {
+                    let config = args2.load()?;
+                    let count = app2.reload_resources(&config)?;
+                    Ok::<_, anyhow::Error>((config, count))
+                })
+                .await;
+                match reloaded {
+                    Ok(Ok((config, count))) => {
+                        tracing::info!(resources = count, "SIGHUP: custom resources reloaded");
+                        let mut restart_only = config.clone();
+                        restart_only.resources = app.config.resources.clone();
+                        restart_only.resources_dir = app.config.resources_dir.clone();
+                        if restart_only != app.config {
+                            tracing::warn!(
+                                "SIGHUP: settings other than resources change only on restart"
+                            );
+                        }
+                    }
+                    Ok(Err(e)) => tracing::error!("SIGHUP: configuration not reloaded: {e:#}"),
+                    Err(e) => tracing::error!("SIGHUP: reload failed: {e}"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (app, args);
 }
 
 /// Completes on SIGTERM or SIGINT.

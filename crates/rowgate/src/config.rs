@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use crate::resources::declare::ResourceConfig;
+
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -21,6 +23,75 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Log filter (tracing `EnvFilter` syntax).
     pub log: String,
+    /// A folder of `*.toml` files with more `[[resources]]` (relative to the config file).
+    pub resources_dir: PathBuf,
+    /// Custom resources (`[[resources]]`), see [`crate::resources`].
+    pub resources: Vec<ResourceConfig>,
+    /// Where files the configuration names (templates, `resources_dir`) are read from: the
+    /// config file's folder (or the working directory), or the files built into the binary
+    /// for `--demo`.
+    #[serde(skip)]
+    pub dir: ConfigDir,
+}
+
+/// Where relative paths in the configuration are resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigDir {
+    /// A folder on disk.
+    Path(PathBuf),
+    /// Files compiled into the binary: `(relative path, contents)`.
+    Embedded(&'static [(&'static str, &'static str)]),
+}
+
+impl Default for ConfigDir {
+    fn default() -> Self {
+        ConfigDir::Path(PathBuf::from("."))
+    }
+}
+
+impl ConfigDir {
+    /// Reads a file named relative to this folder.
+    pub fn read(&self, relative: &Path) -> std::io::Result<String> {
+        match self {
+            ConfigDir::Path(dir) => std::fs::read_to_string(dir.join(relative)),
+            ConfigDir::Embedded(files) => files
+                .iter()
+                .find(|(name, _)| Path::new(name) == relative)
+                .map(|(_, text)| (*text).to_string())
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)),
+        }
+    }
+
+    /// The `*.toml` files of a sub-folder, in name order, with their contents.
+    pub fn toml_files(&self, folder: &Path) -> anyhow::Result<Vec<(PathBuf, String)>> {
+        let is_toml = |p: &Path| p.extension().is_some_and(|e| e == "toml");
+        let mut files = Vec::new();
+        match self {
+            ConfigDir::Path(dir) => {
+                let folder = dir.join(folder);
+                let entries = std::fs::read_dir(&folder)
+                    .with_context(|| format!("reading resources_dir {}", folder.display()))?;
+                for entry in entries {
+                    let path = entry?.path();
+                    if is_toml(&path) {
+                        let text = std::fs::read_to_string(&path)
+                            .with_context(|| format!("reading {}", path.display()))?;
+                        files.push((path, text));
+                    }
+                }
+            }
+            ConfigDir::Embedded(all) => {
+                for (name, text) in all.iter() {
+                    let path = Path::new(name);
+                    if path.parent() == Some(folder) && is_toml(path) {
+                        files.push((path.to_path_buf(), (*text).to_string()));
+                    }
+                }
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
 }
 
 /// `[db]`
@@ -71,6 +142,9 @@ impl Default for Config {
             rest: RestConfig::default(),
             limits: LimitsConfig::default(),
             log: "info".into(),
+            resources_dir: PathBuf::new(),
+            resources: Vec::new(),
+            dir: ConfigDir::default(),
         }
     }
 }
@@ -186,21 +260,47 @@ pub const KEYS: &[Key] = &[
     },
 ];
 
-/// Builds the effective configuration: `file` (if any) < environment < `overrides` (from CLI
-/// flags, as `(dotted key, value)`).
+/// The file layer of the configuration: a file on disk, or TOML built into the binary.
+pub enum Layer<'a> {
+    /// No file: defaults, environment and flags only.
+    None,
+    /// A file; relative paths in it are resolved from its folder.
+    File(&'a Path),
+    /// Built-in TOML (the demo configuration) with its built-in files.
+    Embedded {
+        /// The TOML text.
+        text: &'static str,
+        /// The files it names.
+        files: &'static [(&'static str, &'static str)],
+    },
+}
+
+/// Builds the effective configuration: `layer` < environment < `overrides` (from CLI flags, as
+/// `(dotted key, value)`).
 pub fn load(
-    file: Option<&Path>,
+    layer: Layer<'_>,
     env: impl Fn(&str) -> Option<String>,
     overrides: &[(&str, String)],
 ) -> anyhow::Result<Config> {
-    let mut table = match file {
-        Some(path) => {
+    let (mut table, dir) = match layer {
+        Layer::None => (toml::Table::new(), ConfigDir::default()),
+        Layer::File(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading config file {}", path.display()))?;
-            text.parse::<toml::Table>()
-                .with_context(|| format!("parsing config file {}", path.display()))?
+            let table = text
+                .parse::<toml::Table>()
+                .with_context(|| format!("parsing config file {}", path.display()))?;
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            (table, ConfigDir::Path(folder))
         }
-        None => toml::Table::new(),
+        Layer::Embedded { text, files } => (
+            text.parse::<toml::Table>()
+                .context("parsing the built-in configuration")?,
+            ConfigDir::Embedded(files),
+        ),
     };
     for key in KEYS {
         if let Some(value) = env(key.env) {
@@ -210,9 +310,10 @@ pub fn load(
     for (name, value) in overrides {
         set(&mut table, name, value)?;
     }
-    let config: Config = toml::Value::Table(table)
+    let mut config: Config = toml::Value::Table(table)
         .try_into()
         .context("invalid configuration")?;
+    config.dir = dir;
     config.validate()?;
     Ok(config)
 }
@@ -317,7 +418,8 @@ mod tests {
             "ROWGATE_LISTEN" => Some("127.0.0.1:2".to_string()),
             _ => None,
         };
-        let config = load(Some(&file), env, &[("listen", "127.0.0.1:3".into())]).expect("load");
+        let config =
+            load(Layer::File(&file), env, &[("listen", "127.0.0.1:3".into())]).expect("load");
         assert_eq!(config.listen, "127.0.0.1:3");
         assert_eq!(config.rest.max_rows, 7);
         assert_eq!(config.rest.prefix, "/x");
@@ -327,7 +429,7 @@ mod tests {
     #[test]
     fn bad_values_are_rejected_with_the_key_name() {
         let err = load(
-            None,
+            Layer::None,
             |n| (n == "ROWGATE_REST_MAX_ROWS").then(|| "lots".into()),
             &[],
         )
@@ -336,9 +438,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("rowgate.toml");
         std::fs::write(&file, "[rest]\nprefx = \"/x\"\n").expect("write");
-        let err = load(Some(&file), |_| None, &[]).expect_err("unknown key");
+        let err = load(Layer::File(&file), |_| None, &[]).expect_err("unknown key");
         assert!(format!("{err:#}").contains("prefx"), "{err:#}");
-        let err = load(None, |_| None, &[("rest.prefix", "api".into())]).expect_err("prefix");
+        let err =
+            load(Layer::None, |_| None, &[("rest.prefix", "api".into())]).expect_err("prefix");
         assert!(format!("{err:#}").contains("rest.prefix"), "{err:#}");
     }
 

@@ -93,7 +93,7 @@ impl Conn {
 }
 
 /// `regexp(pattern, text)`, so that `text REGEXP pattern` works (for `match`/`imatch`).
-fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
+pub(crate) fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function(
         "regexp",
         2,
@@ -208,6 +208,24 @@ impl Database {
             .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
         rx.await
             .map_err(|_| ApiError::internal("reader thread dropped a job"))?
+    }
+
+    /// Runs `f` on a reader connection and waits for it on the calling thread (start-up and
+    /// reloads, not requests).
+    pub fn read_blocking<T, F>(&self, f: F) -> anyhow::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> T + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let job: ReadJob = Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        });
+        self.readers
+            .send(job)
+            .map_err(|_| anyhow::anyhow!("the database is shutting down"))?;
+        rx.recv()
+            .map_err(|_| anyhow::anyhow!("a reader thread dropped a job"))
     }
 
     /// Runs `f` inside the writer's transaction (in its own savepoint) and answers once the

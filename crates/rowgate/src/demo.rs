@@ -26,6 +26,16 @@ use rusqlite::{params, Connection};
 /// Default number of `people` rows.
 pub const DEFAULT_PEOPLE: u64 = 1000;
 
+/// The demo configuration (custom resources) that `serve --demo` uses when no config file is
+/// given; the README's examples rely on it.
+pub const CONFIG: &str = include_str!("../demo/rowgate.toml");
+
+/// The files the demo configuration names, by their relative paths.
+pub const FILES: &[(&str, &str)] = &[(
+    "templates/blog.html",
+    include_str!("../demo/templates/blog.html"),
+)];
+
 /// What [`init`] created: table name → row count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {

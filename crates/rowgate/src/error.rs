@@ -72,6 +72,8 @@ error_codes! {
     CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
     DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value"),
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
+    MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
+    InvalidParameter => ("RG111", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource has the wrong type"),
     Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
     Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
 }

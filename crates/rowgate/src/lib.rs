@@ -5,6 +5,7 @@
 //! - [`server`]: hyper accept loop, dispatch, graceful shutdown; [`app`]: shared state, routes.
 //! - [`api`]: the AutoREST pipeline (request → plan → render → execute → respond).
 //! - [`schema`]: the schema cache; [`db`]: the SQLite data path (reader pool, group-commit writer).
+//! - [`resources`]: custom resources declared in config (SQL → JSON or a template).
 //! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
 //! - [`demo`]: the deterministic demo database.
 
@@ -16,5 +17,6 @@ pub mod db;
 pub mod demo;
 pub mod error;
 pub mod openapi;
+pub mod resources;
 pub mod schema;
 pub mod server;

@@ -9,19 +9,36 @@ use crate::api::request::{negotiate, MediaType};
 use crate::api::respond::Reply;
 use crate::app::App;
 use crate::error::ApiError;
+use crate::resources::declare::{ParamType, Shape, Source};
+use crate::resources::{Resource, Resources};
 use crate::schema::{SchemaCache, Table};
 
 /// Answers `GET /{prefix}/` and `/openapi.json`.
 pub fn reply(app: &App, headers: &HeaderMap) -> Result<Reply, ApiError> {
     let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
-    let doc = document(&app.db.schema(), &app.config.rest.prefix);
+    let doc = document(
+        &app.db.schema(),
+        &app.config.rest.prefix,
+        &app.resources.load(),
+    );
     let body = serde_json::to_vec(&doc).map_err(ApiError::internal)?;
     Ok(Reply::new(StatusCode::OK, media, Bytes::from(body)))
 }
 
-/// The OpenAPI document for `schema` served under `prefix`.
-pub fn document(schema: &SchemaCache, prefix: &str) -> Value {
+/// The OpenAPI document for `schema` served under `prefix`, plus the custom resources.
+pub fn document(schema: &SchemaCache, prefix: &str, resources: &Resources) -> Value {
     let mut paths = Map::new();
+    for resource in &resources.list {
+        let Value::Object(ops) = custom_resource(resource) else {
+            continue;
+        };
+        let entry = paths
+            .entry(resource.path.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(existing) = entry {
+            existing.extend(ops);
+        }
+    }
     let mut schemas = Map::new();
     for table in schema.tables.values() {
         schemas.insert(table.name.clone(), table_schema(table));
@@ -199,6 +216,77 @@ fn item(table: &Table) -> Value {
                 "412": {"description": "If-Match does not match"}}}),
             );
         }
+    }
+    Value::Object(ops)
+}
+
+/// The operations of one custom resource: its parameters (path and query as parameters, body
+/// ones as a JSON object body) and its answer.
+fn custom_resource(resource: &Resource) -> Value {
+    let schema_of = |kind: ParamType| match kind {
+        ParamType::Int => json!({"type": "integer", "format": "int64"}),
+        ParamType::Float => json!({"type": "number"}),
+        ParamType::Bool => json!({"type": "boolean"}),
+        ParamType::Date => json!({"type": "string", "format": "date"}),
+        ParamType::Timestamp => json!({"type": "string", "format": "date-time"}),
+        ParamType::Text => json!({"type": "string"}),
+        ParamType::Json => json!({}),
+    };
+    let mut params = Vec::new();
+    let mut body_props = Map::new();
+    let mut body_required = Vec::new();
+    for p in &resource.params {
+        let required = p.required && p.default.is_none();
+        match p.source {
+            Source::Path | Source::Query => params.push(json!({
+                "name": p.name,
+                "in": if p.source == Source::Path { "path" } else { "query" },
+                "required": required || p.source == Source::Path,
+                "schema": schema_of(p.kind),
+            })),
+            Source::Body => {
+                body_props.insert(p.name.clone(), schema_of(p.kind));
+                if required {
+                    body_required.push(p.name.clone());
+                }
+            }
+        }
+    }
+    let ok = match resource.shape {
+        Shape::Rows => json!({"description": "rows", "content": {"application/json":
+            {"schema": {"type": "array", "items": {"type": "object"}}}}}),
+        Shape::Row => json!({"description": "one row", "content": {"application/json":
+            {"schema": {"type": "object"}}}}),
+        Shape::Value => {
+            json!({"description": "a value", "content": {"application/json": {"schema": {}}}})
+        }
+        Shape::Template => json!({"description": "a rendered page", "content": {
+            resource.content_type().split(';').next().unwrap_or("text/html"): {"schema": {"type": "string"}}}}),
+        Shape::None => json!({"description": "done"}),
+    };
+    let status = if resource.shape == Shape::None {
+        "204"
+    } else {
+        "200"
+    };
+    let mut ops = Map::new();
+    for method in &resource.methods {
+        let mut op = json!({
+            "summary": format!("custom resource {} {}", method, resource.path),
+            "parameters": params,
+            "responses": {
+                status: ok,
+                "400": {"$ref": "#/components/responses/Error"},
+            },
+        });
+        if !body_props.is_empty() {
+            op["requestBody"] = json!({"content": {"application/json": {"schema": {
+                "type": "object", "properties": body_props, "required": body_required}}}});
+        }
+        if resource.shape == Shape::Row {
+            op["responses"]["404"] = json!({"$ref": "#/components/responses/Error"});
+        }
+        ops.insert(method.as_str().to_ascii_lowercase(), op);
     }
     Value::Object(ops)
 }

@@ -183,7 +183,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
 
 /// Maps a declared type to its JSON type, following SQLite's affinity rules (§3.1 of the
 /// datatype docs) plus BOOLEAN and JSON, which SQLite stores as integers and text.
-fn classify(decl_type: &str) -> (&'static str, JsonKind) {
+pub(crate) fn classify(decl_type: &str) -> (&'static str, JsonKind) {
     let t = decl_type.to_ascii_uppercase();
     if t.starts_with("BOOL") {
         ("boolean", JsonKind::Bool)

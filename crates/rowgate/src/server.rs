@@ -23,7 +23,7 @@ use crate::api::respond::{error_response, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
 use crate::error::{ApiError, ErrorCode};
-use crate::openapi;
+use crate::{openapi, resources};
 
 /// Serves `listener` until `shutdown` completes, then drains open connections.
 pub async fn run(
@@ -98,13 +98,9 @@ pub async fn dispatch(app: &App, req: Request<Incoming>) -> Response {
 
 async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
-    let matched = app.router.at(parts.uri.path()).map_err(|_| {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!("no route for {}", parts.uri.path()),
-        )
-        .hint(format!("tables are under {}/", app.config.rest.prefix))
-    })?;
+    let Ok(matched) = app.router.at(parts.uri.path()) else {
+        return resources::handle(app, &parts, body).await;
+    };
     let route = *matched.value;
     let param = |name: &str| {
         matched.params.get(name).map(|p| {
@@ -163,7 +159,7 @@ async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
 }
 
 /// Reads the request body up to the configured limit (413 beyond it).
-async fn read_body(
+pub(crate) async fn read_body(
     app: &App,
     parts: &http::request::Parts,
     body: Incoming,

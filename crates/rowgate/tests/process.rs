@@ -209,3 +209,102 @@ fn config_check_and_dump_follow_precedence() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("prefx"), "{err}");
 }
+
+#[test]
+fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("demo");
+    std::fs::create_dir_all(dir.path().join("t")).expect("dir");
+    std::fs::write(
+        dir.path().join("t/page.html"),
+        "<p>{% for r in rows %}{{ r.name }}</p>\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        "[db]\npath = \"d.db\"\n[[resources]]\npath = \"/page\"\nsql = \"SELECT name FROM team\"\ntemplate = \"t/page.html\"\n",
+    )
+    .expect("write");
+    let check = || {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .args(["config", "check"])
+            .output()
+            .expect("check")
+    };
+    let out = check();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("resource /page") && err.contains("t/page.html"),
+        "{err}"
+    );
+    // `serve` refuses to start on it too.
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("serve");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("t/page.html"));
+    // Fixed, it passes and the SQL is checked against the database.
+    std::fs::write(
+        dir.path().join("t/page.html"),
+        "<p>{% for r in rows %}{{ r.name }}{% endfor %}</p>\n",
+    )
+    .expect("write");
+    let out = check();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 custom resources, checked against database d.db"),
+        "{text}"
+    );
+    // The built-in demo configuration checks too (from a folder without a rowgate.toml).
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("dir");
+    let out = Command::new(BIN)
+        .current_dir(&elsewhere)
+        .args(["config", "check", "--demo", "--db", "../d.db"])
+        .output()
+        .expect("check demo");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("5 custom resources, checked against"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sighup_reloads_custom_resources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("demo");
+    let config = |greeting: &str| {
+        format!("[db]\npath = \"d.db\"\n[[resources]]\npath = \"/hi\"\nshape = \"value\"\nsql = \"SELECT '{greeting}'\"\n")
+    };
+    std::fs::write(dir.path().join("rowgate.toml"), config("hello")).expect("write");
+    let server = serve(dir.path(), &[], &[]);
+    let url = format!("{}/hi", server.base);
+    assert_eq!(get(&url), (200, "\"hello\"".to_string()));
+    // A broken file is ignored: the running set stays.
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        "[[resources]]\npath = \"/hi\"\nsql = \"SELEC\"\n",
+    )
+    .expect("write");
+    signal(&server.child, "HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(get(&url), (200, "\"hello\"".to_string()));
+    std::fs::write(dir.path().join("rowgate.toml"), config("bonjour")).expect("write");
+    signal(&server.child, "HUP");
+    let mut last = String::new();
+    for _ in 0..100 {
+        last = get(&url).1;
+        if last == "\"bonjour\"" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(last, "\"bonjour\"");
+}

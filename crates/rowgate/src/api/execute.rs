@@ -91,6 +91,58 @@ pub fn query_into(
     out: &mut Encoded,
 ) -> Result<(), ApiError> {
     let mut stmt = prepare(conn, sql)?;
+    encode_rows(&mut stmt, shape, format, out)
+}
+
+/// Like [`query_into`] for SQL written by hand (custom resources): the keys are the statement's
+/// own column names, booleans and JSON recognised by the declared types of its result columns.
+pub fn query_into_as_declared(
+    conn: &Connection,
+    sql: &Sql,
+    format: Format,
+    out: &mut Encoded,
+) -> Result<(), ApiError> {
+    let mut stmt = prepare(conn, sql)?;
+    let shape = declared_shape(&stmt);
+    encode_rows(&mut stmt, &shape, format, out)
+}
+
+/// The first column of the first row as JSON (`null` when there is no row), typed as declared.
+pub fn first_value_as_declared(conn: &Connection, sql: &Sql) -> Result<Vec<u8>, ApiError> {
+    let mut stmt = prepare(conn, sql)?;
+    let kind = declared_shape(&stmt)
+        .kinds
+        .first()
+        .copied()
+        .unwrap_or(JsonKind::Auto);
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    match rows.next().map_err(map_error)? {
+        Some(row) if row.as_ref().column_count() > 0 => {
+            write_json_value(&mut out, row.get_ref(0).map_err(map_error)?, kind);
+        }
+        _ => out.extend_from_slice(b"null"),
+    }
+    Ok(out)
+}
+
+fn declared_shape(stmt: &rusqlite::Statement<'_>) -> OutputShape {
+    let columns = stmt.columns();
+    OutputShape {
+        keys: columns.iter().map(|c| c.name().to_string()).collect(),
+        kinds: columns
+            .iter()
+            .map(|c| crate::schema::classify(c.decl_type().unwrap_or("")).1)
+            .collect(),
+    }
+}
+
+fn encode_rows(
+    stmt: &mut rusqlite::Statement<'_>,
+    shape: &OutputShape,
+    format: Format,
+    out: &mut Encoded,
+) -> Result<(), ApiError> {
     let mut rows = stmt.raw_query();
     let keys: Vec<Vec<u8>> = match format {
         Format::Json => shape

@@ -311,7 +311,8 @@ fn location(app: &App, table: &Table, returned: &[u8]) -> Option<String> {
     Some(url)
 }
 
-fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
+/// Whether `If-None-Match` names `tag` (or `*`).
+pub(crate) fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()

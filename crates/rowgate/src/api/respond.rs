@@ -15,7 +15,7 @@ pub type Response = http::Response<Full<Bytes>>;
 /// An answer under construction.
 pub struct Reply {
     status: StatusCode,
-    content_type: Option<&'static str>,
+    content_type: Option<HeaderValue>,
     body: Bytes,
     headers: Vec<(HeaderName, HeaderValue)>,
     applied: Vec<String>,
@@ -26,15 +26,20 @@ impl Reply {
     pub fn new(status: StatusCode, media: MediaType, body: Bytes) -> Reply {
         Reply {
             status,
-            content_type: Some(media.content_type()),
+            content_type: Some(HeaderValue::from_static(media.content_type())),
             body,
             headers: Vec::new(),
             applied: Vec::new(),
         }
     }
 
-    /// A JSON answer with a raw content type.
+    /// An answer with a fixed content type.
     pub fn raw(status: StatusCode, content_type: &'static str, body: Bytes) -> Reply {
+        Reply::typed(status, HeaderValue::from_static(content_type), body)
+    }
+
+    /// An answer with any content type.
+    pub fn typed(status: StatusCode, content_type: HeaderValue, body: Bytes) -> Reply {
         Reply {
             status,
             content_type: Some(content_type),
@@ -87,7 +92,7 @@ impl Reply {
         *response.status_mut() = self.status;
         let headers = response.headers_mut();
         if let Some(ct) = self.content_type {
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+            headers.insert(header::CONTENT_TYPE, ct);
         }
         for (name, value) in self.headers {
             headers.append(name, value);

@@ -21,6 +21,7 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub dir: tempfile::TempDir,
     pub db_path: std::path::PathBuf,
+    pub app: std::sync::Arc<rowgate::app::App>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -33,11 +34,28 @@ impl TestServer {
 
     /// Starts a server, letting the test adjust the configuration first.
     pub async fn start_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> TestServer {
-        let Backend::Sqlite = backend;
         let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(backend, dir, Config::default(), adjust).await
+    }
+
+    /// Starts a server configured by `toml` (written as `rowgate.toml` beside the database,
+    /// with `files` — templates and the like — next to it).
+    pub async fn start_toml(backend: Backend, toml: &str, files: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = write_config(dir.path(), toml, files).expect("config");
+        Self::start_in(backend, dir, config, |_| {}).await
+    }
+
+    /// Starts a server on a demo database in `dir` with `config` (adjusted by the test).
+    pub async fn start_in(
+        backend: Backend,
+        dir: tempfile::TempDir,
+        mut config: Config,
+        adjust: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        let Backend::Sqlite = backend;
         let db_path = dir.path().join("demo.db");
         rowgate::demo::init(&db_path, 200).expect("demo init");
-        let mut config = Config::default();
         config.db.path = db_path.clone();
         config.db.readers = 2;
         adjust(&mut config);
@@ -48,6 +66,7 @@ impl TestServer {
         let prefix = config.rest.prefix.clone();
         let app = rowgate::cli::start(config).expect("start");
         rowgate::cli::spawn_schema_watchers(&app);
+        let app_handle = app.clone();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(rowgate::server::run(listener, app, async move {
             let _ = rx.await;
@@ -58,6 +77,7 @@ impl TestServer {
             client: reqwest::Client::new(),
             dir,
             db_path,
+            app: app_handle,
             shutdown: Some(tx),
             task: Some(task),
         }
@@ -118,6 +138,23 @@ impl Drop for TestServer {
             let _ = tx.send(());
         }
     }
+}
+
+/// Writes `rowgate.toml` and `files` into `dir` and loads the configuration from there (its
+/// database path still to be set).
+pub fn write_config(
+    dir: &std::path::Path,
+    toml: &str,
+    files: &[(&str, &str)],
+) -> anyhow::Result<Config> {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent"))?;
+        std::fs::write(path, text)?;
+    }
+    let file = dir.join("rowgate.toml");
+    std::fs::write(&file, toml)?;
+    rowgate::config::load(rowgate::config::Layer::File(&file), |_| None, &[])
 }
 
 /// GET `path` and return (status, JSON body).

@@ -1,0 +1,161 @@
+//! How custom resources are declared in `rowgate.toml` (`[[resources]]`) or in `*.toml` files of
+//! the folder `resources_dir` names: the serde shapes, nothing else. [`super::compile`] checks
+//! them against the database and the template files.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One custom resource.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConfig {
+    /// Path template, e.g. `/teams/{id}/drivers`.
+    pub path: String,
+    /// HTTP method(s): `"GET"` or `["GET", "POST"]`. GET also answers HEAD.
+    #[serde(default = "default_method")]
+    pub method: OneOrMany,
+    /// The SQL statement (or statements, run in one transaction; the last one's rows answer),
+    /// with named parameters `:name`.
+    pub sql: OneOrMany,
+    /// The parameters the SQL names, by name.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamConfig>,
+    /// The answer's shape; `template` when a template is given, else `rows`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
+    /// Template file (minijinja), relative to the configuration file's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<PathBuf>,
+    /// Content type of a template's answer (default from the file extension: `.html` → HTML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// `Cache-Control` header value sent with successful answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// Send a strong `ETag` and answer `If-None-Match` with 304.
+    #[serde(default)]
+    pub etag: bool,
+}
+
+fn default_method() -> OneOrMany {
+    OneOrMany::One("GET".into())
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The items.
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// What a resource answers.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    /// A JSON array of objects.
+    Rows,
+    /// One JSON object; 404 when there is no row.
+    Row,
+    /// The first column of the first row as a JSON value (`null` when there is no row).
+    Value,
+    /// 204 No Content.
+    None,
+    /// The rows rendered by a template.
+    Template,
+}
+
+/// One parameter.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ParamConfig {
+    /// Where the value comes from (default: `path` when the path template names it, else
+    /// `query` for GET-only resources and `body` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Source>,
+    /// Its type (default `text`).
+    #[serde(default, rename = "type")]
+    pub kind: ParamType,
+    /// The value used when the request has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<toml::Value>,
+    /// When false, a missing value binds NULL instead of answering 400.
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Where a parameter's value comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// A `{name}` segment of the path template.
+    Path,
+    /// The query string (`?name=value`; the first occurrence).
+    Query,
+    /// A top-level key of the JSON object body (or of a form body).
+    Body,
+}
+
+/// A parameter's type: what the value must look like, and how it is bound.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    /// A 64-bit integer.
+    Int,
+    /// A finite floating-point number.
+    Float,
+    /// Any text.
+    #[default]
+    Text,
+    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`, `t`/`f`), bound as 1/0.
+    Bool,
+    /// A calendar date `YYYY-MM-DD`, bound as that text.
+    Date,
+    /// An RFC 3339 timestamp (`YYYY-MM-DDTHH:MM:SS[.frac][Z|±HH:MM]`, `T` or a space), bound as
+    /// that text.
+    Timestamp,
+    /// Any JSON value, bound as its compact JSON text.
+    Json,
+}
+
+impl ParamType {
+    /// The type's name as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::Int => "int",
+            ParamType::Float => "float",
+            ParamType::Text => "text",
+            ParamType::Bool => "bool",
+            ParamType::Date => "date",
+            ParamType::Timestamp => "timestamp",
+            ParamType::Json => "json",
+        }
+    }
+}
+
+/// A file of the `resources_dir` folder: `[[resources]]` entries.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceFile {
+    /// The resources it declares.
+    #[serde(default)]
+    pub resources: Vec<ResourceConfig>,
+}
