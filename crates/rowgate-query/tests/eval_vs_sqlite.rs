@@ -2,6 +2,8 @@
 //! `t(id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT)`, random conditions over `i`, `r`, `s`,
 //! and the ids SQLite selects must be exactly the ids for which `eval` gives `Some(true)`.
 
+mod common;
+
 use proptest::prelude::*;
 use rowgate_query::eval::{eval, eval_all, sqlite_text, EvalError};
 use rowgate_query::parse::parse_query;
@@ -316,22 +318,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
-    predicate()
-        .prop_map(Condition::Pred)
-        .prop_recursive(3, 16, 4, |inner| {
-            (
-                any::<bool>(),
-                any::<bool>(),
-                prop::collection::vec(inner, 0..4),
-            )
-                .prop_map(|(is_or, negated, items)| {
-                    if is_or {
-                        Condition::Or { negated, items }
-                    } else {
-                        Condition::And { negated, items }
-                    }
-                })
-        })
+    common::logic_tree(predicate(), 3, 0)
 }
 
 proptest! {

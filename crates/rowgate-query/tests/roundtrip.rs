@@ -1,6 +1,8 @@
 //! Property tests: every AST the parser can produce prints to a query string that parses back to
 //! the same AST, and no input makes a parse function panic.
 
+mod common;
+
 use proptest::prelude::*;
 use rowgate_query::parse::{
     parse_columns, parse_filter, parse_logic, parse_order, parse_query, parse_select,
@@ -93,22 +95,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
-    predicate()
-        .prop_map(Condition::Pred)
-        .prop_recursive(4, 24, 4, |inner| {
-            (
-                any::<bool>(),
-                any::<bool>(),
-                prop::collection::vec(inner, 1..4),
-            )
-                .prop_map(|(is_or, negated, items)| {
-                    if is_or {
-                        Condition::Or { negated, items }
-                    } else {
-                        Condition::And { negated, items }
-                    }
-                })
-        })
+    common::logic_tree(predicate(), 4, 1)
 }
 
 fn select_item() -> impl Strategy<Value = SelectItem> {
