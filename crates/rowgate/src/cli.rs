@@ -210,6 +210,7 @@ pub fn start(config: Config) -> anyhow::Result<Arc<App>> {
         readers: config.reader_threads(),
         statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
         busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
+        inline_reads: config.db.inline_reads,
     };
     let db = Database::open(&config.db.path, &opts)
         .with_context(|| format!("opening database {}", config.db.path.display()))?;

@@ -108,6 +108,8 @@ pub struct DbConfig {
     pub busy_timeout_ms: u64,
     /// How often to check `PRAGMA schema_version` for outside schema changes, in milliseconds.
     pub schema_poll_ms: u64,
+    /// Run short reads on the request's own thread; long ones move to the reader threads.
+    pub inline_reads: bool,
 }
 
 /// `[rest]`
@@ -157,6 +159,7 @@ impl Default for DbConfig {
             statement_timeout_ms: 10_000,
             busy_timeout_ms: 5_000,
             schema_poll_ms: 1_000,
+            inline_reads: true,
         }
     }
 }

@@ -5,8 +5,9 @@
 //! A progress handler enforces the statement timeout; SQLite errors become [`ApiError`]s here,
 //! so `SQLITE_BUSY` and friends never reach a client as a 500.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,8 +29,24 @@ type Completion = Box<dyn FnOnce(Result<(), ApiError>) + Send>;
 /// Most write jobs committed in one transaction.
 const MAX_GROUP: usize = 128;
 
+/// SQLite calls the progress handler every this many virtual-machine instructions.
+const PROGRESS_PERIOD: i32 = 10_000;
+
+/// Progress callbacks an inline read may take (about 200k VM instructions, well under a
+/// millisecond) before it gives up and is re-run on the reader pool.
+const INLINE_BUDGET: i64 = 20;
+
+thread_local! {
+    /// Read-only connections of the calling thread, one per open database (by id), for inline
+    /// reads.
+    static INLINE: RefCell<Vec<(u64, Conn)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Handle to the SQLite database: cheap to share (`Arc`).
 pub struct Database {
+    id: u64,
+    path: PathBuf,
+    opts: DbOptions,
     readers: crossbeam_channel::Sender<ReadJob>,
     writer: crossbeam_channel::Sender<WriteJob>,
     schema: ArcSwap<SchemaCache>,
@@ -44,6 +61,8 @@ pub struct DbOptions {
     pub statement_timeout: Duration,
     /// Busy timeout for locks held by other processes.
     pub busy_timeout: Duration,
+    /// Run short reads on the calling thread (falling back to the reader pool for long ones).
+    pub inline_reads: bool,
 }
 
 /// Milliseconds since the process-wide clock start; the progress handler compares with it.
@@ -53,10 +72,12 @@ fn now_ms() -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A connection plus the deadline its progress handler checks.
+/// A connection plus what its progress handler checks: the statement deadline, and an
+/// instruction budget (unlimited except during inline reads).
 struct Conn {
     conn: Connection,
     deadline: Arc<AtomicU64>,
+    budget: Arc<AtomicI64>,
     timeout: Duration,
 }
 
@@ -68,15 +89,29 @@ impl Conn {
         conn.execute_batch("PRAGMA case_sensitive_like = ON; PRAGMA foreign_keys = ON;")?;
         register_regexp(&conn)?;
         let deadline = Arc::new(AtomicU64::new(u64::MAX));
-        if !opts.statement_timeout.is_zero() {
-            let d = deadline.clone();
-            conn.progress_handler(10_000, Some(move || now_ms() > d.load(Ordering::Relaxed)));
-        }
+        let budget = Arc::new(AtomicI64::new(i64::MAX));
+        let (d, b) = (deadline.clone(), budget.clone());
+        conn.progress_handler(
+            PROGRESS_PERIOD,
+            Some(move || {
+                b.fetch_sub(1, Ordering::Relaxed) <= 0 || now_ms() > d.load(Ordering::Relaxed)
+            }),
+        );
         Ok(Conn {
             conn,
             deadline,
+            budget,
             timeout: opts.statement_timeout,
         })
+    }
+
+    fn open_reader(path: &Path, opts: &DbOptions) -> rusqlite::Result<Conn> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Conn::open(path, flags, opts)?;
+        conn.conn.execute_batch("PRAGMA query_only = ON;")?;
+        Ok(conn)
     }
 
     fn arm(&self) {
@@ -160,12 +195,8 @@ impl Database {
         let schema = SchemaCache::introspect(&writer.conn)?;
 
         let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();
-        let read_flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
         for i in 0..opts.readers.max(1) {
-            let conn = Conn::open(path, read_flags, opts)?;
-            conn.conn.execute_batch("PRAGMA query_only = ON;")?;
+            let conn = Conn::open_reader(path, opts)?;
             let rx = read_rx.clone();
             std::thread::Builder::new()
                 .name(format!("rowgate-read-{i}"))
@@ -181,7 +212,11 @@ impl Database {
         std::thread::Builder::new()
             .name("rowgate-write".into())
             .spawn(move || writer_loop(&writer, &write_rx))?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Arc::new(Database {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            path: path.to_path_buf(),
+            opts: opts.clone(),
             readers: read_tx,
             writer: write_tx,
             schema: ArcSwap::from_pointee(schema),
@@ -193,12 +228,20 @@ impl Database {
         self.schema.load_full()
     }
 
-    /// Runs `f` on a reader connection.
+    /// Runs `f` on a read-only connection. Short reads run right here on the calling thread's
+    /// own connection (no hand-off to another thread); one that outlasts a small instruction
+    /// budget is abandoned and run again on the reader pool, under the statement timeout. `f`
+    /// may therefore run twice: it must only read.
     pub async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, ApiError> + Send + 'static,
+        F: Fn(&Connection) -> Result<T, ApiError> + Send + 'static,
     {
+        if self.opts.inline_reads {
+            if let Some(result) = self.read_inline(&f) {
+                return result;
+            }
+        }
         let (tx, rx) = oneshot::channel();
         let job: ReadJob = Box::new(move |conn| {
             let _ = tx.send(f(conn));
@@ -208,6 +251,38 @@ impl Database {
             .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
         rx.await
             .map_err(|_| ApiError::internal("reader thread dropped a job"))?
+    }
+
+    /// `f` on this thread's connection within [`INLINE_BUDGET`]; `None` when it ran out of
+    /// budget (or no connection could be opened) and must go to the pool.
+    fn read_inline<T>(
+        &self,
+        f: &dyn Fn(&Connection) -> Result<T, ApiError>,
+    ) -> Option<Result<T, ApiError>> {
+        INLINE.with(|cell| {
+            let mut conns = cell.try_borrow_mut().ok()?;
+            let index = match conns.iter().position(|(id, _)| *id == self.id) {
+                Some(i) => i,
+                None => {
+                    let conn = Conn::open_reader(&self.path, &self.opts)
+                        .map_err(|e| tracing::warn!(error = %e, "no inline read connection"))
+                        .ok()?;
+                    conns.push((self.id, conn));
+                    conns.len() - 1
+                }
+            };
+            let conn = &conns[index].1;
+            conn.budget.store(INLINE_BUDGET, Ordering::Relaxed);
+            conn.arm();
+            let result = f(&conn.conn);
+            let exhausted = conn.budget.load(Ordering::Relaxed) <= 0;
+            conn.budget.store(i64::MAX, Ordering::Relaxed);
+            conn.disarm();
+            if !conn.conn.is_autocommit() {
+                let _ = conn.conn.execute_batch("ROLLBACK");
+            }
+            (!(exhausted && result.is_err())).then_some(result)
+        })
     }
 
     /// Runs `f` on a reader connection and waits for it on the calling thread (start-up and
@@ -282,6 +357,24 @@ impl Database {
     }
 }
 
+/// Runs a parameterless statement from the connection's statement cache (transaction control
+/// on every request: parsed once, not per request).
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+/// Runs `run` in a read transaction (one snapshot for several statements). BEGIN and COMMIT
+/// come from the statement cache: no parsing per request.
+pub fn in_read_transaction<T>(
+    conn: &Connection,
+    run: impl FnOnce(&Connection) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    run_cached(conn, "BEGIN").map_err(map_error)?;
+    let result = run(conn);
+    let _ = run_cached(conn, "COMMIT");
+    result
+}
+
 fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
     let conn = &writer.conn;
     let mut completions: Vec<Completion> = Vec::with_capacity(MAX_GROUP);
@@ -293,7 +386,7 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
                 Err(_) => break,
             }
         }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
             let err = map_error(e);
             tracing::error!(%err, "could not begin a write transaction");
             for job in batch {
@@ -303,13 +396,14 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
             continue;
         }
         for job in batch {
-            let savepoint = conn.execute_batch("SAVEPOINT job");
+            let savepoint = run_cached(conn, "SAVEPOINT job");
             writer.arm();
             let (ok, completion) = job(Some(conn));
             writer.disarm();
             let end = match (savepoint, ok) {
-                (Ok(()), true) => conn.execute_batch("RELEASE job"),
-                (Ok(()), false) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+                (Ok(()), true) => run_cached(conn, "RELEASE job"),
+                (Ok(()), false) => run_cached(conn, "ROLLBACK TO job")
+                    .and_then(|()| run_cached(conn, "RELEASE job")),
                 (Err(e), _) => Err(e),
             };
             match end {
@@ -317,7 +411,7 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
                 Err(e) => completion(Err(map_error(e))),
             }
         }
-        let commit = conn.execute_batch("COMMIT").map_err(map_error);
+        let commit = run_cached(conn, "COMMIT").map_err(map_error);
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }

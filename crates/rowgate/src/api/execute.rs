@@ -204,9 +204,7 @@ fn write_json_value(out: &mut Vec<u8>, value: ValueRef<'_>, kind: JsonKind) {
         ValueRef::Integer(i) if kind == JsonKind::Bool => {
             out.extend_from_slice(if i != 0 { b"true" } else { b"false" })
         }
-        ValueRef::Integer(i) => {
-            let _ = write!(out, "{i}");
-        }
+        ValueRef::Integer(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
         ValueRef::Real(f) => {
             if f.is_finite() {
                 let _ = serde_json::to_writer(&mut *out, &f);

@@ -111,14 +111,11 @@ async fn read(
         .read(move |conn| {
             let mut out = Encoded::default();
             let total = match &count {
-                Some(count) => {
-                    conn.execute_batch("BEGIN").map_err(crate::db::map_error)?;
-                    let total = execute::scalar(conn, count);
-                    let rows = execute::query_into(conn, &select, &shape, format, &mut out);
-                    let _ = conn.execute_batch("COMMIT");
-                    rows?;
-                    Some(total?)
-                }
+                Some(count) => Some(crate::db::in_read_transaction(conn, |conn| {
+                    let total = execute::scalar(conn, count)?;
+                    execute::query_into(conn, &select, &shape, format, &mut out)?;
+                    Ok(total)
+                })?),
                 None => {
                     execute::query_into(conn, &select, &shape, format, &mut out)?;
                     None

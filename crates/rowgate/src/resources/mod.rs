@@ -472,8 +472,16 @@ pub async fn handle(app: &App, parts: &Parts, body: Incoming) -> Result<Reply, A
     let output = if resource.writes {
         app.db.write(run).await?
     } else {
+        // One statement is atomic by itself; several read in one transaction.
+        let several = resource.statements.len() > 1;
         app.db
-            .read(move |conn| in_read_transaction(conn, run))
+            .read(move |conn| {
+                if several {
+                    crate::db::in_read_transaction(conn, &run)
+                } else {
+                    run(conn)
+                }
+            })
             .await?
     };
     respond(&resources, resource, parts, output, &values)
@@ -558,16 +566,6 @@ enum Output {
     Rows(Encoded),
     Value(Vec<u8>),
     Nothing,
-}
-
-fn in_read_transaction<T>(
-    conn: &Connection,
-    run: impl FnOnce(&Connection) -> Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    conn.execute_batch("BEGIN").map_err(crate::db::map_error)?;
-    let result = run(conn);
-    let _ = conn.execute_batch("COMMIT");
-    result
 }
 
 /// Runs every statement; the last one's result is the answer.
