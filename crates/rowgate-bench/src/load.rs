@@ -1,0 +1,423 @@
+//! The load engine: C client connections sending a weighted mix of requests in one of three modes,
+//! recording latencies in an HDR histogram and checking every answer.
+//!
+//! - closed loop: each connection sends its next request when the previous answer is in (ab/wrk
+//!   style, keep-alive), optionally thinking between requests;
+//! - open loop: requests are due at a fixed rate and latency counts from the *intended* send time,
+//!   so a slow server is not hidden by a client that waits (no coordinated omission);
+//! - fresh: a new TCP connection for every request, closed after the answer (httperf
+//!   `--num-calls=1` style): connections per second.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+
+use crate::procstat;
+use crate::spec::Request;
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Next request when the last answer is in.
+    Closed,
+    /// A fixed rate (requests per second across all connections).
+    Open,
+    /// A new connection per request.
+    Fresh,
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// What the row is called in reports.
+    pub label: String,
+    /// Server address.
+    pub addr: SocketAddr,
+    /// `Host` header value.
+    pub host: String,
+    /// Pacing.
+    pub mode: Mode,
+    /// Client connections (concurrent requests).
+    pub connections: usize,
+    /// Stop after this long (requests in flight finish).
+    pub duration: Option<Duration>,
+    /// Stop after this many requests.
+    pub requests: Option<u64>,
+    /// Open loop: requests per second.
+    pub rate: Option<f64>,
+    /// Think time per client, by client group (client `i` uses `think[i % len]`).
+    pub think: Vec<Duration>,
+    /// The request mix.
+    pub mix: Vec<Request>,
+    /// Server processes to read CPU and memory from.
+    pub pids: Vec<u32>,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Outcome {
+    /// Label.
+    pub label: String,
+    /// Pacing.
+    pub mode: Mode,
+    /// Connections.
+    pub connections: usize,
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
+    /// Answers that passed their checks.
+    pub ok: u64,
+    /// Failed checks and transport errors.
+    pub errors: u64,
+    /// A few distinct error messages.
+    pub error_samples: Vec<String>,
+    /// Passed answers per second.
+    pub rps: f64,
+    /// Latency percentiles in microseconds: p50, p90, p99, p99.9, max.
+    pub latency_us: Latency,
+    /// Server CPU microseconds per answered request (when pids were given).
+    pub server_cpu_us_per_request: Option<f64>,
+    /// Server RSS after the run, bytes.
+    pub server_rss_bytes: Option<u64>,
+    /// Server peak RSS, bytes.
+    pub server_peak_rss_bytes: Option<u64>,
+}
+
+/// Latency percentiles, microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// Shared state of a run.
+struct Shared {
+    plan: Plan,
+    started: Instant,
+    deadline: Option<Instant>,
+    seq: AtomicU64,
+    done: AtomicU64,
+    stop: AtomicBool,
+    weights: Vec<u32>,
+    samples: Mutex<Vec<String>>,
+}
+
+/// What one connection task measured.
+struct Tally {
+    histogram: Histogram<u64>,
+    ok: u64,
+    errors: u64,
+}
+
+const MAX_SAMPLES: usize = 5;
+
+/// Runs `plan` to the end.
+pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(!plan.mix.is_empty(), "no requests to send");
+    anyhow::ensure!(plan.connections > 0, "connections must be at least 1");
+    anyhow::ensure!(
+        plan.duration.is_some() || plan.requests.is_some(),
+        "give a duration or a request count"
+    );
+    if plan.mode == Mode::Open {
+        anyhow::ensure!(plan.rate.is_some_and(|r| r > 0.0), "open loop needs a rate");
+    }
+    let before = if plan.pids.is_empty() {
+        None
+    } else {
+        Some(procstat::sample(&plan.pids)?)
+    };
+    let started = Instant::now();
+    let shared = Arc::new(Shared {
+        weights: plan.mix.iter().map(|r| r.spec.weight).collect(),
+        deadline: plan.duration.map(|d| started + d),
+        plan,
+        started,
+        seq: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        samples: Mutex::new(Vec::new()),
+    });
+    let progress = progress_bar(&shared);
+    let mut tasks = Vec::with_capacity(shared.plan.connections);
+    for client in 0..shared.plan.connections {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(
+            async move { client_loop(&shared, client).await },
+        ));
+    }
+    let mut histogram = new_histogram();
+    let (mut ok, mut errors) = (0, 0);
+    for t in tasks {
+        let tally = t.await.context("client task")?;
+        histogram
+            .add(&tally.histogram)
+            .context("merging histograms")?;
+        ok += tally.ok;
+        errors += tally.errors;
+    }
+    let seconds = shared.started.elapsed().as_secs_f64();
+    shared.stop.store(true, Ordering::Relaxed);
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let plan = &shared.plan;
+    let after = match before {
+        Some(_) => Some(procstat::sample(&plan.pids)?),
+        None => None,
+    };
+    let cpu = match (before, after) {
+        (Some(b), Some(a)) if ok + errors > 0 => {
+            Some((a.cpu_seconds - b.cpu_seconds) * 1e6 / (ok + errors) as f64)
+        }
+        _ => None,
+    };
+    let samples = shared.samples.lock().map(|s| s.clone()).unwrap_or_default();
+    Ok(Outcome {
+        label: plan.label.clone(),
+        mode: plan.mode,
+        connections: plan.connections,
+        seconds,
+        ok,
+        errors,
+        error_samples: samples,
+        rps: ok as f64 / seconds.max(1e-9),
+        latency_us: Latency {
+            p50: histogram.value_at_quantile(0.50),
+            p90: histogram.value_at_quantile(0.90),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            max: histogram.max(),
+        },
+        server_cpu_us_per_request: cpu,
+        server_rss_bytes: after.map(|a| a.rss_bytes),
+        server_peak_rss_bytes: after.map(|a| a.peak_rss_bytes),
+    })
+}
+
+/// Watches idle servers for `seconds`: their RSS, and their CPU use in µs per second (reported
+/// in the CPU column) — the footprint scenario.
+pub async fn idle(pids: &[u32], seconds: Duration) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        !pids.is_empty(),
+        "the footprint scenario needs the server's pid"
+    );
+    let before = procstat::sample(pids)?;
+    tokio::time::sleep(seconds).await;
+    let after = procstat::sample(pids)?;
+    let secs = seconds.as_secs_f64();
+    Ok(Outcome {
+        label: "idle".into(),
+        mode: Mode::Closed,
+        connections: 0,
+        seconds: secs,
+        ok: 0,
+        errors: 0,
+        error_samples: Vec::new(),
+        rps: 0.0,
+        latency_us: Latency::default(),
+        server_cpu_us_per_request: Some(
+            (after.cpu_seconds - before.cpu_seconds) * 1e6 / secs.max(1e-9),
+        ),
+        server_rss_bytes: Some(after.rss_bytes),
+        server_peak_rss_bytes: Some(after.peak_rss_bytes),
+    })
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 1 µs to 10 minutes, 3 significant digits.
+    Histogram::new_with_bounds(1, 600_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+fn progress_bar(shared: &Arc<Shared>) -> Option<indicatif::ProgressBar> {
+    if !shared.plan.progress {
+        return None;
+    }
+    let bar = match shared.plan.requests {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => {
+            indicatif::ProgressBar::new(shared.plan.duration.map_or(0, |d| d.as_millis() as u64))
+        }
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:30}] {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(shared.plan.label.clone());
+    let (b, s) = (bar.clone(), shared.clone());
+    tokio::spawn(async move {
+        while !s.stop.load(Ordering::Relaxed) {
+            let done = s.done.load(Ordering::Relaxed);
+            let elapsed = s.started.elapsed();
+            b.set_position(match s.plan.requests {
+                Some(_) => done,
+                None => elapsed.as_millis() as u64,
+            });
+            b.set_message(format!(
+                "{done} requests, {:.0}/s",
+                done as f64 / elapsed.as_secs_f64().max(1e-3)
+            ));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Some(bar)
+}
+
+async fn client_loop(shared: &Shared, client: usize) -> Tally {
+    let plan = &shared.plan;
+    let mut rng = fastrand::Rng::with_seed(0x5EED ^ client as u64);
+    let mut tally = Tally {
+        histogram: new_histogram(),
+        ok: 0,
+        errors: 0,
+    };
+    let think = (!plan.think.is_empty()).then(|| plan.think[client % plan.think.len()]);
+    let interval = plan.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    loop {
+        if shared.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
+        if plan.requests.is_some_and(|n| seq >= n) {
+            break;
+        }
+        let intended = match (plan.mode, interval) {
+            (Mode::Open, Some(i)) => {
+                let due = shared.started + i.mul_f64(seq as f64);
+                if shared.deadline.is_some_and(|d| due >= d) {
+                    break;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                due
+            }
+            _ => Instant::now(),
+        };
+        let request = pick(&plan.mix, &shared.weights, &mut rng);
+        let drawn = request.draw(&mut rng, seq);
+        let result = exchange(plan, &mut sender, &drawn).await;
+        let micros = u64::try_from(intended.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let verdict =
+            result.and_then(|(status, ct, body)| request.check(&drawn, status, &ct, &body));
+        match verdict {
+            Ok(()) => {
+                tally.ok += 1;
+                let _ = tally.histogram.record(micros.max(1));
+            }
+            Err(e) => {
+                tally.errors += 1;
+                if let Ok(mut samples) = shared.samples.lock() {
+                    let e = format!("{} {}: {e}", drawn.method, drawn.path);
+                    if samples.len() < MAX_SAMPLES && !samples.contains(&e) {
+                        samples.push(e);
+                    }
+                }
+            }
+        }
+        shared.done.fetch_add(1, Ordering::Relaxed);
+        if plan.mode == Mode::Fresh {
+            sender = None;
+        }
+        if let Some(t) = think {
+            let wake = Instant::now() + t;
+            let wake = shared.deadline.map_or(wake, |d| wake.min(d));
+            tokio::time::sleep_until(wake.into()).await;
+        }
+    }
+    tally
+}
+
+fn pick<'a>(mix: &'a [Request], weights: &[u32], rng: &mut fastrand::Rng) -> &'a Request {
+    if mix.len() == 1 {
+        return &mix[0];
+    }
+    let total: u32 = weights.iter().sum();
+    let mut x = rng.u32(0..total.max(1));
+    for (r, w) in mix.iter().zip(weights) {
+        if x < *w {
+            return r;
+        }
+        x -= w;
+    }
+    &mix[0]
+}
+
+/// Sends one request (connecting first when needed) and reads the whole answer.
+async fn exchange(
+    plan: &Plan,
+    sender: &mut Option<SendRequest<Full<Bytes>>>,
+    drawn: &crate::spec::Drawn,
+) -> Result<(u16, String, Bytes), String> {
+    if sender.as_ref().is_none_or(|s| s.is_closed()) {
+        *sender = Some(
+            connect(plan.addr)
+                .await
+                .map_err(|e| format!("connect: {e}"))?,
+        );
+    }
+    let Some(s) = sender.as_mut() else {
+        return Err("no connection".into());
+    };
+    let mut builder = http::Request::builder()
+        .method(drawn.method.clone())
+        .uri(&drawn.path)
+        .header(http::header::HOST, &plan.host);
+    if plan.mode == Mode::Fresh {
+        builder = builder.header(http::header::CONNECTION, "close");
+    }
+    for (name, value) in &drawn.headers {
+        builder = builder.header(name, value);
+    }
+    let body = drawn.body.clone().map(Bytes::from).unwrap_or_default();
+    let request = builder
+        .body(Full::new(body))
+        .map_err(|e| format!("request: {e}"))?;
+    let outcome = async {
+        s.ready().await?;
+        let response = s.send_request(request).await?;
+        let status = response.status().as_u16();
+        let ct = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok::<_, hyper::Error>((status, ct, body))
+    }
+    .await;
+    outcome.map_err(|e| {
+        *sender = None;
+        format!("transport: {e}")
+    })
+}
+
+async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}

@@ -1,0 +1,356 @@
+//! `rowgate-bench`: Rowgate's load generator and scenario runner.
+//!
+//! - `load`: one run described on the command line (closed loop, open loop or fresh connections);
+//! - `scenario`: the steps of a scenario file against Rowgate and any peers given;
+//! - `report`: the markdown table of a results file.
+//!
+//! Modules: [`spec`] (request templates and checks), [`load`] (the engine), [`procstat`] (server
+//! CPU and memory), [`scenario`] (scenario files), [`report`] (results).
+
+mod load;
+mod procstat;
+mod report;
+mod scenario;
+mod spec;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+
+use load::{Mode, Plan};
+use report::Row;
+use spec::{Check, FieldCheck, Request, RequestSpec};
+
+/// Rowgate's load generator and scenario runner.
+#[derive(Parser, Debug)]
+#[command(name = "rowgate-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// One run described by flags.
+    Load(Box<LoadArgs>),
+    /// Run a scenario file against Rowgate and the peers given.
+    Scenario(ScenarioArgs),
+    /// Print the markdown table of a results file.
+    Report {
+        /// JSON-lines results file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    url: String,
+    /// Path and query; `{name}` is replaced by a --var.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// closed, open or fresh.
+    #[arg(long, default_value = "closed")]
+    mode: String,
+    /// Client connections.
+    #[arg(short = 'c', long, default_value_t = 10)]
+    connections: usize,
+    /// Seconds to run.
+    #[arg(short = 'd', long)]
+    seconds: Option<f64>,
+    /// Requests to send.
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Open loop: requests per second.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body (a template).
+    #[arg(long)]
+    body: Option<String>,
+    /// Variable `name=LO..HI`, `name=A..Z` or `name=seq` (repeatable).
+    #[arg(long = "var")]
+    vars: Vec<String>,
+    /// Expected status.
+    #[arg(long)]
+    status: Option<u16>,
+    /// Expected start of the content type.
+    #[arg(long)]
+    content_type: Option<String>,
+    /// Expected length of a JSON array body.
+    #[arg(long)]
+    json_len: Option<usize>,
+    /// Expected JSON field `field=value` (value is a template).
+    #[arg(long)]
+    json_field: Option<String>,
+    /// Text the body must contain.
+    #[arg(long)]
+    contains: Option<String>,
+    /// Server process id to read CPU and RSS from (repeatable).
+    #[arg(long = "pid")]
+    pids: Vec<u32>,
+    /// Label of the row.
+    #[arg(long, default_value = "load")]
+    label: String,
+    /// Append the result as a JSON line to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ScenarioArgs {
+    /// Scenario files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// `name=URL` of a target (`rowgate=http://127.0.0.1:8080`, `nginx=…`; repeatable).
+    #[arg(long = "target", required = true)]
+    targets: Vec<String>,
+    /// `name=PID` of a target's server process (repeatable; several per target sum up).
+    #[arg(long = "pid")]
+    pids: Vec<String>,
+    /// A few seconds per step at most (CI smoke run: every scenario runs and checks answers).
+    #[arg(long)]
+    quick: bool,
+    /// Append results as JSON lines to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Exit with an error when any answer fails its checks.
+    #[arg(long)]
+    strict: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rowgate-bench: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rowgate-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Load(args) => load_command(*args).await,
+        Command::Scenario(args) => scenario_command(args).await,
+        Command::Report { file } => {
+            print!("{}", report::markdown(&report::read(&file)?));
+            Ok(())
+        }
+    }
+}
+
+/// `http://host:port` → (socket address, Host header value).
+fn resolve(url: &str) -> anyhow::Result<(SocketAddr, String)> {
+    let rest = url
+        .strip_prefix("http://")
+        .with_context(|| format!("{url}: only http:// URLs"))?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = authority
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {authority}"))?
+        .next()
+        .with_context(|| format!("{authority} has no address"))?;
+    if !addr.ip().is_loopback() {
+        bail!("{addr}: benchmarks only target loopback addresses");
+    }
+    Ok((addr, authority.to_string()))
+}
+
+fn parse_mode(mode: &str) -> anyhow::Result<Mode> {
+    Ok(match mode {
+        "closed" => Mode::Closed,
+        "open" => Mode::Open,
+        "fresh" => Mode::Fresh,
+        _ => bail!("mode {mode:?}: closed, open or fresh"),
+    })
+}
+
+async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
+    let (addr, host) = resolve(&a.url)?;
+    let vars = a
+        .vars
+        .iter()
+        .map(|v| {
+            v.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--var {v}: name=range"))
+        })
+        .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
+    let json_field = a
+        .json_field
+        .as_deref()
+        .map(|f| {
+            f.split_once('=')
+                .map(|(field, value)| FieldCheck {
+                    field: field.into(),
+                    value: value.into(),
+                })
+                .with_context(|| format!("--json-field {f}: field=value"))
+        })
+        .transpose()?;
+    let spec = RequestSpec {
+        method: a.method,
+        path: a.path,
+        headers: a.headers,
+        body: a.body,
+        vars,
+        weight: 1,
+        check: Check {
+            status: a.status,
+            content_type: a.content_type,
+            json_len: a.json_len,
+            json_field,
+            contains: a.contains,
+            matches: None,
+        },
+    };
+    let plan = Plan {
+        label: a.label.clone(),
+        addr,
+        host,
+        mode: parse_mode(&a.mode)?,
+        connections: a.connections,
+        duration: a.seconds.map(Duration::from_secs_f64),
+        requests: a.requests,
+        rate: a.rate,
+        think: Vec::new(),
+        mix: vec![Request::new(spec)?],
+        pids: a.pids,
+        progress: true,
+    };
+    let outcome = load::run(plan).await?;
+    let row = Row {
+        scenario: "-".into(),
+        title: a.label,
+        target: a.url,
+        outcome: Some(outcome),
+        note: String::new(),
+    };
+    println!("{}", report::line(&row));
+    if let Some(out) = &a.out {
+        report::append(out, &row)?;
+    }
+    Ok(())
+}
+
+fn pairs(items: &[String], what: &str) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|i| {
+            i.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--{what} {i}: name=value"))
+        })
+        .collect()
+}
+
+fn pids_of(pids: &[(String, String)], target: &str) -> anyhow::Result<Vec<u32>> {
+    pids.iter()
+        .filter(|(t, _)| t == target)
+        .map(|(_, p)| p.parse::<u32>().with_context(|| format!("pid {p}")))
+        .collect()
+}
+
+async fn scenario_command(a: ScenarioArgs) -> anyhow::Result<()> {
+    let targets = pairs(&a.targets, "target")?;
+    let pids = pairs(&a.pids, "pid")?;
+    let mut failed = 0u64;
+    for file in &a.files {
+        let scenario = scenario::Scenario::load(file)?;
+        for (target, url) in &targets {
+            let emit = |row: &Row| -> anyhow::Result<()> {
+                println!("{}", report::line(row));
+                if let Some(out) = &a.out {
+                    report::append(out, row)?;
+                }
+                Ok(())
+            };
+            let blank = |note: String| Row {
+                scenario: scenario.id.clone(),
+                title: scenario.title.clone(),
+                target: target.clone(),
+                outcome: None,
+                note,
+            };
+            if !scenario.unavailable.is_empty() {
+                if target == "rowgate" {
+                    emit(&blank(scenario.unavailable.clone()))?;
+                }
+                continue;
+            }
+            if let Some(idle) = scenario.idle_seconds {
+                if target == "rowgate" {
+                    let seconds = if a.quick { idle.min(1.0) } else { idle };
+                    let target_pids = pids_of(&pids, target)?;
+                    let mut row = blank(String::new());
+                    row.outcome =
+                        Some(load::idle(&target_pids, Duration::from_secs_f64(seconds)).await?);
+                    emit(&row)?;
+                }
+                continue;
+            }
+            let Some(mix) = scenario.mix_for(target) else {
+                continue;
+            };
+            let (addr, host) = resolve(url)?;
+            let mix = mix
+                .iter()
+                .cloned()
+                .map(Request::new)
+                .collect::<anyhow::Result<Vec<_>>>()
+                .with_context(|| format!("{}: requests for {target}", file.display()))?;
+            let target_pids = pids_of(&pids, target)?;
+            for step in &scenario.load {
+                let plan = Plan {
+                    label: step.label(),
+                    addr,
+                    host: host.clone(),
+                    mode: step.mode,
+                    connections: step.connections(a.quick),
+                    duration: step.duration(a.quick),
+                    requests: step.requests(a.quick),
+                    rate: step.rate,
+                    think: step
+                        .think_ms
+                        .iter()
+                        .map(|ms| Duration::from_millis(*ms))
+                        .collect(),
+                    mix: mix.clone(),
+                    pids: target_pids.clone(),
+                    progress: !a.quick,
+                };
+                let outcome = load::run(plan).await?;
+                failed += outcome.errors;
+                let mut row = blank(String::new());
+                row.outcome = Some(outcome);
+                emit(&row)?;
+            }
+        }
+    }
+    if a.strict && failed > 0 {
+        bail!("{failed} answers failed their checks");
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! The server's side of a run, read from `/proc/PID`: CPU time (user + system, all threads) and
+//! resident memory, summed over the given processes (a supervisor and its workers).
+
+use anyhow::{bail, Context};
+
+/// Clock ticks per second of `/proc/PID/stat` times (USER_HZ, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// A reading of some processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sample {
+    /// CPU seconds used so far (user + system).
+    pub cpu_seconds: f64,
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
+    /// Peak resident set size, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Reads `pids` now.
+pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
+    let mut total = Sample::default();
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .with_context(|| format!("reading /proc/{pid}/stat (is the server running?)"))?;
+        // The command name (field 2) may hold spaces: fields are counted after its ')'.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.len() < 13 {
+            bail!("unexpected /proc/{pid}/stat");
+        }
+        // utime and stime are fields 14 and 15; after ')' the first field is 3.
+        let utime: f64 = fields[11].parse()?;
+        let stime: f64 = fields[12].parse()?;
+        total.cpu_seconds += (utime + stime) / TICKS_PER_SECOND;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        total.rss_bytes += kib(&status, "VmRSS:") * 1024;
+        total.peak_rss_bytes += kib(&status, "VmHWM:") * 1024;
+    }
+    Ok(total)
+}
+
+fn kib(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let me = std::process::id();
+        let a = sample(&[me]).expect("sample");
+        assert!(a.rss_bytes > 0 && a.peak_rss_bytes >= a.rss_bytes);
+        let mut x = 0u64;
+        let started = std::time::Instant::now();
+        while started.elapsed().as_millis() < 100 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = sample(&[me]).expect("sample");
+        assert!(b.cpu_seconds > a.cpu_seconds, "{a:?} {b:?}");
+        assert!(sample(&[u32::MAX]).is_err());
+    }
+}
