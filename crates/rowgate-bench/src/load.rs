@@ -368,15 +368,29 @@ async fn exchange(
     sender: &mut Option<SendRequest<Full<Bytes>>>,
     drawn: &crate::spec::Drawn,
 ) -> Result<(u16, String, Bytes), String> {
+    let reused = sender.as_ref().is_some_and(|s| !s.is_closed());
+    match send_once(plan, sender, drawn).await {
+        // A kept-alive connection the server closed while idle (its keep-alive timeout): like
+        // browsers and Go's client, send again on a new connection when the request never went
+        // out, or when it is idempotent and no answer came.
+        Err(e) if reused && e.may_retry(&drawn.method) => send_once(plan, sender, drawn)
+            .await
+            .map_err(|e| format!("transport: {e}")),
+        other => other.map_err(|e| format!("transport: {e}")),
+    }
+}
+
+/// One attempt: connects when there is no open connection.
+async fn send_once(
+    plan: &Plan,
+    sender: &mut Option<SendRequest<Full<Bytes>>>,
+    drawn: &crate::spec::Drawn,
+) -> Result<(u16, String, Bytes), SendError> {
     if sender.as_ref().is_none_or(|s| s.is_closed()) {
-        *sender = Some(
-            connect(plan.addr)
-                .await
-                .map_err(|e| format!("connect: {e}"))?,
-        );
+        *sender = Some(connect(plan.addr).await.map_err(SendError::Connect)?);
     }
     let Some(s) = sender.as_mut() else {
-        return Err("no connection".into());
+        return Err(SendError::Connect(anyhow::anyhow!("no connection")));
     };
     let mut builder = http::Request::builder()
         .method(drawn.method.clone())
@@ -389,9 +403,7 @@ async fn exchange(
         builder = builder.header(name, value);
     }
     let body = drawn.body.clone().map(Bytes::from).unwrap_or_default();
-    let request = builder
-        .body(Full::new(body))
-        .map_err(|e| format!("request: {e}"))?;
+    let request = builder.body(Full::new(body)).map_err(SendError::Request)?;
     let outcome = async {
         s.ready().await?;
         let response = s.send_request(request).await?;
@@ -408,8 +420,39 @@ async fn exchange(
     .await;
     outcome.map_err(|e| {
         *sender = None;
-        format!("transport: {e}")
+        SendError::Http(e)
     })
+}
+
+/// Why an attempt failed.
+#[derive(Debug)]
+enum SendError {
+    Connect(anyhow::Error),
+    Request(http::Error),
+    Http(hyper::Error),
+}
+
+impl SendError {
+    /// Whether sending again on a new connection is safe: the request never went out, or it is
+    /// idempotent and the connection closed before any answer.
+    fn may_retry(&self, method: &http::Method) -> bool {
+        match self {
+            SendError::Http(e) => {
+                e.is_canceled() || (e.is_incomplete_message() && method.is_idempotent())
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(e) => write!(f, "connect: {e}"),
+            SendError::Request(e) => write!(f, "request: {e}"),
+            SendError::Http(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {

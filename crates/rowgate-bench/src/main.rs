@@ -221,6 +221,7 @@ async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
             status: a.status,
             content_type: a.content_type,
             json_len: a.json_len,
+            array_at: None,
             json_field,
             contains: a.contains,
             matches: None,

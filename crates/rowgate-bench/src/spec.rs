@@ -49,10 +49,13 @@ pub struct Check {
     pub status: Option<u16>,
     /// Expected start of the content type.
     pub content_type: Option<String>,
-    /// The body is a JSON array of this length.
+    /// The body is a JSON array of this length (or holds one at `array_at`).
     pub json_len: Option<usize>,
+    /// JSON pointer (RFC 6901) to the array `json_len` counts; absent: the body itself.
+    pub array_at: Option<String>,
     /// The body is a JSON object (or an array whose first element is one) whose field
-    /// `field` equals the template `value` (compared as text).
+    /// `field` equals the template `value` (compared as text); a `field` starting with `/` is a
+    /// JSON pointer from the body instead.
     pub json_field: Option<FieldCheck>,
     /// The body contains this text (a template).
     pub contains: Option<String>,
@@ -238,25 +241,42 @@ impl Request {
                 return Err(format!("body does not match {re}"));
             }
         }
-        if c.json_len.is_some() || c.json_field.is_some() {
+        if let Some(n) = c.json_len {
+            let len = match c.array_at.as_deref() {
+                // Counted without building values: the check must not cost more than the request.
+                None | Some("") => serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(body)
+                    .map(|items| items.len())
+                    .map_err(|e| format!("body is not a JSON array: {e}"))?,
+                Some(pointer) => {
+                    let json: serde_json::Value = serde_json::from_slice(body)
+                        .map_err(|e| format!("body is not JSON: {e}"))?;
+                    json.pointer(pointer)
+                        .and_then(|a| a.as_array())
+                        .map(Vec::len)
+                        .ok_or_else(|| format!("no JSON array at {pointer}"))?
+                }
+            };
+            if len != n {
+                return Err(format!("JSON array of {len} items, expected {n}"));
+            }
+        }
+        if let Some(f) = &c.json_field {
             let json: serde_json::Value =
                 serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
-            if let Some(n) = c.json_len {
-                let len = json.as_array().map(Vec::len);
-                if len != Some(n) {
-                    return Err(format!("JSON array of {len:?} items, expected {n}"));
-                }
-            }
-            if let Some(f) = &c.json_field {
-                let object = if json.is_array() { &json[0] } else { &json };
-                let got = match &object[&f.field] {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let want = render(&f.value);
-                if got != want {
-                    return Err(format!("{} is {got}, expected {want}", f.field));
-                }
+            let value = if f.field.starts_with('/') {
+                json.pointer(&f.field).unwrap_or(&serde_json::Value::Null)
+            } else if json.is_array() {
+                &json[0][&f.field]
+            } else {
+                &json[&f.field]
+            };
+            let got = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let want = render(&f.value);
+            if got != want {
+                return Err(format!("{} is {got}, expected {want}", f.field));
             }
         }
         Ok(())
@@ -383,6 +403,50 @@ mod tests {
                 .check(&d, 500, "application/json", good.as_bytes())
                 .is_err());
         }
+    }
+
+    #[test]
+    fn pointers_reach_into_wrapped_answers() {
+        let mut s = spec("/x");
+        s.check = Check {
+            json_len: Some(2),
+            array_at: Some("/items".into()),
+            json_field: Some(FieldCheck {
+                field: "/items/1/team_id".into(),
+                value: "{id}".into(),
+            }),
+            ..Check::default()
+        };
+        let r = Request::new(s).expect("compile");
+        let d = r.draw(&mut fastrand::Rng::with_seed(1), 0);
+        let body = |n: &str| format!("{{\"items\":[{{\"team_id\":0}},{{\"team_id\":{n}}}]}}");
+        // The body template is {"id": N}: N is the drawn id the check expects.
+        let drawn_id = d
+            .body
+            .as_deref()
+            .and_then(|b| {
+                b.trim_start_matches("{\"id\": ")
+                    .trim_end_matches('}')
+                    .parse::<i64>()
+                    .ok()
+            })
+            .expect("id");
+        assert_eq!(
+            r.check(
+                &d,
+                200,
+                "application/json",
+                body(&drawn_id.to_string()).as_bytes()
+            ),
+            Ok(())
+        );
+        assert!(r
+            .check(&d, 200, "application/json", body("99").as_bytes())
+            .is_err());
+        assert!(r
+            .check(&d, 200, "application/json", b"{\"items\":[1]}")
+            .is_err());
+        assert!(r.check(&d, 200, "application/json", b"[1,2]").is_err());
     }
 
     #[test]

@@ -226,7 +226,7 @@ pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
     out.text.push_str(" FROM ");
     out.text.push_str(&d.quote_ident(&s.table));
     where_clause(d, &s.filters, &mut out);
-    order_by(d, &s.order, &mut out);
+    order_by(d, &s.order, &s.not_null, &mut out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
     out
 }
@@ -383,7 +383,7 @@ fn where_clause(d: &dyn Dialect, filters: &[Condition], out: &mut Sql) {
 }
 
 /// ` ORDER BY "c" ASC NULLS LAST, …`, nothing when there are no terms.
-fn order_by(d: &dyn Dialect, terms: &[OrderTerm], out: &mut Sql) {
+fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut Sql) {
     if terms.is_empty() {
         return;
     }
@@ -399,6 +399,7 @@ fn order_by(d: &dyn Dialect, terms: &[OrderTerm], out: &mut Sql) {
             Direction::Desc => " DESC",
         });
         let nulls = match (t.nulls, d.explicit_default_nulls()) {
+            _ if not_null.contains(&t.column) => None,
             (Some(n), _) => Some(n),
             (None, true) => Some(match dir {
                 Direction::Asc => Nulls::Last,

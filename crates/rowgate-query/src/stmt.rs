@@ -26,6 +26,9 @@ pub struct SelectStmt {
     pub filters: Vec<Condition>,
     /// ORDER BY terms.
     pub order: Vec<OrderTerm>,
+    /// Ordered columns known to be NOT NULL: their null placement cannot matter, so none is
+    /// spelled out (an explicit `NULLS LAST` keeps SQLite from ordering by an index).
+    pub not_null: Vec<String>,
     /// LIMIT.
     pub limit: Option<u64>,
     /// OFFSET.

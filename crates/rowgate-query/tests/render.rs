@@ -45,6 +45,7 @@ fn select_stmt(f: Vec<Condition>) -> SelectStmt {
         columns: vec![out("id"), out("name")],
         filters: f,
         order: vec![],
+        not_null: vec![],
         limit: None,
         offset: None,
     }
@@ -579,5 +580,33 @@ fn sqlite_rendering_executes() {
             vec![V::Integer(3)],
             vec![V::Integer(4)]
         ]
+    );
+}
+
+#[test]
+fn never_null_columns_get_no_null_placement() {
+    // SQLite's default null placement differs from PostgreSQL's, so it is spelled out — except
+    // for columns that hold no NULL, where it cannot matter and would keep an index from serving
+    // the order.
+    let s = SelectStmt {
+        order: vec![
+            OrderTerm {
+                column: "a".into(),
+                direction: None,
+                nulls: None,
+            },
+            OrderTerm {
+                column: "b".into(),
+                direction: Some(Direction::Desc),
+                nulls: None,
+            },
+        ],
+        not_null: vec!["a".into()],
+        ..select_stmt(vec![])
+    };
+    let sql = render::select(&Sqlite, &s).text;
+    assert!(
+        sql.ends_with(r#"ORDER BY "a" ASC, "b" DESC NULLS FIRST"#),
+        "{sql}"
     );
 }

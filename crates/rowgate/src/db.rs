@@ -32,9 +32,9 @@ const MAX_GROUP: usize = 128;
 /// SQLite calls the progress handler every this many virtual-machine instructions.
 const PROGRESS_PERIOD: i32 = 10_000;
 
-/// Progress callbacks an inline read may take (about 200k VM instructions, well under a
-/// millisecond) before it gives up and is re-run on the reader pool.
-const INLINE_BUDGET: i64 = 20;
+/// Progress callbacks an inline read may take (about 500k VM instructions, a millisecond or
+/// two) before it gives up and is re-run on the reader pool.
+const INLINE_BUDGET: i64 = 50;
 
 thread_local! {
     /// Read-only connections of the calling thread, one per open database (by id), for inline

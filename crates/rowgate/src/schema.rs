@@ -39,6 +39,9 @@ pub struct Column {
     pub pk_position: u32,
     /// Whether the value is generated (generated column).
     pub generated: bool,
+    /// Whether the column can never hold NULL: declared NOT NULL, or the rowid (a lone INTEGER
+    /// PRIMARY KEY). Other SQLite primary-key columns may hold NULL.
+    pub never_null: bool,
 }
 
 /// A foreign key from this table's columns to another table's.
@@ -134,7 +137,14 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             default: row.get(3)?,
             pk_position: u32::try_from(pk_position).unwrap_or(0),
             generated: hidden == 2 || hidden == 3,
+            never_null: notnull == 1,
         });
+    }
+    let mut keys = columns.iter_mut().filter(|c| c.pk_position > 0);
+    if let (Some(only), None) = (keys.next(), keys.next()) {
+        if only.decl_type.eq_ignore_ascii_case("INTEGER") && !is_view {
+            only.never_null = true;
+        }
     }
     // An INTEGER PRIMARY KEY is never NULL (it is the rowid) but it may be omitted on insert.
     let mut pk: Vec<&Column> = columns.iter().filter(|c| c.pk_position > 0).collect();

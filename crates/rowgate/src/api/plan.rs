@@ -261,6 +261,12 @@ pub fn read(
             columns,
             filters,
             order: order(table, &query.order)?,
+            not_null: table
+                .columns
+                .iter()
+                .filter(|c| c.never_null)
+                .map(|c| c.name.clone())
+                .collect(),
             limit,
             offset,
         },

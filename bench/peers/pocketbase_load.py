@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Fills a running PocketBase with tables of a SQLite file, through its REST API (stdlib only).
+
+    pocketbase_load.py URL SUPERUSER_EMAIL PASSWORD DB TABLE...
+
+Called by bench/peers/start.sh. As the superuser it
+- turns request logs off (logs.maxDays = 0: by default every request is written to
+  pb_data/auxiliary.db, which halves PocketBase's speed);
+- creates one base collection per TABLE, with public list/view rules, one field per column
+  (INTEGER -> number with onlyInt, REAL/NUMERIC -> number, anything else -> text) and a unique
+  index on the integer primary key column;
+- inserts every row. The record id is the row's integer primary key as text ("3"): the
+  collection's id field is relaxed to 1-15 chars [a-z0-9] so that /records/3 works; the
+  integer itself stays in its own field (team_id, emp_no). NULL text becomes "".
+"""
+import json
+import sqlite3
+import sys
+import urllib.error
+import urllib.request
+
+
+def call(base, method, path, body=None, token=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as e:
+        raise SystemExit(f"{method} {path}: HTTP {e.code}: {e.read().decode(errors='replace')}")
+    return json.loads(raw) if raw else None
+
+
+def field_for(name, decl_type):
+    t = (decl_type or "").upper()
+    if "INT" in t:
+        return {"name": name, "type": "number", "onlyInt": True}
+    if any(k in t for k in ("REAL", "FLOA", "DOUB", "NUM", "DEC")):
+        return {"name": name, "type": "number"}
+    return {"name": name, "type": "text"}
+
+
+def main():
+    if len(sys.argv) < 6:
+        raise SystemExit(__doc__)
+    base, email, password, db_path, *tables = sys.argv[1:]
+    base = base.rstrip("/")
+    token = call(base, "POST", "/api/collections/_superusers/auth-with-password",
+                 {"identity": email, "password": password})["token"]
+
+    settings = call(base, "PATCH", "/api/settings", {"logs": {"maxDays": 0}}, token)
+    if settings["logs"]["maxDays"] != 0:
+        raise SystemExit("could not turn PocketBase request logs off")
+
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    for table in tables:
+        cols = db.execute(f'PRAGMA table_info("{table}")').fetchall()
+        if not cols:
+            raise SystemExit(f"no table {table} in {db_path}")
+        pks = [c["name"] for c in cols if c["pk"]]
+        if len(pks) != 1:
+            raise SystemExit(f"{table}: need exactly one primary key column")
+        pk = pks[0]
+        fields = [{
+            "name": "id", "type": "text", "system": True, "primaryKey": True, "required": True,
+            "min": 1, "max": 15, "pattern": "^[a-z0-9]+$", "autogeneratePattern": "[a-z0-9]{15}",
+        }]
+        fields += [field_for(c["name"], c["type"]) for c in cols if c["name"] != "id"]
+        call(base, "POST", "/api/collections", {
+            "name": table, "type": "base", "fields": fields,
+            "listRule": "", "viewRule": "",  # "" = public; null would mean superusers only
+            "indexes": [f"CREATE UNIQUE INDEX idx_{table}_{pk} ON {table} ({pk})"],
+        }, token)
+        n = 0
+        for row in db.execute(f'SELECT * FROM "{table}" ORDER BY "{pk}"'):
+            rec = {k: ("" if row[k] is None else row[k]) for k in row.keys() if k != "id"}
+            rec["id"] = str(row[pk])
+            call(base, "POST", f"/api/collections/{table}/records", rec, token)
+            n += 1
+        print(f"pocketbase: {table}: {n} records", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
