@@ -8,6 +8,7 @@
 //! - fresh: a new TCP connection for every request, closed after the answer (httperf
 //!   `--num-calls=1` style): connections per second.
 
+use std::error::Error as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -294,6 +295,15 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
     let think = (!plan.think.is_empty()).then(|| plan.think[client % plan.think.len()]);
     let interval = plan.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    // Paced clients start spread over one think time, as independent users would, not all at
+    // the first instant.
+    if let Some(t) = think {
+        let offset = t.mul_f64(rng.f64());
+        let wake = shared
+            .deadline
+            .map_or(Instant::now() + offset, |d| d.min(Instant::now() + offset));
+        tokio::time::sleep_until(wake.into()).await;
+    }
     loop {
         if shared.deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -437,8 +447,11 @@ impl SendError {
     /// idempotent and the connection closed before any answer.
     fn may_retry(&self, method: &http::Method) -> bool {
         match self {
+            SendError::Http(e) if e.is_canceled() => true,
+            // The connection died under the request (reset, closed before the answer): only an
+            // idempotent request may be sent twice.
             SendError::Http(e) => {
-                e.is_canceled() || (e.is_incomplete_message() && method.is_idempotent())
+                method.is_idempotent() && (e.is_incomplete_message() || e.source().is_some())
             }
             _ => false,
         }

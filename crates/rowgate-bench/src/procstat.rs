@@ -1,5 +1,6 @@
 //! The server's side of a run, read from `/proc/PID`: CPU time (user + system, all threads) and
-//! resident memory, summed over the given processes (a supervisor and its workers).
+//! resident memory, summed over the given processes and their children (a supervisor and its
+//! workers, nginx's master and its worker).
 
 use anyhow::{bail, Context};
 
@@ -17,10 +18,12 @@ pub struct Sample {
     pub peak_rss_bytes: u64,
 }
 
-/// Reads `pids` now.
+/// Reads `pids` and their direct children now.
 pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
     let mut total = Sample::default();
-    for pid in pids {
+    let mut all: Vec<u32> = pids.to_vec();
+    all.extend(children(pids));
+    for pid in &all {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .with_context(|| format!("reading /proc/{pid}/stat (is the server running?)"))?;
         // The command name (field 2) may hold spaces: fields are counted after its ')'.
@@ -38,6 +41,26 @@ pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
         total.peak_rss_bytes += kib(&status, "VmHWM:") * 1024;
     }
     Ok(total)
+}
+
+/// Processes whose parent is one of `pids`.
+fn children(pids: &[u32]) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after = stat.rsplit_once(')')?.1.to_string();
+                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                .is_some_and(|ppid| pids.contains(&ppid))
+        })
+        .collect()
 }
 
 fn kib(status: &str, key: &str) -> u64 {
@@ -67,5 +90,17 @@ mod tests {
         let b = sample(&[me]).expect("sample");
         assert!(b.cpu_seconds > a.cpu_seconds, "{a:?} {b:?}");
         assert!(sample(&[u32::MAX]).is_err());
+    }
+
+    #[test]
+    fn children_are_found() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("2")
+            .spawn()
+            .expect("spawn");
+        let found = children(&[std::process::id()]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&child.id()), "{found:?}");
     }
 }

@@ -49,9 +49,10 @@ enum ConfigAction {
 enum DemoAction {
     /// Create (or re-create) the demo database.
     Init {
-        /// Database file to create.
+        /// Database file to create, or a PostgreSQL URL (`postgres://user@host:port/db`) whose
+        /// demo tables are replaced.
         #[arg(long, default_value = DEMO_DB)]
-        db: PathBuf,
+        db: String,
         /// Rows in the `people` table.
         #[arg(long, default_value_t = demo::DEFAULT_PEOPLE)]
         people: u64,
@@ -131,15 +132,27 @@ pub fn main() -> anyhow::Result<()> {
         Command::Demo { action } => match action {
             DemoAction::Init { db, people } => {
                 let started = std::time::Instant::now();
-                let summary = demo::init(&db, people)?;
+                let summary = if is_postgres_url(&db) {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?
+                        .block_on(demo::postgres::init(&db, people))?
+                } else {
+                    demo::init(Path::new(&db), people)?
+                };
                 for (table, rows) in summary.tables {
                     println!("{table:>10}: {rows} rows");
                 }
-                println!("created {} in {:.1?}", db.display(), started.elapsed());
+                println!("created {db} in {:.1?}", started.elapsed());
                 Ok(())
             }
         },
     }
+}
+
+/// Whether `db` names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
 /// `config check`: the configuration loads, and its custom resources compile (their SQL is

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod postgres;
+
 use std::net::SocketAddr;
 
 use rowgate::config::Config;

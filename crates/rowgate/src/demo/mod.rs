@@ -16,24 +16,26 @@
 //! depends only on `id`, never on `N`, so a smaller database is a prefix of
 //! a larger one.
 
+pub mod postgres;
+
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
 /// Default number of `people` rows.
 pub const DEFAULT_PEOPLE: u64 = 1000;
 
 /// The demo configuration (custom resources) that `serve --demo` uses when no config file is
 /// given; the README's examples rely on it.
-pub const CONFIG: &str = include_str!("../demo/rowgate.toml");
+pub const CONFIG: &str = include_str!("../../demo/rowgate.toml");
 
 /// The files the demo configuration names, by their relative paths.
 pub const FILES: &[(&str, &str)] = &[(
     "templates/blog.html",
-    include_str!("../demo/templates/blog.html"),
+    include_str!("../../demo/templates/blog.html"),
 )];
 
 /// What [`init`] created: table name → row count.
@@ -69,10 +71,13 @@ pub fn init(path: &Path, people: u64) -> anyhow::Result<Summary> {
     let tx = conn.transaction()?;
     tx.execute_batch(SCHEMA)
         .context("cannot create demo schema")?;
-    load_employees(&tx)?;
-    load_teams_and_drivers(&tx)?;
-    load_posts(&tx)?;
-    load_people(&tx, people_i64)?;
+    generate(
+        &mut SqliteSink {
+            conn: &tx,
+            insert: None,
+        },
+        people_i64,
+    )?;
     tx.execute_batch("CREATE INDEX people_last_name ON people(last_name);")
         .context("cannot create people_last_name index")?;
     tx.commit().context("cannot commit demo data")?;
@@ -99,8 +104,70 @@ pub fn init(path: &Path, people: u64) -> anyhow::Result<Summary> {
     Ok(Summary { tables })
 }
 
+/// Every demo row, table by table, into `sink`.
+pub(crate) fn generate(sink: &mut dyn RowSink, people: i64) -> anyhow::Result<()> {
+    load_employees(sink)?;
+    load_teams_and_drivers(sink)?;
+    load_posts(sink)?;
+    load_people(sink, people)
+}
+
+/// One value of a generated row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cell<'a> {
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+    Null,
+}
+
+/// Where generated rows go: INSERTs into SQLite, or COPY text for PostgreSQL.
+pub(crate) trait RowSink {
+    /// The rows that follow belong to `table`, with these columns.
+    fn table(&mut self, table: &str, columns: &[&str]) -> anyhow::Result<()>;
+    /// One row.
+    fn row(&mut self, cells: &[Cell<'_>]) -> anyhow::Result<()>;
+}
+
+impl rusqlite::ToSql for Cell<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match *self {
+            Cell::Int(i) => ValueRef::Integer(i),
+            Cell::Real(f) => ValueRef::Real(f),
+            Cell::Text(t) => ValueRef::Text(t.as_bytes()),
+            Cell::Null => ValueRef::Null,
+        }))
+    }
+}
+
+/// Rows as INSERTs on a SQLite connection.
+struct SqliteSink<'c> {
+    conn: &'c Connection,
+    insert: Option<rusqlite::CachedStatement<'c>>,
+}
+
+impl RowSink for SqliteSink<'_> {
+    fn table(&mut self, table: &str, columns: &[&str]) -> anyhow::Result<()> {
+        let holes: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO {table} ({}) VALUES ({})",
+            columns.join(", "),
+            holes.join(", ")
+        );
+        self.insert = Some(self.conn.prepare_cached(&sql)?);
+        Ok(())
+    }
+
+    fn row(&mut self, cells: &[Cell<'_>]) -> anyhow::Result<()> {
+        let stmt = self.insert.as_mut().context("row before table")?;
+        stmt.execute(rusqlite::params_from_iter(cells.iter()))?;
+        Ok(())
+    }
+}
+
 /// Table names in creation order (what [`Summary`] reports).
-const TABLES: &[&str] = &["employee", "team", "driver", "posts", "people"];
+pub(crate) const TABLES: &[&str] = &["employee", "team", "driver", "posts", "people"];
 
 const SCHEMA: &str = "
 CREATE TABLE employee (
@@ -236,17 +303,38 @@ const EMPLOYEES: &[Employee] = &[
     (145, "Mark", "Guckenheimer", Some("221"), "1994-05-02", "622", "Eng", 5, "USA", 32_000.00),
 ];
 
-fn load_employees(conn: &Connection) -> anyhow::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO employee (emp_no, first_name, last_name, phone_ext, hire_date, dept_no,
-                               job_code, job_grade, job_country, salary, full_name)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+fn load_employees(sink: &mut dyn RowSink) -> anyhow::Result<()> {
+    sink.table(
+        "employee",
+        &[
+            "emp_no",
+            "first_name",
+            "last_name",
+            "phone_ext",
+            "hire_date",
+            "dept_no",
+            "job_code",
+            "job_grade",
+            "job_country",
+            "salary",
+            "full_name",
+        ],
     )?;
     for &(emp_no, first, last, ext, hired, dept, job, grade, country, salary) in EMPLOYEES {
         let hire_date = format!("{hired}T00:00:00");
         let full_name = format!("{last}, {first}");
-        stmt.execute(params![
-            emp_no, first, last, ext, hire_date, dept, job, grade, country, salary, full_name
+        sink.row(&[
+            Cell::Int(emp_no),
+            Cell::Text(first),
+            Cell::Text(last),
+            ext.map_or(Cell::Null, Cell::Text),
+            Cell::Text(&hire_date),
+            Cell::Text(dept),
+            Cell::Text(job),
+            Cell::Int(grade),
+            Cell::Text(country),
+            Cell::Real(salary),
+            Cell::Text(&full_name),
         ])
         .with_context(|| format!("cannot insert employee {emp_no}"))?;
     }
@@ -295,20 +383,21 @@ const DRIVERS: &[(&str, i64, i64)] = &[
     ("Kevin Magnussen", 3, 10),
 ];
 
-fn load_teams_and_drivers(conn: &Connection) -> anyhow::Result<()> {
-    let mut team =
-        conn.prepare_cached("INSERT INTO team (team_id, name, points) VALUES (?1, ?2, ?3)")?;
+fn load_teams_and_drivers(sink: &mut dyn RowSink) -> anyhow::Result<()> {
+    sink.table("team", &["team_id", "name", "points"])?;
     for (id, &(name, points)) in (1_i64..).zip(TEAMS) {
-        team.execute(params![id, name, points])
+        sink.row(&[Cell::Int(id), Cell::Text(name), Cell::Int(points)])
             .with_context(|| format!("cannot insert team {name}"))?;
     }
-    let mut driver = conn.prepare_cached(
-        "INSERT INTO driver (driver_id, name, points, team_id) VALUES (?1, ?2, ?3, ?4)",
-    )?;
+    sink.table("driver", &["driver_id", "name", "points", "team_id"])?;
     for (id, &(name, points, team_id)) in (1_i64..).zip(DRIVERS) {
-        driver
-            .execute(params![id, name, points, team_id])
-            .with_context(|| format!("cannot insert driver {name}"))?;
+        sink.row(&[
+            Cell::Int(id),
+            Cell::Text(name),
+            Cell::Int(points),
+            Cell::Int(team_id),
+        ])
+        .with_context(|| format!("cannot insert driver {name}"))?;
     }
     Ok(())
 }
@@ -425,10 +514,10 @@ const POSTS: &[(&str, &str)] = &[
 /// Seed of the `posts` generator ("posts" in ASCII).
 const POSTS_SEED: u64 = 0x0070_6f73_7473;
 
-fn load_posts(conn: &Connection) -> anyhow::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO posts (id, title, body, author, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+fn load_posts(sink: &mut dyn RowSink) -> anyhow::Result<()> {
+    sink.table(
+        "posts",
+        &["id", "title", "body", "author", "created_at", "updated_at"],
     )?;
     // First post: Monday 2024-01-08 09:00:00, then one a week at varying hours.
     let first = days_from_civil(2024, 1, 8) * 86_400 + 9 * 3_600;
@@ -446,8 +535,15 @@ fn load_posts(conn: &Connection) -> anyhow::Result<()> {
         };
         write_timestamp(&mut created, created_at);
         write_timestamp(&mut updated, updated_at);
-        stmt.execute(params![id, title, body, author, created, updated])
-            .with_context(|| format!("cannot insert post {id}"))?;
+        sink.row(&[
+            Cell::Int(id),
+            Cell::Text(title),
+            Cell::Text(body),
+            Cell::Text(author),
+            Cell::Text(&created),
+            Cell::Text(&updated),
+        ])
+        .with_context(|| format!("cannot insert post {id}"))?;
     }
     Ok(())
 }
@@ -513,10 +609,17 @@ const CITIES: &[&str] = &[
 /// Seed of the `people` generator ("people" in ASCII).
 const PEOPLE_SEED: u64 = 0x7065_6f70_6c65;
 
-fn load_people(conn: &Connection, count: i64) -> anyhow::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO people (id, first_name, last_name, city, birth_date, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+fn load_people(sink: &mut dyn RowSink, count: i64) -> anyhow::Result<()> {
+    sink.table(
+        "people",
+        &[
+            "id",
+            "first_name",
+            "last_name",
+            "city",
+            "birth_date",
+            "created_at",
+        ],
     )?;
     // Birth dates are spread over 1940-01-01 ..= 2006-12-31.
     let birth_first = days_from_civil(1940, 1, 1);
@@ -539,8 +642,15 @@ fn load_people(conn: &Connection, count: i64) -> anyhow::Result<()> {
             &mut created,
             created_first + (id - 1) * STEP + below(&mut rng, STEP),
         );
-        stmt.execute(params![id, first, last, city, birth, created])
-            .with_context(|| format!("cannot insert person {id}"))?;
+        sink.row(&[
+            Cell::Int(id),
+            Cell::Text(first),
+            Cell::Text(last),
+            Cell::Text(city),
+            Cell::Text(&birth),
+            Cell::Text(&created),
+        ])
+        .with_context(|| format!("cannot insert person {id}"))?;
     }
     Ok(())
 }

@@ -1,0 +1,199 @@
+//! A real PostgreSQL for tests: one cluster per test process, made with the installed `initdb`
+//! on a temporary directory and a free port, started with `postgres` under a watchdog that stops
+//! it and removes its directory when the test process exits. Each test gets its own database.
+//!
+//! Run as root (CI), the server runs as the `postgres` user (`initdb` refuses root). When the
+//! binaries are missing or the cluster cannot start, the test fails with the reason — it never
+//! silently skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The running cluster.
+pub struct PgCluster {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its data directory.
+    pub dir: PathBuf,
+}
+
+static CLUSTER: OnceLock<Result<PgCluster, String>> = OnceLock::new();
+static NEXT_DB: AtomicU32 = AtomicU32::new(0);
+
+/// The process-wide cluster, started on first use.
+pub fn cluster() -> &'static PgCluster {
+    match CLUSTER.get_or_init(start) {
+        Ok(c) => c,
+        Err(e) => panic!("cannot start PostgreSQL for the tests: {e}"),
+    }
+}
+
+/// A new empty database in the cluster; returns its connection URL.
+pub fn new_database() -> String {
+    let c = cluster();
+    let name = format!(
+        "t{}_{}",
+        std::process::id(),
+        NEXT_DB.fetch_add(1, Ordering::Relaxed)
+    );
+    psql(c.port, "postgres", &format!("CREATE DATABASE {name}"));
+    c.url(&name)
+}
+
+impl PgCluster {
+    /// The URL of database `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+/// Runs one SQL command with psql (setup, not the code under test).
+pub fn psql(port: u16, db: &str, sql: &str) {
+    let out = Command::new(bin("psql"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            db,
+        ])
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The directory of the PostgreSQL server binaries.
+fn bindir() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("initdb").exists() && p.join("postgres").exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn bin(name: &str) -> PathBuf {
+    match bindir() {
+        Some(dir) if dir.join(name).exists() => dir.join(name),
+        _ => PathBuf::from(name),
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// `cmd`, run as the postgres user when we are root.
+fn as_server_user(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
+
+fn start() -> Result<PgCluster, String> {
+    let dir_root = bindir().ok_or(
+        "no PostgreSQL server binaries under /usr/lib/postgresql (install the postgresql package)",
+    )?;
+    let base = std::env::temp_dir().join(format!("rowgate-pg-{}", std::process::id()));
+    let data = base.join("data");
+    std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&base)
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !ok.success() {
+            return Err("chown to postgres failed".into());
+        }
+    }
+    let out = as_server_user(&dir_root.join("initdb"))
+        .args(["-D"])
+        .arg(&data)
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ])
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let port = free_port()?;
+    // The watchdog: starts postgres, and when this test process is gone, stops it (fast
+    // shutdown) and removes the cluster directory.
+    let script = format!(
+        "{postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off \
+         -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+         >{base}/server.log 2>&1 & pg=$!; \
+         while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.3; done; \
+         kill -INT $pg 2>/dev/null; wait $pg; rm -rf {base}",
+        postgres = dir_root.join("postgres").display(),
+        data = data.display(),
+        base = base.display(),
+        parent = std::process::id(),
+    );
+    as_server_user(Path::new("/bin/sh"))
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting postgres: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = Command::new(bin("pg_isready"))
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ready {
+            break;
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(base.join("server.log")).unwrap_or_default();
+            return Err(format!(
+                "postgres did not become ready on port {port}: {log}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(PgCluster { port, dir: data })
+}

@@ -1,0 +1,156 @@
+//! The PostgreSQL side that exists so far, against a real cluster started from the installed
+//! binaries: the demo data loaded with COPY (the same rows as the SQLite demo), and
+//! `rowgate demo init --db postgres://…` from the command line.
+
+mod common;
+
+use common::postgres::{cluster, new_database};
+use tokio_postgres::NoTls;
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_data_in_postgres_matches_sqlite() {
+    let url = new_database();
+    let summary = rowgate::demo::postgres::init(&url, 500)
+        .await
+        .expect("demo init");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite = rowgate::demo::init(&dir.path().join("d.db"), 500).expect("sqlite demo");
+    assert_eq!(summary, sqlite, "same tables, same row counts");
+
+    let pg = connect(&url).await;
+    let lite = rusqlite::Connection::open(dir.path().join("d.db")).expect("open");
+    // Every person, field by field (dates as text in SQLite, typed in PostgreSQL).
+    let rows = pg
+        .query(
+            "SELECT id, first_name, last_name, city, to_char(birth_date, 'YYYY-MM-DD'), \
+             to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS') FROM people ORDER BY id",
+            &[],
+        )
+        .await
+        .expect("people");
+    let mut stmt = lite
+        .prepare("SELECT id, first_name, last_name, city, birth_date, created_at FROM people ORDER BY id")
+        .expect("prepare");
+    let expected: Vec<(i64, String, String, String, String, String)> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let got: Vec<(i64, String, String, String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                i64::from(r.get::<_, i32>(0)),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+            )
+        })
+        .collect();
+    assert_eq!(got, expected);
+    // Text that needs COPY escaping arrived intact, NULLs stayed NULL.
+    let (pg_ext, lite_ext): (Option<String>, Option<String>) = (
+        pg.query_one(
+            "SELECT phone_ext FROM employee WHERE phone_ext IS NULL LIMIT 1",
+            &[],
+        )
+        .await
+        .map(|r| r.get(0))
+        .expect("a NULL phone_ext"),
+        lite.query_row(
+            "SELECT phone_ext FROM employee WHERE phone_ext IS NULL LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a NULL phone_ext"),
+    );
+    assert_eq!(pg_ext, lite_ext);
+    let bodies: Vec<String> = pg
+        .query("SELECT body FROM posts ORDER BY id", &[])
+        .await
+        .expect("posts")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut stmt = lite
+        .prepare("SELECT body FROM posts ORDER BY id")
+        .expect("prepare");
+    let lite_bodies: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("bodies");
+    assert_eq!(bodies, lite_bodies);
+    // Identity keys continue after the loaded ones; the view and foreign key work.
+    let id: i32 = pg
+        .query_one(
+            "INSERT INTO team (name) VALUES ('Sauber') RETURNING team_id",
+            &[],
+        )
+        .await
+        .expect("insert")
+        .get(0);
+    assert_eq!(id, 11);
+    let standings = pg
+        .query_one("SELECT drivers FROM team_standings WHERE team_id = 1", &[])
+        .await
+        .expect("view");
+    assert_eq!(standings.get::<_, i64>(0), 2);
+    let err = pg
+        .execute(
+            "INSERT INTO driver (name, team_id) VALUES ('Ghost', 999)",
+            &[],
+        )
+        .await
+        .expect_err("foreign key");
+    assert_eq!(
+        err.code(),
+        Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION)
+    );
+    // Loading again replaces the demo tables.
+    let again = rowgate::demo::postgres::init(&url, 20)
+        .await
+        .expect("reload");
+    assert_eq!(again.tables.last(), Some(&("people", 20)));
+}
+
+#[test]
+fn demo_init_command_accepts_a_postgres_url() {
+    let url = new_database();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["demo", "init", "--db", &url, "--people", "1000"])
+        .output()
+        .expect("demo init");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("people: 1000 rows"), "{text}");
+    // A server that is not there: a clear error, not a hang.
+    let dead = format!("postgres://postgres@127.0.0.1:{}/nope", cluster().port + 1);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["demo", "init", "--db", &dead])
+        .output()
+        .expect("demo init");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to PostgreSQL"));
+}
