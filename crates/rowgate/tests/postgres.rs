@@ -154,3 +154,105 @@ fn demo_init_command_accepts_a_postgres_url() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to PostgreSQL"));
 }
+
+/// The schema cache read from pg_catalog describes the demo as the SQLite one does: the same
+/// tables and views, columns in order, keys, foreign keys, nullability and JSON types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_cache_from_the_catalog_matches_sqlite() {
+    let url = new_database();
+    rowgate::demo::postgres::init(&url, 10)
+        .await
+        .expect("demo init");
+    let pg = connect(&url).await;
+    // Something outside the exposed schema stays out; a second schema can be exposed.
+    pg.batch_execute(
+        "CREATE SCHEMA hidden; CREATE TABLE hidden.secret (id int PRIMARY KEY);
+         CREATE SCHEMA extra; CREATE TABLE extra.notes (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            team_id int REFERENCES public.team(team_id), body jsonb NOT NULL, tags text[],
+            flag boolean DEFAULT false, total numeric(10,2), pair_a int, pair_b int,
+            UNIQUE (pair_a, pair_b));",
+    )
+    .await
+    .expect("ddl");
+    let cache = rowgate::schema::postgres::introspect(&pg, &["public".to_string()])
+        .await
+        .expect("introspect");
+    let dir = tempfile::tempdir().expect("tempdir");
+    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("sqlite demo");
+    let lite = rowgate::schema::SchemaCache::introspect(
+        &rusqlite::Connection::open(dir.path().join("d.db")).expect("open"),
+    )
+    .expect("sqlite introspect");
+    let names = |c: &rowgate::schema::SchemaCache| c.tables.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&cache), names(&lite));
+    for (name, pg_table) in &cache.tables {
+        let lite_table = &lite.tables[name];
+        assert_eq!(pg_table.is_view, lite_table.is_view, "{name}");
+        assert_eq!(pg_table.primary_key, lite_table.primary_key, "{name}");
+        let cols = |t: &rowgate::schema::Table| {
+            t.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(cols(pg_table), cols(lite_table), "{name}");
+        let fks = |t: &rowgate::schema::Table| {
+            t.foreign_keys
+                .iter()
+                .map(|f| {
+                    (
+                        f.columns.clone(),
+                        f.ref_table.clone(),
+                        f.ref_columns.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fks(pg_table), fks(lite_table), "{name}");
+        if !pg_table.is_view {
+            for (p, l) in pg_table.columns.iter().zip(&lite_table.columns) {
+                assert_eq!(
+                    (p.never_null, p.json_type, p.pk_position),
+                    (l.never_null, l.json_type, l.pk_position),
+                    "{name}.{}",
+                    p.name
+                );
+            }
+        }
+    }
+    assert!(
+        cache
+            .table("team")
+            .expect("team")
+            .column("team_id")
+            .expect("id")
+            .default
+            .is_some(),
+        "identity has a default"
+    );
+    // The second schema, exposed after public.
+    let both =
+        rowgate::schema::postgres::introspect(&pg, &["public".to_string(), "extra".to_string()])
+            .await
+            .expect("introspect");
+    assert!(both.table("secret").is_none());
+    let notes = both.table("notes").expect("notes");
+    assert_eq!(notes.primary_key, vec!["id"]);
+    assert_eq!(notes.foreign_keys.len(), 1);
+    assert_eq!(notes.foreign_keys[0].ref_table, "team");
+    let kind = |c: &str| {
+        let col = notes.column(c).expect("column");
+        (col.json_type, col.json_kind, col.nullable)
+    };
+    use rowgate::schema::JsonKind;
+    assert_eq!(kind("id"), ("integer", JsonKind::Auto, false));
+    assert_eq!(kind("body"), ("", JsonKind::Json, false));
+    assert_eq!(kind("tags"), ("array", JsonKind::Auto, true));
+    assert_eq!(kind("flag"), ("boolean", JsonKind::Bool, true));
+    assert_eq!(kind("total"), ("number", JsonKind::Auto, true));
+    assert_eq!(
+        notes.column("flag").expect("flag").default.as_deref(),
+        Some("false")
+    );
+    assert_eq!(
+        notes.column("total").expect("total").decl_type,
+        "numeric(10,2)"
+    );
+}

@@ -1,7 +1,9 @@
 //! The schema cache: tables, views, columns, types, nullability, defaults, primary and foreign
-//! keys, introspected from SQLite. Only what is in the cache is reachable through the API, and the
+//! keys, introspected from SQLite (here) or PostgreSQL ([`postgres`]). Only what is in the cache is reachable through the API, and the
 //! identifiers put into SQL are the cache's spellings, never the request's. The cache is swapped
 //! atomically on reload (SIGUSR1, or when `PRAGMA schema_version` changes).
+
+pub mod postgres;
 
 use std::collections::HashMap;
 
@@ -73,6 +75,29 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table from its parts.
+    pub fn new(
+        name: String,
+        is_view: bool,
+        columns: Vec<Column>,
+        primary_key: Vec<String>,
+        foreign_keys: Vec<ForeignKey>,
+    ) -> Table {
+        let by_name = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Table {
+            name,
+            is_view,
+            columns,
+            primary_key,
+            foreign_keys,
+            by_name,
+        }
+    }
+
     /// The column with this exact name.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.by_name.get(name).map(|&i| &self.columns[i])
@@ -176,19 +201,13 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             }
         }
     }
-    let by_name = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.name.clone(), i))
-        .collect();
-    Ok(Table {
-        name: name.to_string(),
+    Ok(Table::new(
+        name.to_string(),
         is_view,
         columns,
         primary_key,
         foreign_keys,
-        by_name,
-    })
+    ))
 }
 
 /// Maps a declared type to its JSON type, following SQLite's affinity rules (§3.1 of the

@@ -1,0 +1,161 @@
+//! The schema cache read from PostgreSQL's catalog (`pg_class`, `pg_attribute`, `pg_constraint`)
+//! for the exposed schemas: tables (plain, partitioned, foreign), views and materialized views,
+//! their columns with types, nullability, defaults, identity and generated columns, primary and
+//! foreign keys. Three catalog queries, whatever the number of tables.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tokio_postgres::Client;
+
+use super::{Column, ForeignKey, JsonKind, SchemaCache, Table};
+
+/// Reads every table and view of `schemas` (names are unique across them: the first schema
+/// listed wins, like a search path).
+pub async fn introspect(
+    client: &Client,
+    schemas: &[String],
+) -> Result<SchemaCache, tokio_postgres::Error> {
+    let relations = client
+        .query(
+            "SELECT c.oid, c.relname, c.relkind IN ('v', 'm'), array_position($1::text[], n.nspname::text)
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+             ORDER BY 4, c.relname",
+            &[&schemas],
+        )
+        .await?;
+    let mut chosen: Vec<(u32, String, bool)> = Vec::new();
+    for r in &relations {
+        let name: String = r.get(1);
+        if !chosen.iter().any(|(_, n, _)| *n == name) {
+            chosen.push((r.get(0), name, r.get(2)));
+        }
+    }
+    let oids: Vec<u32> = chosen.iter().map(|(oid, _, _)| *oid).collect();
+
+    let mut columns: HashMap<u32, Vec<(i16, Column)>> = HashMap::new();
+    for r in client
+        .query(
+            "SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+                    a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attgenerated <> '',
+                    a.attidentity <> '', t.typname, t.typcategory::text
+             FROM pg_attribute a
+             JOIN pg_type t ON t.oid = a.atttypid
+             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+             WHERE a.attrelid = ANY($1) AND a.attnum > 0 AND NOT a.attisdropped
+             ORDER BY a.attrelid, a.attnum",
+            &[&oids],
+        )
+        .await?
+    {
+        let (json_type, json_kind) = classify(r.get(8), r.get(9));
+        let generated: bool = r.get(6);
+        let identity: bool = r.get(7);
+        let not_null: bool = r.get(4);
+        let default: Option<String> = r.get(5);
+        columns.entry(r.get(0)).or_default().push((
+            r.get(1),
+            Column {
+                name: r.get(2),
+                decl_type: r.get(3),
+                json_type,
+                json_kind,
+                nullable: !not_null,
+                default: default.or_else(|| identity.then(|| "generated as identity".to_string())),
+                pk_position: 0,
+                generated,
+                never_null: not_null,
+            },
+        ));
+    }
+
+    let mut primary: HashMap<u32, Vec<i16>> = HashMap::new();
+    let mut foreign: HashMap<u32, Vec<CatalogForeignKey>> = HashMap::new();
+    for r in client
+        .query(
+            "SELECT conrelid, contype::text, conkey, confrelid, confkey
+             FROM pg_constraint
+             WHERE conrelid = ANY($1) AND contype IN ('p', 'f')
+             ORDER BY conrelid, conname",
+            &[&oids],
+        )
+        .await?
+    {
+        let table: u32 = r.get(0);
+        let kind: String = r.get(1);
+        let keys: Vec<i16> = r.get(2);
+        if kind == "p" {
+            primary.insert(table, keys);
+        } else {
+            foreign.entry(table).or_default().push((
+                keys,
+                r.get(3),
+                r.get::<_, Option<Vec<i16>>>(4).unwrap_or_default(),
+            ));
+        }
+    }
+
+    let name_of = |oid: u32| {
+        chosen
+            .iter()
+            .find(|(o, _, _)| *o == oid)
+            .map(|(_, n, _)| n.clone())
+    };
+    let column_name = |oid: u32, attnum: i16| {
+        columns
+            .get(&oid)
+            .and_then(|cs| cs.iter().find(|(n, _)| *n == attnum))
+            .map(|(_, c)| c.name.clone())
+    };
+    let mut tables = BTreeMap::new();
+    for (oid, name, is_view) in &chosen {
+        let mut cols: Vec<Column> = columns
+            .get(oid)
+            .map(|cs| cs.iter().map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default();
+        let keys = primary.get(oid).cloned().unwrap_or_default();
+        let primary_key: Vec<String> = keys.iter().filter_map(|k| column_name(*oid, *k)).collect();
+        for (position, key) in (1u32..).zip(&primary_key) {
+            if let Some(c) = cols.iter_mut().find(|c| c.name == *key) {
+                c.pk_position = position;
+            }
+        }
+        let foreign_keys = foreign
+            .get(oid)
+            .into_iter()
+            .flatten()
+            .filter_map(|(from, ref_oid, to)| {
+                Some(ForeignKey {
+                    columns: from.iter().filter_map(|k| column_name(*oid, *k)).collect(),
+                    // A key to a table outside the exposed schemas is not followed.
+                    ref_table: name_of(*ref_oid)?,
+                    ref_columns: to
+                        .iter()
+                        .filter_map(|k| column_name(*ref_oid, *k))
+                        .collect(),
+                })
+            })
+            .collect();
+        cols.shrink_to_fit();
+        tables.insert(
+            name.clone(),
+            Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys),
+        );
+    }
+    Ok(SchemaCache { tables, version: 0 })
+}
+
+/// A foreign key as the catalog has it: column numbers, referenced table, its column numbers.
+type CatalogForeignKey = (Vec<i16>, u32, Vec<i16>);
+
+/// A PostgreSQL type (its name and category) as a JSON type and writing rule.
+fn classify(type_name: &str, category: &str) -> (&'static str, JsonKind) {
+    match (type_name, category) {
+        ("bool", _) => ("boolean", JsonKind::Bool),
+        ("json" | "jsonb", _) => ("", JsonKind::Json),
+        ("int2" | "int4" | "int8" | "oid", _) => ("integer", JsonKind::Auto),
+        (_, "N") => ("number", JsonKind::Auto),
+        (_, "A") => ("array", JsonKind::Auto),
+        _ => ("string", JsonKind::Auto),
+    }
+}
