@@ -2,11 +2,12 @@
 //!
 //! - `load`: one run described on the command line (closed loop, open loop or fresh connections);
 //! - `scenario`: the steps of a scenario file against Rowgate and any peers given;
-//! - `report`: the markdown table of a results file.
+//! - `report`: the markdown table of a results file; `chart`: its SVG charts.
 //!
 //! Modules: [`spec`] (request templates and checks), [`load`] (the engine), [`procstat`] (server
-//! CPU and memory), [`scenario`] (scenario files), [`report`] (results).
+//! CPU and memory), [`scenario`] (scenario files), [`report`] (results), [`chart`] (charts).
 
+mod chart;
 mod load;
 mod procstat;
 mod report;
@@ -43,6 +44,13 @@ enum Command {
     Report {
         /// JSON-lines results file.
         file: PathBuf,
+    },
+    /// Draw the charts of a results file (throughput.svg, latency.svg).
+    Chart {
+        /// JSON-lines results file.
+        file: PathBuf,
+        /// Folder to write the SVG files into.
+        dir: PathBuf,
     },
 }
 
@@ -156,6 +164,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scenario(args) => scenario_command(args).await,
         Command::Report { file } => {
             print!("{}", report::markdown(&report::read(&file)?));
+            Ok(())
+        }
+        Command::Chart { file, dir } => {
+            for path in chart::write(&report::read(&file)?, &dir)? {
+                println!("wrote {}", path.display());
+            }
             Ok(())
         }
     }

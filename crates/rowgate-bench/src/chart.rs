@@ -1,0 +1,250 @@
+//! Charts of a results file (SVG, plotters): throughput of every scenario step for each target
+//! side by side, and Rowgate's latency percentiles. Log scales: peers differ by orders of
+//! magnitude.
+
+use std::path::Path;
+
+use anyhow::Context;
+use plotters::prelude::*;
+
+use crate::report::Row;
+
+/// Colours by target, Rowgate first.
+const PALETTE: &[RGBColor] = &[
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+];
+
+/// Writes `throughput.svg` and `latency.svg` into `dir`; returns their paths.
+pub fn write(rows: &[Row], dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let throughput = dir.join("throughput.svg");
+    let latency = dir.join("latency.svg");
+    throughput_chart(rows, &throughput)?;
+    latency_chart(rows, &latency)?;
+    Ok(vec![throughput, latency])
+}
+
+/// Targets in order of first appearance, Rowgate first.
+fn targets(rows: &[Row]) -> Vec<String> {
+    let mut out = vec!["rowgate".to_string()];
+    for r in rows {
+        if r.outcome.is_some() && !out.contains(&r.target) {
+            out.push(r.target.clone());
+        }
+    }
+    out
+}
+
+/// Scenario steps (scenario id + step label) with a measured request rate, in order.
+fn steps(rows: &[Row]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        if let Some(o) = &r.outcome {
+            let key = (r.scenario.clone(), o.label.clone());
+            if o.rps > 0.0 && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
+}
+
+fn throughput_chart(rows: &[Row], path: &Path) -> anyhow::Result<()> {
+    let targets = targets(rows);
+    let steps = steps(rows);
+    let band = targets.len() as f64 + 1.0;
+    let height = 120 + (steps.len() as f64 * band * 9.0) as u32;
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let y_max = steps.len() as f64 * band;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Requests per second (log scale), same machine, same run",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(220)
+        .build_cartesian_2d((10f64..300_000f64).log_scale(), 0f64..y_max)?;
+    chart.configure_mesh().y_labels(0).x_desc("req/s").draw()?;
+    let names: Vec<String> = steps.iter().map(|(s, l)| format!("{s} {l}")).collect();
+    row_labels(&root, &chart, &names, |i| i as f64 * band + band / 2.0)?;
+    for (ti, target) in targets.iter().enumerate() {
+        let colour = PALETTE[ti % PALETTE.len()];
+        let bars: Vec<Rectangle<(f64, f64)>> = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(si, (scenario, label))| {
+                let rps = rows.iter().find_map(|r| match &r.outcome {
+                    Some(o)
+                        if r.scenario == *scenario && o.label == *label && r.target == *target =>
+                    {
+                        Some(o.rps)
+                    }
+                    _ => None,
+                })?;
+                let y0 = si as f64 * band + 0.5 + ti as f64;
+                Some(Rectangle::new(
+                    [(10.0, y0), (rps.max(10.0), y0 + 0.9)],
+                    colour.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(bars)?
+            .label(target.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// A latency series: its name, the percentile it plots, its colour.
+type Series = (&'static str, fn(&crate::load::Latency) -> u64, RGBColor);
+
+/// Writes each row's name in the left margin, right-aligned at its centre `centre(i)`.
+fn row_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &ChartContext<
+        '_,
+        DB,
+        Cartesian2d<
+            plotters::coord::combinators::LogCoord<f64>,
+            plotters::coord::types::RangedCoordf64,
+        >,
+    >,
+    names: &[String],
+    centre: impl Fn(usize) -> f64,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let style =
+        ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK)
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Right,
+                plotters::style::text_anchor::VPos::Center,
+            ));
+    let x0 = chart.x_range().start;
+    for (i, name) in names.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(x0, centre(i)));
+        root.draw(&Text::new(name.clone(), (px - 6, py), style.clone()))
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    }
+    Ok(())
+}
+
+fn latency_chart(rows: &[Row], path: &Path) -> anyhow::Result<()> {
+    let mine: Vec<(String, crate::load::Latency)> = rows
+        .iter()
+        .filter(|r| r.target == "rowgate")
+        .filter_map(|r| {
+            r.outcome
+                .as_ref()
+                .filter(|o| o.ok > 0)
+                .map(|o| (format!("{} {}", r.scenario, o.label), o.latency_us))
+        })
+        .collect();
+    let height = 120 + mine.len() as u32 * 26;
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let labels: Vec<String> = mine.iter().map(|(l, _)| l.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Rowgate latency: p50, p99, max (µs, log scale)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(220)
+        .build_cartesian_2d(
+            (10f64..20_000_000f64).log_scale(),
+            0f64..mine.len().max(1) as f64,
+        )?;
+    chart.configure_mesh().y_labels(0).x_desc("µs").draw()?;
+    row_labels(&root, &chart, &labels, |i| i as f64 + 0.5)?;
+    let series: [Series; 3] = [
+        ("p50", |l| l.p50, PALETTE[0]),
+        ("p99", |l| l.p99, PALETTE[2]),
+        ("max", |l| l.max, PALETTE[4]),
+    ];
+    for (name, pick, colour) in series {
+        chart
+            .draw_series(mine.iter().enumerate().map(|(i, (_, l))| {
+                Circle::new((pick(l).max(10) as f64, i as f64 + 0.5), 5, colour.filled())
+            }))?
+            .label(name)
+            .legend(move |(x, y)| Circle::new((x + 6, y), 5, colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{Latency, Mode, Outcome};
+
+    #[test]
+    fn charts_are_written_with_every_target_and_step() {
+        let row = |target: &str, label: &str, rps: f64| Row {
+            scenario: "S1".into(),
+            title: "hello".into(),
+            target: target.into(),
+            outcome: Some(Outcome {
+                label: label.into(),
+                mode: Mode::Closed,
+                connections: 10,
+                seconds: 1.0,
+                ok: rps as u64,
+                errors: 0,
+                error_samples: vec![],
+                rps,
+                latency_us: Latency {
+                    p50: 120,
+                    p90: 200,
+                    p99: 400,
+                    p999: 900,
+                    max: 12_000,
+                },
+                server_cpu_us_per_request: None,
+                server_rss_bytes: None,
+                server_peak_rss_bytes: None,
+            }),
+            note: String::new(),
+        };
+        let rows = vec![
+            row("rowgate", "c10", 70_000.0),
+            row("nginx", "c10", 60_000.0),
+            row("rowgate", "c64", 80_000.0),
+        ];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = write(&rows, dir.path()).expect("charts");
+        let svg = std::fs::read_to_string(&files[0]).expect("read");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("S1 c10") && svg.contains("nginx"),
+            "{svg}"
+        );
+        let svg = std::fs::read_to_string(&files[1]).expect("read");
+        assert!(svg.contains("p99") && svg.contains("S1 c64"), "{svg}");
+    }
+}
