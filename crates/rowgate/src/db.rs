@@ -15,7 +15,9 @@ use arc_swap::ArcSwap;
 use rusqlite::{ffi, functions::FunctionFlags, Connection, ErrorCode as SqliteCode, OpenFlags};
 use tokio::sync::oneshot;
 
+use crate::api::execute::run_job;
 use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Job, Output};
 use crate::schema::SchemaCache;
 
 type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
@@ -330,6 +332,19 @@ impl Database {
             .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
         rx.await
             .map_err(|_| ApiError::internal("writer thread dropped a job"))?
+    }
+
+    /// Runs a [`Job`]: a read on a reader connection (several steps in one read transaction), a
+    /// write in the writer's transaction, answered after COMMIT.
+    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+        match job.access {
+            Access::Read if job.steps.len() > 1 => {
+                self.read(move |conn| in_read_transaction(conn, |c| run_job(c, &job)))
+                    .await
+            }
+            Access::Read => self.read(move |conn| run_job(conn, &job)).await,
+            Access::Write => self.write(move |conn| run_job(conn, &job)).await,
+        }
     }
 
     /// Re-reads the schema and swaps it in; returns whether it changed.

@@ -4,6 +4,7 @@
 //! - [`cli`]: command line; [`config`]: configuration (file < env < flags).
 //! - [`server`]: hyper accept loop, dispatch, graceful shutdown; [`app`]: shared state, routes.
 //! - [`api`]: the AutoREST pipeline (request → plan → render → execute → respond).
+//! - [`job`]: what a request asks of the database, as data, run by a backend.
 //! - [`schema`]: the schema cache; [`db`]: the SQLite data path (reader pool, group-commit writer).
 //! - [`resources`]: custom resources declared in config (SQL → JSON or a template).
 //! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod db;
 pub mod demo;
 pub mod error;
+pub mod job;
 pub mod openapi;
 pub mod resources;
 pub mod schema;

@@ -1,6 +1,6 @@
-//! Stage 4, execute: the only stage that touches a connection. Runs rendered statements on the
-//! reader pool or in the writer's transaction and writes result rows straight into the response
-//! buffer, as JSON or CSV, without building intermediate values.
+//! Stage 4, execute: the only stage that touches a connection. Runs a [`Job`] on a SQLite
+//! connection (a reader's, or the writer's inside its transaction) and writes result rows
+//! straight into the response buffer, as JSON or CSV, without building intermediate values.
 
 use std::io::Write as _;
 
@@ -10,18 +10,12 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
 use super::plan::OutputShape;
+use super::respond::etag;
 use crate::db::map_error;
 use crate::error::{ApiError, ErrorCode};
+pub use crate::job::Format;
+use crate::job::{Access, Job, Output, Step};
 use crate::schema::JsonKind;
-
-/// Output format of result rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// A JSON array of objects.
-    Json,
-    /// CSV with a header line.
-    Csv,
-}
 
 /// Result rows, encoded.
 #[derive(Debug)]
@@ -61,6 +55,76 @@ impl Default for Encoded {
             body: Vec::with_capacity(4096),
             rows: 0,
         }
+    }
+}
+
+/// Runs `job`'s steps on `conn` in order, then its checks; an error fails the whole job (a
+/// write's savepoint is rolled back by the caller).
+pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, ApiError> {
+    let mut out = Encoded::default();
+    let (mut affected, mut count, mut value) = (0, None, None);
+    for step in &job.steps {
+        match step {
+            Step::IfMatch { sql, shape, tags } => check_if_match(conn, sql, shape, tags)?,
+            Step::Execute(sql) => affected += execute(conn, sql)?,
+            Step::Rows { sql, shape } => {
+                let before = out.rows;
+                match shape {
+                    Some(shape) => query_into(conn, sql, shape, job.format, &mut out)?,
+                    None => query_into_as_declared(conn, sql, job.format, &mut out)?,
+                }
+                if job.access == Access::Write {
+                    affected += out.rows - before;
+                }
+            }
+            Step::Count(sql) => count = Some(scalar(conn, sql)?),
+            Step::Value(sql) => value = Some(first_value_as_declared(conn, sql)?),
+        }
+    }
+    finish(&mut out, job.format);
+    if let Some(max) = job.max_affected {
+        if affected > max {
+            return Err(ApiError::new(
+                ErrorCode::MaxAffectedExceeded,
+                "Query result exceeds max-affected preference constraint",
+            )
+            .details(format!("The query affects {affected} rows")));
+        }
+    }
+    if job.exactly_one {
+        expect_one(affected)?;
+    }
+    Ok(Output {
+        rows: out.body,
+        row_count: out.rows,
+        count,
+        affected,
+        value,
+    })
+}
+
+/// Fails with 412 unless the row's current representation matches one of `tags`.
+fn check_if_match(
+    conn: &Connection,
+    current: &Sql,
+    shape: &OutputShape,
+    tags: &[String],
+) -> Result<(), ApiError> {
+    let mut out = Encoded::default();
+    query_into(conn, current, shape, Format::Json, &mut out)?;
+    finish(&mut out, Format::Json);
+    let ok = out.rows == 1 && {
+        let tag = etag(unwrap_single(&out.body));
+        tags.iter().any(|t| t == "*" || *t == tag)
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::PreconditionFailed,
+            "the row has changed (or is gone) since the ETag given in If-Match",
+        )
+        .hint("GET the row again for its current ETag"))
     }
 }
 

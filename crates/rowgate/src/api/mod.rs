@@ -15,6 +15,7 @@ use rowgate_query::Query;
 
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Job, Step};
 use crate::schema::Table;
 use execute::{Encoded, Format};
 use plan::OutputShape;
@@ -102,29 +103,24 @@ async fn read(
         item,
         DIALECT,
     )?;
-    let select = render::select(DIALECT, &plan.select);
-    let count = plan.count.as_ref().map(|c| render::count(DIALECT, c));
-    let format = format_of(media);
-    let shape = plan.shape.clone();
-    let (out, total) = app
-        .db
-        .read(move |conn| {
-            let mut out = Encoded::default();
-            let total = match &count {
-                Some(count) => Some(crate::db::in_read_transaction(conn, |conn| {
-                    let total = execute::scalar(conn, count)?;
-                    execute::query_into(conn, &select, &shape, format, &mut out)?;
-                    Ok(total)
-                })?),
-                None => {
-                    execute::query_into(conn, &select, &shape, format, &mut out)?;
-                    None
-                }
-            };
-            execute::finish(&mut out, format);
-            Ok((out, total))
-        })
-        .await?;
+    let mut steps = Vec::with_capacity(2);
+    if let Some(count) = &plan.count {
+        steps.push(Step::Count(render::count(DIALECT, count)));
+    }
+    steps.push(Step::Rows {
+        sql: render::select(DIALECT, &plan.select),
+        shape: Some(plan.shape.clone()),
+    });
+    let mut job = Job::new(Access::Read, steps);
+    job.format = format_of(media);
+    let done = app.db.run(job).await?;
+    let (out, total) = (
+        Encoded {
+            body: done.rows,
+            rows: done.row_count,
+        },
+        done.count,
+    );
     let offset = plan.select.offset.unwrap_or(0);
     if is_item || media == MediaType::SingleObject {
         if is_item && out.rows == 0 {
@@ -216,17 +212,15 @@ fn write_media(parts: &Parts, prefer: &Prefer) -> Result<MediaType, ApiError> {
     }
 }
 
-fn check_max_affected(prefer: &Prefer, affected: u64) -> Result<(), ApiError> {
-    match prefer.max_affected {
-        Some(max) if prefer.strict && affected > max => Err(ApiError::new(
-            ErrorCode::MaxAffectedExceeded,
-            "Query result exceeds max-affected preference constraint",
-        )
-        .details(format!("The query affects {affected} rows"))),
-        _ => Ok(()),
-    }
+/// The checks a write's job makes: `max-affected` under `handling=strict`, and exactly one row
+/// for a singular-object answer.
+fn write_job(steps: Vec<Step>, prefer: &Prefer, media: MediaType) -> Job {
+    let mut job = Job::new(Access::Write, steps);
+    job.format = format_of(media);
+    job.max_affected = prefer.max_affected.filter(|_| prefer.strict);
+    job.exactly_one = media == MediaType::SingleObject;
+    job
 }
-
 async fn insert(
     app: &App,
     parts: &Parts,
@@ -239,35 +233,30 @@ async fn insert(
     let media = write_media(parts, prefer)?;
     let (cols, shape) = returning(table, query, prefer)?;
     let plan = plan::insert(table, query, &json, prefer, cols, shape)?;
-    let stmts: Vec<_> = plan
+    let returns_rows = !plan.shape.keys.is_empty();
+    let steps = plan
         .stmts
         .iter()
-        .map(|s| render::insert(DIALECT, s))
-        .collect();
-    let format = format_of(media);
-    let shape = plan.shape.clone();
-    let prefer_c = prefer.clone();
-    let (out, affected) = app
-        .db
-        .write(move |conn| {
-            let mut out = Encoded::default();
-            let mut affected = 0;
-            for sql in &stmts {
-                if shape.keys.is_empty() {
-                    affected += execute::execute(conn, sql)?;
-                } else {
-                    execute::query_into(conn, sql, &shape, format, &mut out)?;
-                    affected = out.rows;
+        .map(|s| {
+            let sql = render::insert(DIALECT, s);
+            if returns_rows {
+                Step::Rows {
+                    sql,
+                    shape: Some(plan.shape.clone()),
                 }
+            } else {
+                Step::Execute(sql)
             }
-            execute::finish(&mut out, format);
-            check_max_affected(&prefer_c, affected)?;
-            if media == MediaType::SingleObject {
-                execute::expect_one(affected)?;
-            }
-            Ok((out, affected))
         })
-        .await?;
+        .collect();
+    let done = app.db.run(write_job(steps, prefer, media)).await?;
+    let (out, affected) = (
+        Encoded {
+            body: done.rows,
+            rows: done.row_count,
+        },
+        done.affected,
+    );
     let mut reply = match prefer.return_ {
         Return::Representation => {
             let body = if media == MediaType::SingleObject {
@@ -333,31 +322,6 @@ fn if_match(headers: &HeaderMap) -> Option<Vec<String>> {
     (!values.is_empty()).then_some(values)
 }
 
-/// Inside a write: fails with 412 unless the row's current representation matches `If-Match`.
-fn check_if_match(
-    conn: &rusqlite::Connection,
-    current: &rowgate_query::stmt::Sql,
-    shape: &OutputShape,
-    expected: &[String],
-) -> Result<(), ApiError> {
-    let mut out = Encoded::default();
-    execute::query_into(conn, current, shape, Format::Json, &mut out)?;
-    execute::finish(&mut out, Format::Json);
-    let ok = out.rows == 1 && {
-        let tag = etag(execute::unwrap_single(&out.body));
-        expected.iter().any(|t| t == "*" || *t == tag)
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::PreconditionFailed,
-            "the row has changed (or is gone) since the ETag given in If-Match",
-        )
-        .hint("GET the row again for its current ETag"))
-    }
-}
-
 /// The statement that reads an item's default representation (for `If-Match`).
 fn current_item(
     table: &Table,
@@ -407,32 +371,31 @@ async fn modify(
             &plan::delete(table, filters, cols)?,
         ))
     };
-    let format = format_of(media);
     let returns_rows = prefer.return_ == Return::Representation;
-    let prefer_c = prefer.clone();
-    let (out, affected) = app
-        .db
-        .write(move |conn| {
-            if let Some(((current, current_shape), tags)) = &precondition {
-                check_if_match(conn, current, current_shape, tags)?;
-            }
-            let mut out = Encoded::default();
-            let affected = match &sql {
-                None => 0,
-                Some(sql) if returns_rows => {
-                    execute::query_into(conn, sql, &shape, format, &mut out)?;
-                    out.rows
-                }
-                Some(sql) => execute::execute(conn, sql)?,
-            };
-            execute::finish(&mut out, format);
-            check_max_affected(&prefer_c, affected)?;
-            if media == MediaType::SingleObject {
-                execute::expect_one(affected)?;
-            }
-            Ok((out, affected))
-        })
-        .await?;
+    let mut steps = Vec::with_capacity(2);
+    if let Some(((current, current_shape), tags)) = precondition {
+        steps.push(Step::IfMatch {
+            sql: current,
+            shape: current_shape,
+            tags,
+        });
+    }
+    match sql {
+        Some(sql) if returns_rows => steps.push(Step::Rows {
+            sql,
+            shape: Some(shape),
+        }),
+        Some(sql) => steps.push(Step::Execute(sql)),
+        None => {}
+    }
+    let done = app.db.run(write_job(steps, prefer, media)).await?;
+    let (out, affected) = (
+        Encoded {
+            body: done.rows,
+            rows: done.row_count,
+        },
+        done.affected,
+    );
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject {
             Bytes::copy_from_slice(execute::unwrap_single(&out.body))
@@ -505,23 +468,29 @@ async fn put(
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
     let sql = render::insert(DIALECT, &plan::put(table, &key_values, &json, cols)?);
-    let format = format_of(media);
-    let out = app
-        .db
-        .write(move |conn| {
-            if let Some(((current, current_shape), tags)) = &precondition {
-                check_if_match(conn, current, current_shape, tags)?;
-            }
-            let mut out = Encoded::default();
-            if returns_rows {
-                execute::query_into(conn, &sql, &shape, format, &mut out)?;
-            } else {
-                execute::execute(conn, &sql)?;
-            }
-            execute::finish(&mut out, format);
-            Ok(out)
-        })
-        .await?;
+    let mut steps = Vec::with_capacity(2);
+    if let Some(((current, current_shape), tags)) = precondition {
+        steps.push(Step::IfMatch {
+            sql: current,
+            shape: current_shape,
+            tags,
+        });
+    }
+    steps.push(if returns_rows {
+        Step::Rows {
+            sql,
+            shape: Some(shape),
+        }
+    } else {
+        Step::Execute(sql)
+    });
+    let mut job = Job::new(Access::Write, steps);
+    job.format = format_of(media);
+    let done = app.db.run(job).await?;
+    let out = Encoded {
+        body: done.rows,
+        rows: done.row_count,
+    };
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject || key.is_some() {
             Bytes::copy_from_slice(execute::unwrap_single(&out.body))

@@ -23,11 +23,12 @@ use rowgate_query::Value;
 use rusqlite::Connection;
 use serde_json::Value as Json;
 
-use crate::api::execute::{self, Encoded, Format};
+use crate::api::execute;
 use crate::api::respond::{etag, Reply};
 use crate::app::App;
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Job, Output, Step};
 use declare::{ParamType, ResourceConfig, ResourceFile, Shape, Source};
 use params::Raw;
 
@@ -450,40 +451,7 @@ pub async fn handle(app: &App, parts: &Parts, body: Incoming) -> Result<Reply, A
         serde_json::Map::new()
     };
     let values = bind(resource, &path_values, parts.uri.query(), &body)?;
-    let statements: Vec<Sql> = resource
-        .statements
-        .iter()
-        .map(|s| Sql {
-            text: s.text.clone(),
-            params: s
-                .names
-                .iter()
-                .map(|n| {
-                    values
-                        .iter()
-                        .find(|(name, _)| name == n)
-                        .map_or(Value::Null, |(_, v)| v.clone())
-                })
-                .collect(),
-        })
-        .collect();
-    let shape = resource.shape;
-    let run = move |conn: &Connection| run_statements(conn, &statements, shape);
-    let output = if resource.writes {
-        app.db.write(run).await?
-    } else {
-        // One statement is atomic by itself; several read in one transaction.
-        let several = resource.statements.len() > 1;
-        app.db
-            .read(move |conn| {
-                if several {
-                    crate::db::in_read_transaction(conn, &run)
-                } else {
-                    run(conn)
-                }
-            })
-            .await?
-    };
+    let output = app.db.run(job(resource, &values)).await?;
     respond(&resources, resource, parts, output, &values)
 }
 
@@ -561,34 +529,42 @@ fn bind(
     Ok(values)
 }
 
-/// What the statements produced, before it becomes a response.
-enum Output {
-    Rows(Encoded),
-    Value(Vec<u8>),
-    Nothing,
-}
-
-/// Runs every statement; the last one's result is the answer.
-fn run_statements(conn: &Connection, statements: &[Sql], shape: Shape) -> Result<Output, ApiError> {
-    let Some((last, before)) = statements.split_last() else {
-        return Ok(Output::Nothing);
+/// The statements with their parameters bound, as a job: every statement runs, the last one's
+/// result answers (per the resource's shape); reads on a reader connection (several in one read
+/// transaction), writes in the writer's transaction.
+fn job(resource: &Resource, values: &[(String, Value)]) -> Job {
+    let bound = |s: &sql::Numbered| Sql {
+        text: s.text.clone(),
+        params: s
+            .names
+            .iter()
+            .map(|n| {
+                values
+                    .iter()
+                    .find(|(name, _)| name == n)
+                    .map_or(Value::Null, |(_, v)| v.clone())
+            })
+            .collect(),
     };
-    for s in before {
-        execute::execute(conn, s)?;
+    let (last, before) = match resource.statements.split_last() {
+        Some((last, before)) => (Some(last), before),
+        None => (None, &[][..]),
+    };
+    let mut steps: Vec<Step> = before.iter().map(|s| Step::Execute(bound(s))).collect();
+    if let Some(last) = last {
+        let sql = bound(last);
+        steps.push(match resource.shape {
+            Shape::None => Step::Execute(sql),
+            Shape::Value => Step::Value(sql),
+            Shape::Rows | Shape::Row | Shape::Template => Step::Rows { sql, shape: None },
+        });
     }
-    match shape {
-        Shape::None => {
-            execute::execute(conn, last)?;
-            Ok(Output::Nothing)
-        }
-        Shape::Value => Ok(Output::Value(execute::first_value_as_declared(conn, last)?)),
-        Shape::Rows | Shape::Row | Shape::Template => {
-            let mut out = Encoded::default();
-            execute::query_into_as_declared(conn, last, Format::Json, &mut out)?;
-            execute::finish(&mut out, Format::Json);
-            Ok(Output::Rows(out))
-        }
-    }
+    let access = if resource.writes {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    Job::new(access, steps)
 }
 
 fn respond(
@@ -598,18 +574,18 @@ fn respond(
     output: Output,
     values: &[(String, Value)],
 ) -> Result<Reply, ApiError> {
-    let body = match (resource.shape, output) {
-        (_, Output::Nothing) => return Ok(Reply::empty(StatusCode::NO_CONTENT)),
-        (Shape::Row, Output::Rows(out)) => {
-            if out.rows == 0 {
+    let body = match resource.shape {
+        Shape::None => return Ok(Reply::empty(StatusCode::NO_CONTENT)),
+        Shape::Row => {
+            if output.row_count == 0 {
                 return Err(ApiError::new(ErrorCode::NotFound, "no row matches"));
             }
-            execute::expect_one(out.rows)?;
-            Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+            execute::expect_one(output.row_count)?;
+            Bytes::copy_from_slice(execute::unwrap_single(&output.rows))
         }
-        (Shape::Template, Output::Rows(out)) => render(resources, resource, &out, values)?,
-        (_, Output::Rows(out)) => Bytes::from(out.body),
-        (_, Output::Value(v)) => Bytes::from(v),
+        Shape::Template => render(resources, resource, &output.rows, values)?,
+        Shape::Rows => Bytes::from(output.rows),
+        Shape::Value => Bytes::from(output.value.unwrap_or_else(|| b"null".to_vec())),
     };
     let cacheable = matches!(parts.method, Method::GET | Method::HEAD);
     let tag = (cacheable && resource.etag).then(|| etag(&body));
@@ -631,11 +607,11 @@ fn respond(
 fn render(
     resources: &Resources,
     resource: &Resource,
-    out: &Encoded,
+    rows: &[u8],
     values: &[(String, Value)],
 ) -> Result<Bytes, ApiError> {
     let name = resource.template.as_deref().unwrap_or_default();
-    let rows: Json = serde_json::from_slice(&out.body).map_err(ApiError::internal)?;
+    let rows: Json = serde_json::from_slice(rows).map_err(ApiError::internal)?;
     let params: serde_json::Map<String, Json> = values
         .iter()
         .map(|(k, v)| {

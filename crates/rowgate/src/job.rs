@@ -1,0 +1,99 @@
+//! What a request asks of the database, as data: a short list of rendered statements and what to
+//! do with each, plus the checks on the outcome. The planner and the custom resources build jobs;
+//! a backend runs them (`api::execute` for SQLite) in one transaction, so the same job runs on
+//! any backend and the HTTP layer never holds a connection.
+
+use rowgate_query::stmt::Sql;
+
+use crate::api::plan::OutputShape;
+
+/// Whether a job only reads (any reader connection) or writes (the writer's transaction,
+/// answered after COMMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only; may run more than once (inline attempt, then the reader pool).
+    Read,
+    /// Writes; runs once, in one transaction with its own savepoint.
+    Write,
+}
+
+/// How result rows are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON array of objects.
+    Json,
+    /// CSV with a header line.
+    Csv,
+}
+
+/// One statement and what to do with it.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Fails with 412 unless this statement returns exactly one row whose representation (JSON,
+    /// `shape`) has one of these ETags (`*` matches any row).
+    IfMatch {
+        /// The row's current representation.
+        sql: Sql,
+        /// Its shape.
+        shape: OutputShape,
+        /// Acceptable ETags.
+        tags: Vec<String>,
+    },
+    /// Changes rows; their number adds to [`Output::affected`].
+    Execute(Sql),
+    /// Rows into [`Output::rows`] (and, in a write, into `affected`): with `shape`, or, when
+    /// `None`, with the statement's own column names and declared types.
+    Rows {
+        /// The statement.
+        sql: Sql,
+        /// Keys and value kinds.
+        shape: Option<OutputShape>,
+    },
+    /// One integer into [`Output::count`].
+    Count(Sql),
+    /// The first column of the first row, as JSON, into [`Output::value`].
+    Value(Sql),
+}
+
+/// A whole job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Read or write.
+    pub access: Access,
+    /// The statements, run in order in one transaction.
+    pub steps: Vec<Step>,
+    /// Encoding of rows.
+    pub format: Format,
+    /// Fail (and roll back) when more rows than this were affected (`handling=strict`).
+    pub max_affected: Option<u64>,
+    /// Fail (and roll back) unless exactly one row was affected or returned (singular objects).
+    pub exactly_one: bool,
+}
+
+impl Job {
+    /// A job of `steps` with no checks, rows as JSON.
+    pub fn new(access: Access, steps: Vec<Step>) -> Job {
+        Job {
+            access,
+            steps,
+            format: Format::Json,
+            max_affected: None,
+            exactly_one: false,
+        }
+    }
+}
+
+/// What a job produced.
+#[derive(Debug)]
+pub struct Output {
+    /// Encoded rows of the `Rows` steps (a finished JSON array or CSV text).
+    pub rows: Vec<u8>,
+    /// How many rows `rows` holds.
+    pub row_count: u64,
+    /// The `Count` step's result.
+    pub count: Option<u64>,
+    /// Rows changed (by `Execute`) or returned by `Rows` in a write.
+    pub affected: u64,
+    /// The `Value` step's JSON.
+    pub value: Option<Vec<u8>>,
+}
