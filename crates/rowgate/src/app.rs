@@ -70,6 +70,11 @@ impl App {
 
 /// Compiles the resources of `config`, preparing their SQL on one of `db`'s reader connections.
 fn compile_resources(config: &Config, db: &Database) -> anyhow::Result<Resources> {
-    let config = config.clone();
-    db.read_blocking(move |conn| resources::compile(&config, Some(conn)))?
+    match db.as_sqlite() {
+        Some(sqlite) => {
+            let config = config.clone();
+            sqlite.read_blocking(move |conn| resources::compile(&config, Some(conn)))?
+        }
+        None => resources::compile(config, None),
+    }
 }

@@ -225,7 +225,7 @@ pub fn start(config: Config) -> anyhow::Result<Arc<App>> {
         busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
         inline_reads: config.db.inline_reads,
     };
-    let db = Database::open(&config.db.path, &opts)
+    let db = Database::open_sqlite(&config.db.path, &opts)
         .with_context(|| format!("opening database {}", config.db.path.display()))?;
     App::new(config, db)
 }

@@ -117,15 +117,7 @@ async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
             Bytes::from_static(b"{\"status\":\"live\"}"),
         )),
         Route::Ready => {
-            app.db
-                .read(|conn| {
-                    conn.query_row("SELECT 1", [], |_| Ok(()))
-                        .map_err(crate::db::map_error)
-                })
-                .await
-                .map_err(|_| {
-                    ApiError::new(ErrorCode::Unavailable, "the database does not answer")
-                })?;
+            app.db.ping().await?;
             Ok(Reply::raw(
                 StatusCode::OK,
                 "application/json",

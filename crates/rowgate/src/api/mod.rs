@@ -9,7 +9,7 @@ pub mod respond;
 
 use bytes::Bytes;
 use http::{header, request::Parts, HeaderMap, Method, StatusCode};
-use rowgate_query::render::{self, Sqlite};
+use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::OutputColumn;
 use rowgate_query::Query;
 
@@ -21,8 +21,6 @@ use execute::{Encoded, Format};
 use plan::OutputShape;
 use request::{Count, MediaType, Prefer, Return};
 use respond::{content_range, etag, Reply};
-
-const DIALECT: &Sqlite = &Sqlite;
 
 /// What the URL names: a table (or view) and, for item URLs, the key segment.
 pub struct Target<'a> {
@@ -88,6 +86,7 @@ async fn read(
     prefer: &Prefer,
     item: Option<Vec<rowgate_query::Condition>>,
 ) -> Result<Reply, ApiError> {
+    let d = app.db.dialect();
     let is_item = item.is_some();
     let media = request::negotiate(
         &parts.headers,
@@ -101,14 +100,14 @@ async fn read(
         prefer.count.is_some(),
         app.config.rest.max_rows,
         item,
-        DIALECT,
+        d,
     )?;
     let mut steps = Vec::with_capacity(2);
     if let Some(count) = &plan.count {
-        steps.push(Step::Count(render::count(DIALECT, count)));
+        steps.push(Step::Count(render::count(d, count)));
     }
     steps.push(Step::Rows {
-        sql: render::select(DIALECT, &plan.select),
+        sql: render::select(d, &plan.select),
         shape: Some(plan.shape.clone()),
     });
     let mut job = Job::new(Access::Read, steps);
@@ -173,12 +172,13 @@ async fn read(
 
 /// What a write returns, from `Prefer: return=` and `select=`.
 fn returning(
+    d: &dyn Dialect,
     table: &Table,
     query: &Query,
     prefer: &Prefer,
 ) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
     match prefer.return_ {
-        Return::Representation => plan::output(table, query.select.as_deref(), DIALECT),
+        Return::Representation => plan::output(table, query.select.as_deref(), d),
         Return::HeadersOnly if !table.primary_key.is_empty() => {
             let pk: Vec<rowgate_query::SelectItem> = table
                 .primary_key
@@ -189,7 +189,7 @@ fn returning(
                     cast: None,
                 })
                 .collect();
-            plan::output(table, Some(&pk), DIALECT)
+            plan::output(table, Some(&pk), d)
         }
         _ => Ok((
             Vec::new(),
@@ -229,16 +229,17 @@ async fn insert(
     prefer: &Prefer,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
+    let d = app.db.dialect();
     let json = request::parse_body(&parts.headers, body)?;
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(table, query, prefer)?;
+    let (cols, shape) = returning(d, table, query, prefer)?;
     let plan = plan::insert(table, query, &json, prefer, cols, shape)?;
     let returns_rows = !plan.shape.keys.is_empty();
     let steps = plan
         .stmts
         .iter()
         .map(|s| {
-            let sql = render::insert(DIALECT, s);
+            let sql = render::insert(d, s);
             if returns_rows {
                 Step::Rows {
                     sql,
@@ -324,11 +325,12 @@ fn if_match(headers: &HeaderMap) -> Option<Vec<String>> {
 
 /// The statement that reads an item's default representation (for `If-Match`).
 fn current_item(
+    d: &dyn Dialect,
     table: &Table,
     key: Vec<rowgate_query::Condition>,
 ) -> Result<(rowgate_query::stmt::Sql, OutputShape), ApiError> {
-    let plan = plan::read(table, &Query::default(), None, false, 0, Some(key), DIALECT)?;
-    Ok((render::select(DIALECT, &plan.select), plan.shape))
+    let plan = plan::read(table, &Query::default(), None, false, 0, Some(key), d)?;
+    Ok((render::select(d, &plan.select), plan.shape))
 }
 
 async fn modify(
@@ -340,8 +342,9 @@ async fn modify(
     item: Option<Vec<rowgate_query::Condition>>,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
+    let d = app.db.dialect();
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(table, query, prefer)?;
+    let (cols, shape) = returning(d, table, query, prefer)?;
     let cols = if prefer.return_ == Return::Representation {
         cols
     } else {
@@ -349,7 +352,7 @@ async fn modify(
     };
     let mut filters = plan::conditions(table, &query.filters)?;
     let precondition = match (&item, if_match(&parts.headers)) {
-        (Some(key), Some(tags)) => Some((current_item(table, key.clone())?, tags)),
+        (Some(key), Some(tags)) => Some((current_item(d, table, key.clone())?, tags)),
         _ => None,
     };
     if let Some(key) = item {
@@ -364,12 +367,9 @@ async fn modify(
     }
     let sql = if parts.method == Method::PATCH {
         let json = request::parse_body(&parts.headers, body)?;
-        plan::update(table, filters, &json, cols)?.map(|s| render::update(DIALECT, &s))
+        plan::update(table, filters, &json, cols)?.map(|s| render::update(d, &s))
     } else {
-        Some(render::delete(
-            DIALECT,
-            &plan::delete(table, filters, cols)?,
-        ))
+        Some(render::delete(d, &plan::delete(table, filters, cols)?))
     };
     let returns_rows = prefer.return_ == Return::Representation;
     let mut steps = Vec::with_capacity(2);
@@ -425,6 +425,7 @@ async fn put(
     key: Option<&str>,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
+    let d = app.db.dialect();
     let key_values: Vec<(String, String)> = match key {
         Some(k) => {
             if !query.filters.is_empty() {
@@ -459,15 +460,15 @@ async fn put(
     )
     .unwrap_or_default();
     let precondition = match if_match(&parts.headers) {
-        Some(tags) => Some((current_item(table, key_filters)?, tags)),
+        Some(tags) => Some((current_item(d, table, key_filters)?, tags)),
         None => None,
     };
     let json = request::parse_body(&parts.headers, body)?;
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(table, query, prefer)?;
+    let (cols, shape) = returning(d, table, query, prefer)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
-    let sql = render::insert(DIALECT, &plan::put(table, &key_values, &json, cols)?);
+    let sql = render::insert(d, &plan::put(table, &key_values, &json, cols)?);
     let mut steps = Vec::with_capacity(2);
     if let Some(((current, current_shape), tags)) = precondition {
         steps.push(Step::IfMatch {

@@ -1,4 +1,4 @@
-//! The SQLite data path. Reader threads each own a read-only connection and take jobs (closures)
+//! The SQLite backend. Reader threads each own a read-only connection and take jobs (closures)
 //! from one shared queue; one writer thread owns the only write connection and groups the write
 //! jobs waiting in its queue into one transaction (group commit), each job in its own savepoint,
 //! answering every job only after the COMMIT has returned (WAL, `synchronous=FULL`: durable).
@@ -44,8 +44,8 @@ thread_local! {
     static INLINE: RefCell<Vec<(u64, Conn)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Handle to the SQLite database: cheap to share (`Arc`).
-pub struct Database {
+/// The SQLite database: reader threads, the writer thread, the schema cache.
+pub struct Sqlite {
     id: u64,
     path: PathBuf,
     opts: DbOptions,
@@ -178,10 +178,10 @@ const LIMIT_MESSAGES: &[&str] = &[
     "pattern too complex",
 ];
 
-impl Database {
+impl Sqlite {
     /// Opens the database file (creating it if missing), switches it to WAL, starts the reader
     /// and writer threads and loads the schema cache.
-    pub fn open(path: &Path, opts: &DbOptions) -> anyhow::Result<Arc<Database>> {
+    pub fn open(path: &Path, opts: &DbOptions) -> anyhow::Result<Sqlite> {
         let write_flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -215,14 +215,14 @@ impl Database {
             .name("rowgate-write".into())
             .spawn(move || writer_loop(&writer, &write_rx))?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        Ok(Arc::new(Database {
+        Ok(Sqlite {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             path: path.to_path_buf(),
             opts: opts.clone(),
             readers: read_tx,
             writer: write_tx,
             schema: ArcSwap::from_pointee(schema),
-        }))
+        })
     }
 
     /// The current schema cache.

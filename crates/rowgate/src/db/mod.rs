@@ -1,0 +1,86 @@
+//! The database behind one handle. Requests hand it a [`Job`] (data); the backend runs it. The
+//! schema cache, health checks and reloads go through here too. SQLite (bundled) is the only
+//! backend so far; PostgreSQL joins as a second variant running the same jobs.
+
+pub mod sqlite;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rowgate_query::render::{Dialect, Sqlite as SqliteDialect};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::job::{Job, Output};
+use crate::schema::SchemaCache;
+pub(crate) use sqlite::register_regexp;
+pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
+
+/// A database backend.
+pub enum Database {
+    /// A SQLite file.
+    Sqlite(Sqlite),
+}
+
+impl Database {
+    /// Opens a SQLite database file (created when missing).
+    pub fn open_sqlite(path: &Path, opts: &DbOptions) -> anyhow::Result<Arc<Database>> {
+        Ok(Arc::new(Database::Sqlite(Sqlite::open(path, opts)?)))
+    }
+
+    /// The SQL dialect statements are rendered in.
+    pub fn dialect(&self) -> &'static dyn Dialect {
+        match self {
+            Database::Sqlite(_) => &SqliteDialect,
+        }
+    }
+
+    /// The current schema cache.
+    pub fn schema(&self) -> Arc<SchemaCache> {
+        match self {
+            Database::Sqlite(db) => db.schema(),
+        }
+    }
+
+    /// Runs a job: a read on a read-only connection, a write in one transaction answered after
+    /// it has committed.
+    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+        match self {
+            Database::Sqlite(db) => db.run(job).await,
+        }
+    }
+
+    /// Answers when the database does.
+    pub async fn ping(&self) -> Result<(), ApiError> {
+        let unavailable = |_| ApiError::new(ErrorCode::Unavailable, "the database does not answer");
+        match self {
+            Database::Sqlite(db) => db
+                .read(|conn| {
+                    conn.query_row("SELECT 1", [], |_| Ok(()))
+                        .map_err(map_error)
+                })
+                .await
+                .map_err(unavailable),
+        }
+    }
+
+    /// Re-reads the schema and swaps it in; returns whether it changed.
+    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+        match self {
+            Database::Sqlite(db) => db.reload_schema().await,
+        }
+    }
+
+    /// Reloads the schema when the database says it changed.
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+        match self {
+            Database::Sqlite(db) => db.reload_schema_if_changed().await,
+        }
+    }
+
+    /// The SQLite backend, for what only it can do (checking custom resources' SQL at load).
+    pub fn as_sqlite(&self) -> Option<&Sqlite> {
+        match self {
+            Database::Sqlite(db) => Some(db),
+        }
+    }
+}
