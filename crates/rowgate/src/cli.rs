@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::App;
 use crate::config::{self, Config, Layer};
-use crate::db::{Database, DbOptions};
+use crate::db::{Database, DbOptions, PgOptions};
 use crate::{demo, resources, server};
 
 /// Rowgate: a SQL database as a PostgREST-compatible REST API.
@@ -190,10 +190,15 @@ fn init_logging(filter: &str) {
 fn serve(args: &CommonArgs) -> anyhow::Result<()> {
     let config = args.load()?;
     init_logging(&config.log);
-    if args.demo && !config.db.path.exists() {
+    let on_postgres = is_postgres_url(&config.db.path.to_string_lossy());
+    if args.demo && on_postgres {
+        tracing::info!(
+            "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
+        );
+    } else if args.demo && !config.db.path.exists() {
         tracing::info!(path = %config.db.path.display(), "creating the demo database");
         demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
-    } else if !config.db.path.exists() {
+    } else if !on_postgres && !config.db.path.exists() {
         tracing::warn!(path = %config.db.path.display(), "database file does not exist: creating an empty one");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -201,7 +206,7 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
         .thread_name("rowgate-io")
         .build()?;
     runtime.block_on(async move {
-        let app = start(config)?;
+        let app = start(config).await?;
         let listener = tokio::net::TcpListener::bind(&app.config.listen)
             .await
             .with_context(|| format!("binding {}", app.config.listen))?;
@@ -218,15 +223,28 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
 }
 
 /// Opens the database and builds the app (what `serve` and the tests share).
-pub fn start(config: Config) -> anyhow::Result<Arc<App>> {
-    let opts = DbOptions {
-        readers: config.reader_threads(),
-        statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
-        busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
-        inline_reads: config.db.inline_reads,
+pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
+    let location = config.db.path.to_string_lossy().into_owned();
+    let db = if is_postgres_url(&location) {
+        let opts = PgOptions {
+            pool_size: config.db.pool_size,
+            acquire_timeout: Duration::from_millis(config.db.acquire_timeout_ms),
+            statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
+            schemas: config.db.schema_list(),
+        };
+        Database::open_postgres(&location, &opts)
+            .await
+            .context("opening the PostgreSQL database")?
+    } else {
+        let opts = DbOptions {
+            readers: config.reader_threads(),
+            statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
+            busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
+            inline_reads: config.db.inline_reads,
+        };
+        Database::open_sqlite(&config.db.path, &opts)
+            .with_context(|| format!("opening database {location}"))?
     };
-    let db = Database::open_sqlite(&config.db.path, &opts)
-        .with_context(|| format!("opening database {}", config.db.path.display()))?;
     App::new(config, db)
 }
 

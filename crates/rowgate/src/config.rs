@@ -98,7 +98,7 @@ impl ConfigDir {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DbConfig {
-    /// Path of the SQLite database file.
+    /// Path of the SQLite database file, or a PostgreSQL URL (`postgres://user@host:port/db`).
     pub path: PathBuf,
     /// Number of reader threads (each owns a read-only connection); 0 = number of CPUs.
     pub readers: usize,
@@ -110,6 +110,23 @@ pub struct DbConfig {
     pub schema_poll_ms: u64,
     /// Run short reads on the request's own thread; long ones move to the reader threads.
     pub inline_reads: bool,
+    /// PostgreSQL: most pooled connections.
+    pub pool_size: usize,
+    /// PostgreSQL: how long a request waits for a free connection before a 503, in ms.
+    pub acquire_timeout_ms: u64,
+    /// PostgreSQL: exposed schemas, comma-separated, in search order.
+    pub schemas: String,
+}
+
+impl DbConfig {
+    /// The exposed PostgreSQL schemas.
+    pub fn schema_list(&self) -> Vec<String> {
+        self.schemas
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
 }
 
 /// `[rest]`
@@ -160,6 +177,9 @@ impl Default for DbConfig {
             busy_timeout_ms: 5_000,
             schema_poll_ms: 1_000,
             inline_reads: true,
+            pool_size: 16,
+            acquire_timeout_ms: 5_000,
+            schemas: "public".into(),
         }
     }
 }

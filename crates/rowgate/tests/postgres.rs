@@ -256,3 +256,178 @@ async fn schema_cache_from_the_catalog_matches_sqlite() {
         "numeric(10,2)"
     );
 }
+
+/// The REST API over PostgreSQL: the same requests as on SQLite, the same answers (reads, filters,
+/// order, paging, counts, singular objects, CSV, item URLs and ETags, writes, constraint errors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_api_over_postgres() {
+    use serde_json::{json, Value};
+    let s = common::TestServer::start_postgres().await;
+    let get = |path: &str| s.get(path).send();
+    // The README example.
+    let r = get("/employee?salary=gt.100000&order=salary.desc&select=first_name,last_name,salary")
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 200);
+    let rows: Vec<Value> = r.json().await.expect("json");
+    assert!(rows.len() >= 10);
+    assert!(rows
+        .windows(2)
+        .all(|w| w[0]["salary"].as_f64() >= w[1]["salary"].as_f64()));
+    assert_eq!(rows[0].as_object().map(|o| o.len()), Some(3));
+    // Item URL, ETag, 304; a timestamp comes out as PostgreSQL prints it.
+    let r = get("/team/3").await.expect("request");
+    assert_eq!(r.status(), 200);
+    let tag = r.headers()["etag"].to_str().expect("etag").to_string();
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"team_id": 3, "name": "Red Bull", "points": 860})
+    );
+    let r = s
+        .get("/team/3")
+        .header("If-None-Match", &tag)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 304);
+    let r = get("/employee/2?select=hire_date").await.expect("request");
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"hire_date": "1988-12-28T00:00:00"})
+    );
+    // Filters with text values parsed by PostgreSQL for the column's type; logic; paging; count.
+    let r = s
+        .get("/people?select=id&last_name=like.*a*&or=(city.like.L*,city.like.T*)&order=id&limit=3")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    let range = r.headers()["content-range"]
+        .to_str()
+        .expect("range")
+        .to_string();
+    let rows: Vec<Value> = r.json().await.expect("json");
+    assert!(rows.len() == 3 && range.starts_with("0-2/"), "{range}");
+    let (status, body) =
+        common::get_json(&s, "/team?points=gte.400&select=team_id&order=team_id").await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"team_id": 1}, {"team_id": 2}, {"team_id": 3}]))
+    );
+    let (status, body) = common::get_json(&s, "/team_standings?team_id=eq.1").await;
+    assert_eq!((status, body[0]["drivers"].clone()), (200, json!(2)));
+    // Singular object and CSV.
+    let r = s
+        .get("/team?team_id=eq.1")
+        .header("Accept", "application/vnd.pgrst.object+json")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.json::<Value>().await.expect("json")["name"], "Mercedes");
+    let r = s
+        .get("/team?select=team_id,name&order=team_id&limit=2")
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        r.text().await.expect("csv"),
+        "team_id,name\r\n1,Mercedes\r\n2,Ferrari\r\n"
+    );
+    // Writes: insert with representation, bulk, patch, delete, put.
+    let r = s
+        .post("/team", json!({"name": "Sauber", "points": 4}))
+        .header("Prefer", "return=representation")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([{"team_id": 11, "name": "Sauber", "points": 4}])
+    );
+    let r = s
+        .post("/team", json!([{"name": "A"}, {"name": "B"}]))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 201);
+    let r = s
+        .patch("/team?name=eq.A", json!({"points": 7}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 204);
+    let (_, body) = common::get_json(&s, "/team?name=eq.A&select=points").await;
+    assert_eq!(body, json!([{"points": 7}]));
+    let r = s
+        .put(
+            "/team/12",
+            json!({"team_id": 12, "name": "A2", "points": 1}),
+        )
+        .send()
+        .await
+        .expect("request");
+    assert!(r.status().is_success(), "{}", r.status());
+    let r = s
+        .delete("/team?name=in.(A2,B)")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 204);
+    let (_, body) = common::get_json(&s, "/team?select=team_id&team_id=gt.10&order=team_id").await;
+    assert_eq!(body, json!([{"team_id": 11}]));
+    // Constraint errors as on SQLite; a value PostgreSQL cannot read for the column's type.
+    common::assert_error(
+        s.post("/team", json!({"name": "Sauber"}))
+            .send()
+            .await
+            .expect("request"),
+        409,
+        "23505",
+    )
+    .await;
+    common::assert_error(
+        s.post("/driver", json!({"name": "Ghost", "team_id": 999}))
+            .send()
+            .await
+            .expect("request"),
+        409,
+        "23503",
+    )
+    .await;
+    common::assert_error(
+        s.post("/team", json!({"points": 1}))
+            .send()
+            .await
+            .expect("request"),
+        400,
+        "23502",
+    )
+    .await;
+    common::assert_error(s.post("/employee", json!({"first_name": "a", "last_name": "b", "hire_date": "2020-01-01", "dept_no": "1", "job_code": "x", "job_grade": 1, "job_country": "x", "salary": -1})).send().await.expect("request"), 400, "23514").await;
+    common::assert_error(
+        get("/team?points=gt.lots").await.expect("request"),
+        400,
+        "22000",
+    )
+    .await;
+    // Strict max-affected rolls the change back.
+    let r = s
+        .patch("/team?points=lt.100", json!({"points": 0}))
+        .header("Prefer", "max-affected=1, handling=strict")
+        .send()
+        .await
+        .expect("request");
+    common::assert_error(r, 400, "PGRST124").await;
+    let (_, body) = common::get_json(&s, "/team?team_id=eq.10&select=points").await;
+    assert_eq!(body, json!([{"points": 12}]));
+    // Health.
+    let r = s
+        .client
+        .get(s.root_url("/ready"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 200);
+}

@@ -645,6 +645,15 @@ backend_tests!(
     demo_resources,
 );
 
+/// Runs a future to completion on a fresh runtime (from a plain #[test]).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
 /// A declaration, the files beside it, and words its error message must hold.
 type BadCase = (
     &'static str,
@@ -763,7 +772,7 @@ fn bad_declarations_are_refused_at_load() {
         let toml = format!("[[resources]]\n{decl}\n");
         let outcome = write_config(&sub, &toml, files).and_then(|mut config| {
             config.db.path = db.clone();
-            rowgate::cli::start(config).map(|_| ())
+            block_on(rowgate::cli::start(config)).map(|_| ())
         });
         let err = match outcome {
             Ok(()) => panic!("case {i} was accepted: {decl}"),
@@ -779,7 +788,7 @@ fn bad_declarations_are_refused_at_load() {
     let toml = "[[resources]]\npath = \"/a\"\nsql = \"SELECT 1\"\n[[resources]]\npath = \"/a\"\nsql = \"SELECT 2\"\n";
     let mut config = write_config(&sub, toml, &[]).expect("config");
     config.db.path = db;
-    let err = rowgate::cli::start(config)
+    let err = block_on(rowgate::cli::start(config))
         .map(|_| ())
         .expect_err("duplicate");
     assert!(format!("{err:#}").contains("declared twice"), "{err:#}");

@@ -1,17 +1,19 @@
 //! The database behind one handle. Requests hand it a [`Job`] (data); the backend runs it. The
-//! schema cache, health checks and reloads go through here too. SQLite (bundled) is the only
-//! backend so far; PostgreSQL joins as a second variant running the same jobs.
+//! schema cache, health checks and reloads go through here too. SQLite (bundled) and
+//! PostgreSQL run the same jobs, each with its own interpreter.
 
+pub mod postgres;
 pub mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use rowgate_query::render::{Dialect, Sqlite as SqliteDialect};
+use rowgate_query::render::{Dialect, Postgres as PostgresDialect, Sqlite as SqliteDialect};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Job, Output};
 use crate::schema::SchemaCache;
+pub use postgres::{PgOptions, Postgres};
 pub(crate) use sqlite::register_regexp;
 pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
 
@@ -19,6 +21,8 @@ pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
 pub enum Database {
     /// A SQLite file.
     Sqlite(Sqlite),
+    /// A PostgreSQL database.
+    Postgres(Postgres),
 }
 
 impl Database {
@@ -27,10 +31,18 @@ impl Database {
         Ok(Arc::new(Database::Sqlite(Sqlite::open(path, opts)?)))
     }
 
+    /// Connects to a PostgreSQL database.
+    pub async fn open_postgres(url: &str, opts: &PgOptions) -> anyhow::Result<Arc<Database>> {
+        Ok(Arc::new(Database::Postgres(
+            Postgres::open(url, opts).await?,
+        )))
+    }
+
     /// The SQL dialect statements are rendered in.
     pub fn dialect(&self) -> &'static dyn Dialect {
         match self {
             Database::Sqlite(_) => &SqliteDialect,
+            Database::Postgres(_) => &PostgresDialect,
         }
     }
 
@@ -38,6 +50,7 @@ impl Database {
     pub fn schema(&self) -> Arc<SchemaCache> {
         match self {
             Database::Sqlite(db) => db.schema(),
+            Database::Postgres(db) => db.schema(),
         }
     }
 
@@ -46,6 +59,7 @@ impl Database {
     pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
         match self {
             Database::Sqlite(db) => db.run(job).await,
+            Database::Postgres(db) => db.run(job).await,
         }
     }
 
@@ -60,6 +74,7 @@ impl Database {
                 })
                 .await
                 .map_err(unavailable),
+            Database::Postgres(db) => db.ping().await.map_err(unavailable),
         }
     }
 
@@ -67,6 +82,7 @@ impl Database {
     pub async fn reload_schema(&self) -> Result<bool, ApiError> {
         match self {
             Database::Sqlite(db) => db.reload_schema().await,
+            Database::Postgres(db) => db.reload_schema().await,
         }
     }
 
@@ -74,6 +90,8 @@ impl Database {
     pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
         match self {
             Database::Sqlite(db) => db.reload_schema_if_changed().await,
+            // No cheap change counter: PostgreSQL reloads on SIGUSR1 (and NOTIFY, to come).
+            Database::Postgres(_) => Ok(false),
         }
     }
 
@@ -81,6 +99,7 @@ impl Database {
     pub fn as_sqlite(&self) -> Option<&Sqlite> {
         match self {
             Database::Sqlite(db) => Some(db),
+            Database::Postgres(_) => None,
         }
     }
 }

@@ -49,6 +49,40 @@ impl TestServer {
     }
 
     /// Starts a server on a demo database in `dir` with `config` (adjusted by the test).
+    /// Starts a server on a fresh PostgreSQL database of the test cluster holding the demo
+    /// data (200 people).
+    pub async fn start_postgres() -> TestServer {
+        let url = postgres::new_database();
+        rowgate::demo::postgres::init(&url, 200)
+            .await
+            .expect("demo init");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::default();
+        config.db.path = url.clone().into();
+        config.db.pool_size = 8;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let prefix = config.rest.prefix.clone();
+        let app = rowgate::cli::start(config).await.expect("start");
+        let app_handle = app.clone();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(rowgate::server::run(listener, app, async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            addr,
+            base: format!("http://{addr}{prefix}"),
+            client: reqwest::Client::new(),
+            dir,
+            db_path: url.into(),
+            app: app_handle,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
     pub async fn start_in(
         backend: Backend,
         dir: tempfile::TempDir,
@@ -66,7 +100,7 @@ impl TestServer {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let prefix = config.rest.prefix.clone();
-        let app = rowgate::cli::start(config).expect("start");
+        let app = rowgate::cli::start(config).await.expect("start");
         rowgate::cli::spawn_schema_watchers(&app);
         let app_handle = app.clone();
         let (tx, rx) = oneshot::channel::<()>();

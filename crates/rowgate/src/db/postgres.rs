@@ -1,0 +1,429 @@
+//! The PostgreSQL backend: a deadpool of tokio-postgres clients with prepared statements
+//! (`prepare_cached`). A job runs on one client, in a transaction when it writes or has several
+//! steps. Rows come out as JSON built by PostgreSQL itself (`row_to_json`: exact numerics,
+//! timestamps, json, arrays, bytea as PostgreSQL prints them); parameters are sent as text and
+//! PostgreSQL parses them for the type the statement needs, as PostgREST does, so a bad value is
+//! its `22P02` (a 400), never a client-side type error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use bytes::BytesMut;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use rowgate_query::stmt::Sql;
+use rowgate_query::Value;
+use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
+use tokio_postgres::NoTls;
+
+use crate::api::plan::OutputShape;
+use crate::api::respond::etag;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Format, Job, Output, Step};
+use crate::schema::SchemaCache;
+
+/// Settings for [`Postgres::open`].
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Most pooled connections.
+    pub pool_size: usize,
+    /// How long a request waits for a free connection before a 503.
+    pub acquire_timeout: Duration,
+    /// `statement_timeout` of every connection (zero = none).
+    pub statement_timeout: Duration,
+    /// Exposed schemas, in search order.
+    pub schemas: Vec<String>,
+}
+
+/// The PostgreSQL database: a connection pool and the schema cache.
+pub struct Postgres {
+    pool: Pool,
+    schemas: Vec<String>,
+    schema: ArcSwap<SchemaCache>,
+}
+
+/// A parameter sent in text format, typed by the server.
+#[derive(Debug)]
+struct AsText(Option<String>);
+
+impl ToSql for AsText {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match &self.0 {
+            Some(text) => {
+                out.extend_from_slice(text.as_bytes());
+                Ok(IsNull::No)
+            }
+            None => Ok(IsNull::Yes),
+        }
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+
+    fn encode_format(&self, _ty: &Type) -> WireFormat {
+        WireFormat::Text
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+fn as_text(v: &Value) -> AsText {
+    AsText(match v {
+        Value::Null => None,
+        Value::Int(i) => Some(i.to_string()),
+        Value::Real(f) => Some(f.to_string()),
+        Value::Text(t) => Some(t.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+    })
+}
+
+impl Postgres {
+    /// Connects the pool to `url` and reads the schema cache.
+    pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
+        let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+        if !opts.statement_timeout.is_zero() {
+            config.options(format!(
+                "-c statement_timeout={}",
+                opts.statement_timeout.as_millis()
+            ));
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(opts.pool_size.max(1))
+            .wait_timeout(Some(opts.acquire_timeout))
+            .create_timeout(Some(opts.acquire_timeout))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .context("cannot build the connection pool")?;
+        let client = pool.get().await.context("cannot connect to PostgreSQL")?;
+        let schema = crate::schema::postgres::introspect(&client, &opts.schemas)
+            .await
+            .context("cannot read the schema")?;
+        drop(client);
+        Ok(Postgres {
+            pool,
+            schemas: opts.schemas.clone(),
+            schema: ArcSwap::from_pointee(schema),
+        })
+    }
+
+    /// The current schema cache.
+    pub fn schema(&self) -> Arc<SchemaCache> {
+        self.schema.load_full()
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
+        self.pool.get().await.map_err(|e| {
+            tracing::warn!(error = %e, "no PostgreSQL connection");
+            ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
+        })
+    }
+
+    /// Answers when the database does.
+    pub async fn ping(&self) -> Result<(), ApiError> {
+        let client = self.client().await?;
+        client.simple_query("SELECT 1").await.map_err(map_error)?;
+        Ok(())
+    }
+
+    /// Re-reads the schema and swaps it in; returns whether the set of tables changed.
+    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+        let client = self.client().await?;
+        let fresh = crate::schema::postgres::introspect(&client, &self.schemas)
+            .await
+            .map_err(map_error)?;
+        let changed = !self.schema.load().tables.keys().eq(fresh.tables.keys());
+        self.schema.store(Arc::new(fresh));
+        Ok(changed)
+    }
+
+    /// Runs a job on one pooled connection, in a transaction when it writes or has several
+    /// steps (reads then see one snapshot).
+    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+        let client = self.client().await?;
+        let transaction = match job.access {
+            Access::Write => Some("BEGIN"),
+            Access::Read if job.steps.len() > 1 => {
+                Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            }
+            Access::Read => None,
+        };
+        if let Some(begin) = transaction {
+            client.batch_execute(begin).await.map_err(map_error)?;
+        }
+        let result = run_steps(&client, &job).await;
+        if transaction.is_some() {
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = client.batch_execute(end).await.map_err(map_error);
+            if let (Ok(_), Err(e)) = (&result, ended) {
+                return Err(e);
+            }
+        }
+        result
+    }
+}
+
+async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Output, ApiError> {
+    let mut rows = String::new();
+    let (mut row_count, mut affected, mut count, mut value) = (0u64, 0u64, None, None);
+    let mut csv_columns: Option<Vec<String>> = None;
+    for step in &job.steps {
+        match step {
+            Step::IfMatch { sql, shape, tags } => check_if_match(client, sql, shape, tags).await?,
+            Step::Execute(sql) => affected += execute(client, &sql.text, &sql.params).await?,
+            Step::Rows { sql, .. } => {
+                if job.format == Format::Csv && csv_columns.is_none() {
+                    let stmt = client.prepare_cached(&sql.text).await.map_err(map_error)?;
+                    csv_columns = Some(
+                        stmt.columns()
+                            .iter()
+                            .map(|c| c.name().to_string())
+                            .collect(),
+                    );
+                }
+                let (json, n) = json_rows(client, sql).await?;
+                append_json_array(&mut rows, &json);
+                row_count += n;
+                if job.access == Access::Write {
+                    affected += n;
+                }
+            }
+            Step::Count(sql) => {
+                let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
+                count = Some(u64::try_from(n).unwrap_or(0));
+            }
+            Step::Value(sql) => {
+                let text = format!(
+                    "WITH _r AS ({}) SELECT (SELECT value FROM json_each(row_to_json(_r)) LIMIT 1)::text FROM _r LIMIT 1",
+                    sql.text
+                );
+                let found = query_opt(client, &text, &sql.params).await?;
+                let json: Option<String> = found.and_then(|r| r.get(0));
+                value = Some(json.unwrap_or_else(|| "null".into()).into_bytes());
+            }
+        }
+    }
+    if rows.is_empty() {
+        rows.push_str("[]");
+    }
+    if let Some(max) = job.max_affected {
+        if affected > max {
+            return Err(ApiError::new(
+                ErrorCode::MaxAffectedExceeded,
+                "Query result exceeds max-affected preference constraint",
+            )
+            .details(format!("The query affects {affected} rows")));
+        }
+    }
+    if job.exactly_one {
+        crate::api::execute::expect_one(affected)?;
+    }
+    let rows = match job.format {
+        Format::Json => rows.into_bytes(),
+        Format::Csv => json_to_csv(&rows, &csv_columns.unwrap_or_default())?,
+    };
+    Ok(Output {
+        rows,
+        row_count,
+        count,
+        affected,
+        value,
+    })
+}
+
+/// Appends the elements of JSON array `json` to the array being built in `acc`.
+fn append_json_array(acc: &mut String, json: &str) {
+    let inner = json.trim();
+    let inner = &inner[1..inner.len().saturating_sub(1).max(1)];
+    if inner.trim().is_empty() {
+        return;
+    }
+    if acc.is_empty() {
+        acc.push('[');
+    } else {
+        acc.pop();
+        acc.push(',');
+    }
+    acc.push_str(inner);
+    acc.push(']');
+}
+
+/// The statement's rows as one compact JSON array built by PostgreSQL, and how many there are.
+async fn json_rows(
+    client: &deadpool_postgres::Object,
+    sql: &Sql,
+) -> Result<(String, u64), ApiError> {
+    let text = format!(
+        "WITH _r AS ({}) SELECT coalesce('[' || string_agg(row_to_json(_r)::text, ',') || ']', '[]'), count(*) FROM _r",
+        sql.text
+    );
+    let row = query_one(client, &text, &sql.params).await?;
+    let n: i64 = row.get(1);
+    Ok((row.get(0), u64::try_from(n).unwrap_or(0)))
+}
+
+async fn check_if_match(
+    client: &deadpool_postgres::Object,
+    current: &Sql,
+    _shape: &OutputShape,
+    tags: &[String],
+) -> Result<(), ApiError> {
+    let (json, n) = json_rows(client, current).await?;
+    let ok = n == 1 && {
+        let tag = etag(crate::api::execute::unwrap_single(json.as_bytes()));
+        tags.iter().any(|t| t == "*" || *t == tag)
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::PreconditionFailed,
+            "the row has changed (or is gone) since the ETag given in If-Match",
+        )
+        .hint("GET the row again for its current ETag"))
+    }
+}
+
+fn bound(params: &[Value]) -> Vec<AsText> {
+    params.iter().map(as_text).collect()
+}
+
+fn refs(params: &[AsText]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+async fn execute(
+    client: &deadpool_postgres::Object,
+    text: &str,
+    params: &[Value],
+) -> Result<u64, ApiError> {
+    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
+    let values = bound(params);
+    client
+        .execute(&stmt, &refs(&values))
+        .await
+        .map_err(map_error)
+}
+
+async fn query_one(
+    client: &deadpool_postgres::Object,
+    text: &str,
+    params: &[Value],
+) -> Result<tokio_postgres::Row, ApiError> {
+    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
+    let values = bound(params);
+    client
+        .query_one(&stmt, &refs(&values))
+        .await
+        .map_err(map_error)
+}
+
+async fn query_opt(
+    client: &deadpool_postgres::Object,
+    text: &str,
+    params: &[Value],
+) -> Result<Option<tokio_postgres::Row>, ApiError> {
+    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
+    let values = bound(params);
+    client
+        .query_opt(&stmt, &refs(&values))
+        .await
+        .map_err(map_error)
+}
+
+/// A JSON array of objects as CSV with a header line of `columns` (in the statement's order).
+fn json_to_csv(json: &str, columns: &[String]) -> Result<Vec<u8>, ApiError> {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(json).map_err(ApiError::internal)?;
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    writer.write_record(columns).map_err(ApiError::internal)?;
+    for row in &rows {
+        let fields: Vec<String> = columns
+            .iter()
+            .map(|c| match row.get(c) {
+                None | Some(serde_json::Value::Null) => String::new(),
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+            })
+            .collect();
+        writer.write_record(&fields).map_err(ApiError::internal)?;
+    }
+    writer.into_inner().map_err(ApiError::internal)
+}
+
+/// Maps a PostgreSQL error to the error a client sees (constraint errors as on SQLite).
+pub fn map_error(e: tokio_postgres::Error) -> ApiError {
+    let Some(db) = e.as_db_error() else {
+        tracing::warn!(error = %e, "PostgreSQL connection error");
+        return ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry");
+    };
+    let code = db.code().code();
+    let detail = db.detail().unwrap_or(db.message()).to_string();
+    let kind = match code {
+        "23505" => ErrorCode::UniqueViolation,
+        "23503" => ErrorCode::ForeignKeyViolation,
+        "23502" => ErrorCode::NotNullViolation,
+        "23514" => ErrorCode::CheckViolation,
+        "57014" => {
+            return ApiError::new(
+                ErrorCode::StatementTimeout,
+                "canceling statement due to statement timeout",
+            )
+        }
+        c if c.starts_with("22") => {
+            return ApiError::new(ErrorCode::DataError, db.message().to_string())
+        }
+        "42883" | "42804" => {
+            return ApiError::new(
+                ErrorCode::QueryParse,
+                "an operator or value does not fit the column's type",
+            )
+            .details(db.message().to_string())
+        }
+        "54001" => {
+            return ApiError::new(
+                ErrorCode::QueryTooComplex,
+                "the query is too large for the database",
+            )
+        }
+        c if c.starts_with("08") || c.starts_with("57P") || c == "53300" => {
+            return ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
+        }
+        _ => return ApiError::internal(e),
+    };
+    ApiError::new(kind, kind.describe()).details(detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_arrays_append() {
+        let mut acc = String::new();
+        append_json_array(&mut acc, "[]");
+        assert_eq!(acc, "");
+        append_json_array(&mut acc, "[{\"a\":1}]");
+        append_json_array(&mut acc, "[{\"a\":2},{\"a\":3}]");
+        assert_eq!(acc, "[{\"a\":1},{\"a\":2},{\"a\":3}]");
+        let csv = json_to_csv(&acc, &["a".to_string()]).expect("csv");
+        assert_eq!(
+            String::from_utf8(csv).expect("utf8"),
+            "a\r\n1\r\n2\r\n3\r\n"
+        );
+    }
+}
