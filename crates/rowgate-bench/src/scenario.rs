@@ -26,6 +26,9 @@ pub struct Scenario {
     /// The DESIGN §6 target, as text for the report.
     #[serde(default)]
     pub target: String,
+    /// The target that runs `request` (default `rowgate`; `rowgate-pg` for Rowgate on PostgreSQL).
+    #[serde(default = "rowgate")]
+    pub on: String,
     /// Empty when runnable; otherwise why not (a feature that has not landed).
     #[serde(default)]
     pub unavailable: String,
@@ -70,6 +73,10 @@ pub struct Step {
     pub think_ms: Vec<u64>,
 }
 
+fn rowgate() -> String {
+    "rowgate".into()
+}
+
 fn closed() -> Mode {
     Mode::Closed
 }
@@ -102,7 +109,7 @@ impl Scenario {
 
     /// The request mix for `target` (`rowgate` or a peer), if it applies.
     pub fn mix_for(&self, target: &str) -> Option<&[RequestSpec]> {
-        if target == "rowgate" {
+        if target == self.on {
             Some(&self.request)
         } else {
             self.peers.get(target).map(|p| p.request.as_slice())
