@@ -1163,3 +1163,14 @@ backend_tests!(
     huge_range_header,
     very_long_query_strings,
 );
+
+postgres_tests!(
+    very_long_query_strings,
+    bad_range_header,
+    bad_cast_type,
+    huge_range_header,
+    logic_nesting_limit,
+    oversized_regex_is_rejected,
+    unknown_routes,
+    unknown_table,
+);

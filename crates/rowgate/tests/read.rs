@@ -1118,3 +1118,14 @@ backend_tests!(
     percent_encoded_values,
     new_table_becomes_reachable,
 );
+
+postgres_tests!(
+    csv_output,
+    head_requests,
+    health_routes,
+    in_with_quoted_values,
+    like_wildcards_and_case,
+    max_rows_limits_reads,
+    offset_beyond_count_is_416,
+    singular_object_accept,
+);

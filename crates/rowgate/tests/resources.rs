@@ -813,3 +813,5 @@ async fn resources_from_a_folder() {
     assert_eq!(get(&s, "/one").await, (200, json!(1)));
     assert_eq!(get(&s, "/two").await, (200, json!(2)));
 }
+
+postgres_tests!(openapi_lists_resources,);

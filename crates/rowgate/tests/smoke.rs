@@ -87,3 +87,5 @@ backend_tests!(
     every_demo_table_is_served,
     inline_and_pooled_reads_agree
 );
+
+postgres_tests!(every_demo_table_is_served, readme_example,);

@@ -1104,3 +1104,5 @@ backend_tests!(
     concurrent_posts_with_failures,
     representation_as_csv,
 );
+
+postgres_tests!(representation_as_csv,);

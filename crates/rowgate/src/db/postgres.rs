@@ -384,6 +384,10 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
                 "canceling statement due to statement timeout",
             )
         }
+        "2201B" => {
+            return ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
+                .details(db.message().to_string())
+        }
         c if c.starts_with("22") => {
             return ApiError::new(ErrorCode::DataError, db.message().to_string())
         }
@@ -394,7 +398,7 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
             )
             .details(db.message().to_string())
         }
-        "54001" => {
+        "54001" | "54011" | "54023" => {
             return ApiError::new(
                 ErrorCode::QueryTooComplex,
                 "the query is too large for the database",
