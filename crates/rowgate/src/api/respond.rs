@@ -114,6 +114,12 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, ApiError::content_type());
+    if err.status() == StatusCode::SERVICE_UNAVAILABLE {
+        // The database is busy, restarting or out of connections: worth a retry shortly.
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     response
 }
 

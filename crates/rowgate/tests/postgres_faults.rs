@@ -1,0 +1,105 @@
+//! PostgreSQL faults through a real server: every pooled connection killed under it (what a
+//! PostgreSQL restart does to a pool), and the pool exhausted. Its own test binary, so its cluster
+//! is its own.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestServer};
+
+async fn psql_exec(url: &str, sql: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client.batch_execute(sql).await.expect("sql");
+}
+
+/// All of Rowgate's connections are terminated: requests answer 503 with Retry-After (never a 500
+/// or a hang) until the pool has new connections, and then 200 again, by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connections_answer_503_then_recover() {
+    let s = TestServer::start_with(Backend::Postgres, |c| c.db.pool_size = 4).await;
+    let url = s.db_path.to_string_lossy().into_owned();
+    for _ in 0..8 {
+        assert_eq!(
+            s.get("/team/1").send().await.expect("request").status(),
+            200
+        );
+    }
+    psql_exec(
+        &url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut saw_503 = 0;
+    let mut recovered = false;
+    while Instant::now() < deadline {
+        let r = s
+            .get("/team/1")
+            .send()
+            .await
+            .expect("an answer, not a dropped connection");
+        match r.status().as_u16() {
+            200 => {
+                recovered = true;
+                break;
+            }
+            503 => {
+                saw_503 += 1;
+                assert_eq!(r.headers()["retry-after"], "1");
+                common::assert_error(r, 503, "RG503").await;
+            }
+            other => panic!("status {other}: {}", r.text().await.unwrap_or_default()),
+        }
+    }
+    assert!(
+        recovered,
+        "still failing after 10 s ({saw_503} answers 503)"
+    );
+    // Every later request is served.
+    for _ in 0..8 {
+        assert_eq!(
+            s.get("/team/2").send().await.expect("request").status(),
+            200
+        );
+    }
+}
+
+/// One pooled connection, held by a slow read: another request waits the acquire timeout and
+/// answers 503 with Retry-After; the slow one still finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_pool_answers_503_after_the_acquire_timeout() {
+    let s = TestServer::start_with(Backend::Postgres, |c| {
+        c.db.pool_size = 1;
+        c.db.acquire_timeout_ms = 300;
+    })
+    .await;
+    let url = s.db_path.to_string_lossy().into_owned();
+    psql_exec(
+        &url,
+        "CREATE VIEW slow AS SELECT 1 AS one FROM pg_sleep(1.5)",
+    )
+    .await;
+    s.app.db.reload_schema().await.expect("reload");
+    let slow = tokio::spawn(s.get("/slow").send());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let r = s.get("/team/1").send().await.expect("request");
+    let waited = started.elapsed();
+    assert_eq!(r.headers()["retry-after"], "1");
+    common::assert_error(r, 503, "RG503").await;
+    assert!(
+        waited >= Duration::from_millis(250),
+        "answered after {waited:?}, before the timeout"
+    );
+    let slow = slow.await.expect("join").expect("request");
+    assert_eq!(slow.status(), 200);
+    assert_eq!(
+        s.get("/team/1").send().await.expect("request").status(),
+        200
+    );
+}
