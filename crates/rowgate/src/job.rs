@@ -6,6 +6,7 @@
 use rowgate_query::stmt::Sql;
 
 use crate::api::plan::OutputShape;
+use crate::error::{ApiError, ErrorCode};
 
 /// Whether a job only reads (any reader connection) or writes (the writer's transaction,
 /// answered after COMMIT).
@@ -81,6 +82,34 @@ impl Job {
             exactly_one: false,
         }
     }
+}
+
+impl Job {
+    /// The checks after the steps: `max_affected` and `exactly_one` against the rows affected.
+    pub fn check(&self, affected: u64) -> Result<(), ApiError> {
+        if let Some(max) = self.max_affected {
+            if affected > max {
+                return Err(ApiError::new(
+                    ErrorCode::MaxAffectedExceeded,
+                    "Query result exceeds max-affected preference constraint",
+                )
+                .details(format!("The query affects {affected} rows")));
+            }
+        }
+        if self.exactly_one {
+            crate::api::execute::expect_one(affected)?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer to an `If-Match` that names none of the row's current ETags.
+pub fn precondition_failed() -> ApiError {
+    ApiError::new(
+        ErrorCode::PreconditionFailed,
+        "the row has changed (or is gone) since the ETag given in If-Match",
+    )
+    .hint("GET the row again for its current ETag")
 }
 
 /// What a job produced.

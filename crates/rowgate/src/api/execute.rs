@@ -82,18 +82,7 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, ApiError> {
         }
     }
     finish(&mut out, job.format);
-    if let Some(max) = job.max_affected {
-        if affected > max {
-            return Err(ApiError::new(
-                ErrorCode::MaxAffectedExceeded,
-                "Query result exceeds max-affected preference constraint",
-            )
-            .details(format!("The query affects {affected} rows")));
-        }
-    }
-    if job.exactly_one {
-        expect_one(affected)?;
-    }
+    job.check(affected)?;
     Ok(Output {
         rows: out.body,
         row_count: out.rows,
@@ -120,11 +109,7 @@ fn check_if_match(
     if ok {
         Ok(())
     } else {
-        Err(ApiError::new(
-            ErrorCode::PreconditionFailed,
-            "the row has changed (or is gone) since the ETag given in If-Match",
-        )
-        .hint("GET the row again for its current ETag"))
+        Err(crate::job::precondition_failed())
     }
 }
 

@@ -15,7 +15,7 @@ use rowgate_query::Query;
 
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
-use crate::job::{Access, Job, Step};
+use crate::job::{Access, Job, Output, Step};
 use crate::schema::Table;
 use execute::{Encoded, Format};
 use plan::OutputShape;
@@ -70,6 +70,14 @@ pub async fn handle(
     }
 }
 
+/// A job's rows, taken out of its output.
+fn encoded(done: &mut Output) -> Encoded {
+    Encoded {
+        body: std::mem::take(&mut done.rows),
+        rows: done.row_count,
+    }
+}
+
 fn format_of(media: MediaType) -> Format {
     if media == MediaType::Csv {
         Format::Csv
@@ -112,14 +120,8 @@ async fn read(
     });
     let mut job = Job::new(Access::Read, steps);
     job.format = format_of(media);
-    let done = app.db.run(job).await?;
-    let (out, total) = (
-        Encoded {
-            body: done.rows,
-            rows: done.row_count,
-        },
-        done.count,
-    );
+    let mut done = app.db.run(job).await?;
+    let (out, total) = (encoded(&mut done), done.count);
     let offset = plan.select.offset.unwrap_or(0);
     if is_item || media == MediaType::SingleObject {
         if is_item && out.rows == 0 {
@@ -250,14 +252,8 @@ async fn insert(
             }
         })
         .collect();
-    let done = app.db.run(write_job(steps, prefer, media)).await?;
-    let (out, affected) = (
-        Encoded {
-            body: done.rows,
-            rows: done.row_count,
-        },
-        done.affected,
-    );
+    let mut done = app.db.run(write_job(steps, prefer, media)).await?;
+    let (out, affected) = (encoded(&mut done), done.affected);
     let mut reply = match prefer.return_ {
         Return::Representation => {
             let body = if media == MediaType::SingleObject {
@@ -388,14 +384,8 @@ async fn modify(
         Some(sql) => steps.push(Step::Execute(sql)),
         None => {}
     }
-    let done = app.db.run(write_job(steps, prefer, media)).await?;
-    let (out, affected) = (
-        Encoded {
-            body: done.rows,
-            rows: done.row_count,
-        },
-        done.affected,
-    );
+    let mut done = app.db.run(write_job(steps, prefer, media)).await?;
+    let (out, affected) = (encoded(&mut done), done.affected);
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject {
             Bytes::copy_from_slice(execute::unwrap_single(&out.body))
@@ -487,11 +477,8 @@ async fn put(
     });
     let mut job = Job::new(Access::Write, steps);
     job.format = format_of(media);
-    let done = app.db.run(job).await?;
-    let out = Encoded {
-        body: done.rows,
-        rows: done.row_count,
-    };
+    let mut done = app.db.run(job).await?;
+    let out = encoded(&mut done);
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject || key.is_some() {
             Bytes::copy_from_slice(execute::unwrap_single(&out.body))

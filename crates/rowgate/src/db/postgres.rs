@@ -218,18 +218,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
     if rows.is_empty() {
         rows.push_str("[]");
     }
-    if let Some(max) = job.max_affected {
-        if affected > max {
-            return Err(ApiError::new(
-                ErrorCode::MaxAffectedExceeded,
-                "Query result exceeds max-affected preference constraint",
-            )
-            .details(format!("The query affects {affected} rows")));
-        }
-    }
-    if job.exactly_one {
-        crate::api::execute::expect_one(affected)?;
-    }
+    job.check(affected)?;
     let rows = match job.format {
         Format::Json => rows.into_bytes(),
         Format::Csv => json_to_csv(&rows, &csv_columns.unwrap_or_default())?,
@@ -288,11 +277,7 @@ async fn check_if_match(
     if ok {
         Ok(())
     } else {
-        Err(ApiError::new(
-            ErrorCode::PreconditionFailed,
-            "the row has changed (or is gone) since the ETag given in If-Match",
-        )
-        .hint("GET the row again for its current ETag"))
+        Err(crate::job::precondition_failed())
     }
 }
 
