@@ -135,11 +135,13 @@ pub fn content_range(offset: u64, rows: u64, total: Option<u64>) -> String {
 
 /// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.
 pub fn etag(body: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(body);
     let mut tag = String::with_capacity(34);
     tag.push('"');
     for byte in &digest[..16] {
-        tag.push_str(&format!("{byte:02x}"));
+        tag.push(char::from(HEX[usize::from(byte >> 4)]));
+        tag.push(char::from(HEX[usize::from(byte & 0xf)]));
     }
     tag.push('"');
     tag
