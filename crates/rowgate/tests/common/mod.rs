@@ -186,6 +186,115 @@ impl Drop for TestServer {
     }
 }
 
+/// Runs SQL directly on a test database (setup and checks, outside the server): a SQLite file
+/// or a PostgreSQL URL. Several statements may be given.
+pub fn db_exec(db: &std::path::Path, sql: &str) {
+    db_rows(db, sql);
+}
+
+/// The rows of SQL run directly on a test database, each cell as text (NULL → None). On SQLite
+/// `LIKE` is made case-sensitive first, as the server does.
+pub fn db_rows(db: &std::path::Path, sql: &str) -> Vec<Vec<Option<String>>> {
+    let location = db.to_string_lossy().into_owned();
+    if rowgate::cli::is_postgres_url(&location) {
+        // Its own thread and runtime: callable from sync setup code and from async tests alike.
+        return std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    rt.block_on(async {
+                        let (client, conn) =
+                            tokio_postgres::connect(&location, tokio_postgres::NoTls)
+                                .await
+                                .expect("connect");
+                        tokio::spawn(conn);
+                        let mut rows = Vec::new();
+                        for m in client
+                            .simple_query(sql)
+                            .await
+                            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                        {
+                            if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                                rows.push(
+                                    (0..r.len()).map(|i| r.get(i).map(str::to_string)).collect(),
+                                );
+                            }
+                        }
+                        rows
+                    })
+                })
+                .join()
+                .expect("thread")
+        });
+    }
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("busy");
+    conn.execute_batch("PRAGMA case_sensitive_like = ON")
+        .expect("pragma");
+    // Several statements (setup): run them as a batch, no rows.
+    if sql.trim().trim_end_matches(';').contains(';') {
+        conn.execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        return Vec::new();
+    }
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let n = stmt.column_count();
+    let mut rows = Vec::new();
+    let mut q = stmt.raw_query();
+    while let Some(r) = q.next().unwrap_or_else(|e| panic!("{sql}: {e}")) {
+        rows.push(
+            (0..n)
+                .map(|i| match r.get_ref(i).expect("cell") {
+                    rusqlite::types::ValueRef::Null => None,
+                    rusqlite::types::ValueRef::Integer(v) => Some(v.to_string()),
+                    rusqlite::types::ValueRef::Real(v) => Some(v.to_string()),
+                    rusqlite::types::ValueRef::Text(t) => {
+                        Some(String::from_utf8_lossy(t).into_owned())
+                    }
+                    rusqlite::types::ValueRef::Blob(b) => Some(format!("{b:?}")),
+                })
+                .collect(),
+        );
+    }
+    rows
+}
+
+impl TestServer {
+    /// [`db_exec`] on this server's database.
+    pub fn exec(&self, sql: &str) {
+        db_exec(&self.db_path, sql);
+    }
+
+    /// [`db_rows`] on this server's database.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        db_rows(&self.db_path, sql)
+    }
+
+    /// The first column of a query as integers.
+    pub fn ints(&self, sql: &str) -> Vec<i64> {
+        self.rows(sql)
+            .into_iter()
+            .map(|r| {
+                r[0].as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("{sql}: {r:?}"))
+            })
+            .collect()
+    }
+
+    /// A query's single integer.
+    pub fn int(&self, sql: &str) -> i64 {
+        self.ints(sql)
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("{sql}: no row"))
+    }
+}
+
 /// Writes `rowgate.toml` and `files` into `dir` and loads the configuration from there (its
 /// database path still to be set).
 pub fn write_config(
