@@ -90,8 +90,7 @@ impl Database {
     pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
         match self {
             Database::Sqlite(db) => db.reload_schema_if_changed().await,
-            // No cheap change counter: PostgreSQL reloads on SIGUSR1 (and NOTIFY, to come).
-            Database::Postgres(_) => Ok(false),
+            Database::Postgres(db) => db.reload_schema_if_changed().await,
         }
     }
 

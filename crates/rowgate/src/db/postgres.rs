@@ -41,7 +41,17 @@ pub struct Postgres {
     pool: Pool,
     schemas: Vec<String>,
     schema: ArcSwap<SchemaCache>,
+    /// Fingerprint of the exposed relations and columns when the cache was read.
+    fingerprint: ArcSwap<String>,
 }
+
+/// A digest of the exposed relations and their columns: cheap to poll, changes with DDL.
+const FINGERPRINT: &str = "SELECT coalesce(md5(string_agg(c.oid::text || ':' || a.attnum || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY c.oid, a.attnum)), '')
+     FROM pg_class c
+     JOIN pg_namespace n ON n.oid = c.relnamespace
+     JOIN pg_attribute a ON a.attrelid = c.oid
+     WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+       AND a.attnum > 0 AND NOT a.attisdropped";
 
 /// A parameter sent in text format, typed by the server.
 #[derive(Debug)]
@@ -108,6 +118,11 @@ impl Postgres {
             .build()
             .context("cannot build the connection pool")?;
         let client = pool.get().await.context("cannot connect to PostgreSQL")?;
+        let fingerprint: String = client
+            .query_one(FINGERPRINT, &[&opts.schemas])
+            .await
+            .context("cannot read the catalog")?
+            .get(0);
         let schema = crate::schema::postgres::introspect(&client, &opts.schemas)
             .await
             .context("cannot read the schema")?;
@@ -116,6 +131,7 @@ impl Postgres {
             pool,
             schemas: opts.schemas.clone(),
             schema: ArcSwap::from_pointee(schema),
+            fingerprint: ArcSwap::from_pointee(fingerprint),
         })
     }
 
@@ -141,12 +157,33 @@ impl Postgres {
     /// Re-reads the schema and swaps it in; returns whether the set of tables changed.
     pub async fn reload_schema(&self) -> Result<bool, ApiError> {
         let client = self.client().await?;
+        let fingerprint: String = client
+            .query_one(FINGERPRINT, &[&self.schemas])
+            .await
+            .map_err(map_error)?
+            .get(0);
         let fresh = crate::schema::postgres::introspect(&client, &self.schemas)
             .await
             .map_err(map_error)?;
+        self.fingerprint.store(Arc::new(fingerprint));
         let changed = !self.schema.load().tables.keys().eq(fresh.tables.keys());
         self.schema.store(Arc::new(fresh));
         Ok(changed)
+    }
+
+    /// Reloads the schema when the exposed relations or columns changed since it was read.
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+        let client = self.client().await?;
+        let now: String = client
+            .query_one(FINGERPRINT, &[&self.schemas])
+            .await
+            .map_err(map_error)?
+            .get(0);
+        drop(client);
+        if now == **self.fingerprint.load() {
+            return Ok(false);
+        }
+        self.reload_schema().await
     }
 
     /// Runs a job on one pooled connection, in a transaction when it writes or has several
