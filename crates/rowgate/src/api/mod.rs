@@ -319,6 +319,17 @@ fn if_match(headers: &HeaderMap) -> Option<Vec<String>> {
     (!values.is_empty()).then_some(values)
 }
 
+/// The `If-Match` check a write starts with, when the request has one.
+fn if_match_step(
+    precondition: Option<((rowgate_query::stmt::Sql, OutputShape), Vec<String>)>,
+) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(2);
+    if let Some(((sql, shape), tags)) = precondition {
+        steps.push(Step::IfMatch { sql, shape, tags });
+    }
+    steps
+}
+
 /// The statement that reads an item's default representation (for `If-Match`).
 fn current_item(
     d: &dyn Dialect,
@@ -368,14 +379,7 @@ async fn modify(
         Some(render::delete(d, &plan::delete(table, filters, cols)?))
     };
     let returns_rows = prefer.return_ == Return::Representation;
-    let mut steps = Vec::with_capacity(2);
-    if let Some(((current, current_shape), tags)) = precondition {
-        steps.push(Step::IfMatch {
-            sql: current,
-            shape: current_shape,
-            tags,
-        });
-    }
+    let mut steps = if_match_step(precondition);
     match sql {
         Some(sql) if returns_rows => steps.push(Step::Rows {
             sql,
@@ -459,14 +463,7 @@ async fn put(
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
     let sql = render::insert(d, &plan::put(table, &key_values, &json, cols)?);
-    let mut steps = Vec::with_capacity(2);
-    if let Some(((current, current_shape), tags)) = precondition {
-        steps.push(Step::IfMatch {
-            sql: current,
-            shape: current_shape,
-            tags,
-        });
-    }
+    let mut steps = if_match_step(precondition);
     steps.push(if returns_rows {
         Step::Rows {
             sql,

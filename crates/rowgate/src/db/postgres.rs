@@ -344,12 +344,9 @@ async fn query_one(
     text: &str,
     params: &[Value],
 ) -> Result<tokio_postgres::Row, ApiError> {
-    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
-    let values = bound(params);
-    client
-        .query_one(&stmt, &refs(&values))
-        .await
-        .map_err(map_error)
+    query_opt(client, text, params)
+        .await?
+        .ok_or_else(|| ApiError::internal("an aggregate query returned no row"))
 }
 
 async fn query_opt(
