@@ -231,6 +231,15 @@ pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
     out
 }
 
+/// `SELECT 1 FROM t [WHERE …]`: the rows a count counts, for a planner's estimate of them.
+pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
+    let mut out = Sql::default();
+    out.text.push_str("SELECT 1 FROM ");
+    out.text.push_str(&d.quote_ident(&s.table));
+    where_clause(d, &s.filters, &mut out);
+    out
+}
+
 /// `SELECT count(*) FROM t [WHERE …]`.
 pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
     let mut out = Sql::default();

@@ -52,6 +52,17 @@ pub enum Step {
     },
     /// One integer into [`Output::count`].
     Count(Sql),
+    /// A row count into [`Output::count`] from the planner's estimate for `rows` where the
+    /// backend has one (PostgreSQL), else exact by `count`. With `exact_below`, an estimate
+    /// under that many rows is replaced by the exact count (PostgREST's `count=estimated`).
+    Estimate {
+        /// `SELECT 1 FROM … WHERE …`: the rows to estimate.
+        rows: Sql,
+        /// The exact count of the same rows.
+        count: Sql,
+        /// Count exactly when the estimate is below this.
+        exact_below: Option<u64>,
+    },
     /// The first column of the first row, as JSON, into [`Output::value`].
     Value(Sql),
 }

@@ -431,3 +431,45 @@ async fn rest_api_over_postgres() {
         .expect("request");
     assert_eq!(r.status(), 200);
 }
+
+/// `count=planned` takes PostgreSQL's row estimate; `count=estimated` too, but counts exactly
+/// when the estimate is small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_and_estimated_counts() {
+    let s = common::TestServer::start_postgres().await;
+    let total = |prefer: &'static str, path: &'static str| {
+        let req = s.get(path).header("Prefer", prefer);
+        async move {
+            let r = req.send().await.expect("request");
+            let applied = r.headers()["preference-applied"]
+                .to_str()
+                .expect("applied")
+                .to_string();
+            let range = r.headers()["content-range"]
+                .to_str()
+                .expect("range")
+                .to_string();
+            let total: u64 = range
+                .rsplit('/')
+                .next()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("{range}"));
+            (applied, total)
+        }
+    };
+    // The demo was ANALYZEd: the planner knows the table has 200 rows.
+    assert_eq!(
+        total("count=planned", "/people?limit=1").await,
+        ("count=planned".to_string(), 200)
+    );
+    // A filtered estimate is a number the planner made up, whatever it is.
+    let (applied, _) = total("count=planned", "/people?last_name=like.K*&limit=1").await;
+    assert_eq!(applied, "count=planned");
+    // Small estimates are replaced by the exact count.
+    let (_, exact) = total("count=exact", "/driver?team_id=eq.3").await;
+    assert_eq!(exact, 2);
+    assert_eq!(
+        total("count=estimated", "/driver?team_id=eq.3").await,
+        ("count=estimated".to_string(), 2)
+    );
+}

@@ -77,7 +77,10 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, ApiError> {
                     affected += out.rows - before;
                 }
             }
-            Step::Count(sql) => count = Some(scalar(conn, sql)?),
+            // SQLite has no planner estimate to offer: always exact.
+            Step::Count(sql) | Step::Estimate { count: sql, .. } => {
+                count = Some(scalar(conn, sql)?)
+            }
             Step::Value(sql) => value = Some(first_value_as_declared(conn, sql)?),
         }
     }

@@ -22,6 +22,9 @@ use plan::OutputShape;
 use request::{Count, MediaType, Prefer, Return};
 use respond::{content_range, etag, Reply};
 
+/// `count=estimated` counts exactly when the planner expects fewer rows than this.
+const ESTIMATE_EXACT_BELOW: u64 = 1000;
+
 /// What the URL names: a table (or view) and, for item URLs, the key segment.
 pub struct Target<'a> {
     /// Table or view name.
@@ -112,7 +115,20 @@ async fn read(
     )?;
     let mut steps = Vec::with_capacity(2);
     if let Some(count) = &plan.count {
-        steps.push(Step::Count(render::count(d, count)));
+        let exact = render::count(d, count);
+        steps.push(match prefer.count {
+            Some(Count::Planned) => Step::Estimate {
+                rows: render::matching_rows(d, count),
+                count: exact,
+                exact_below: None,
+            },
+            Some(Count::Estimated) => Step::Estimate {
+                rows: render::matching_rows(d, count),
+                count: exact,
+                exact_below: Some(ESTIMATE_EXACT_BELOW),
+            },
+            _ => Step::Count(exact),
+        });
     }
     steps.push(Step::Rows {
         sql: render::select(d, &plan.select),

@@ -241,6 +241,26 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
                 count = Some(u64::try_from(n).unwrap_or(0));
             }
+            Step::Estimate {
+                rows,
+                count: exact,
+                exact_below,
+            } => {
+                let explain = format!("EXPLAIN (FORMAT JSON) {}", rows.text);
+                let plan: serde_json::Value =
+                    query_one(client, &explain, &rows.params).await?.get(0);
+                let estimate = plan[0]["Plan"]["Plan Rows"]
+                    .as_f64()
+                    .map(|n| n.max(0.0) as u64);
+                count = match (estimate, exact_below) {
+                    (Some(n), Some(limit)) if n >= *limit => Some(n),
+                    (Some(n), None) => Some(n),
+                    _ => {
+                        let n: i64 = query_one(client, &exact.text, &exact.params).await?.get(0);
+                        Some(u64::try_from(n).unwrap_or(0))
+                    }
+                };
+            }
             Step::Value(sql) => {
                 let text = format!(
                     "WITH _r AS ({}) SELECT (SELECT value FROM json_each(row_to_json(_r)) LIMIT 1)::text FROM _r LIMIT 1",
