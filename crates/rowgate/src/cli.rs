@@ -35,6 +35,22 @@ enum Command {
         #[command(subcommand)]
         action: DemoAction,
     },
+    /// Database set-up.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbAction {
+    /// PostgreSQL: install the event trigger that makes running servers reload their schema
+    /// cache after DDL (`NOTIFY rowgate, 'reload schema'`). Needs a superuser; optional.
+    Setup {
+        /// PostgreSQL URL.
+        #[arg(long)]
+        db: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -129,6 +145,19 @@ pub fn main() -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Db {
+            action: DbAction::Setup { db },
+        } => {
+            anyhow::ensure!(is_postgres_url(&db), "db setup is for PostgreSQL URLs");
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(crate::db::postgres::setup(&db))?;
+            println!(
+                "installed the DDL event trigger in {db}: servers reload their schema after DDL"
+            );
+            Ok(())
+        }
         Command::Demo { action } => match action {
             DemoAction::Init { db, people } => {
                 let started = std::time::Instant::now();
@@ -248,8 +277,33 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
     App::new(config, db)
 }
 
-/// Reloads the schema cache on SIGUSR1 and when `PRAGMA schema_version` changes.
+/// Reloads the schema cache on SIGUSR1, when the database's schema fingerprint changes, and, on
+/// PostgreSQL, at once on `NOTIFY rowgate, 'reload schema'` (see `rowgate db setup`).
 pub fn spawn_schema_watchers(app: &Arc<App>) {
+    let location = app.config.db.path.to_string_lossy().into_owned();
+    if is_postgres_url(&location) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = crate::db::postgres::listen_for_reloads(&location, &tx).await {
+                    tracing::debug!(error = %e, "schema notifications: reconnecting");
+                }
+                if tx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let app = app.clone();
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                match app.db.reload_schema().await {
+                    Ok(_) => tracing::info!("NOTIFY: schema cache reloaded"),
+                    Err(e) => tracing::warn!(error = %e, "NOTIFY: schema reload failed"),
+                }
+            }
+        });
+    }
     let poll = Duration::from_millis(app.config.db.schema_poll_ms);
     if !poll.is_zero() {
         let app = app.clone();

@@ -473,3 +473,46 @@ async fn planned_and_estimated_counts() {
         ("count=estimated".to_string(), 2)
     );
 }
+
+/// With the event trigger of `rowgate db setup`, DDL reaches running servers through NOTIFY:
+/// schema polling is off here, so nothing else could reveal the new table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_notifies_running_servers() {
+    let s = common::TestServer::start_with(common::Backend::Postgres, |c| c.db.schema_poll_ms = 0)
+        .await;
+    let url = s.db_path.to_string_lossy().into_owned();
+    rowgate::db::postgres::setup(&url).await.expect("db setup");
+    assert_eq!(
+        s.get("/gadgets").send().await.expect("request").status(),
+        404
+    );
+    // The listener connects in the background: give the notice a few chances to arrive.
+    let mut status = 0;
+    for attempt in 0..50 {
+        if attempt % 10 == 0 {
+            s.exec(&format!("DROP TABLE IF EXISTS gadgets; CREATE TABLE gadgets (id int PRIMARY KEY, label text); INSERT INTO gadgets VALUES ({attempt}, 'x')"));
+        }
+        status = s
+            .get("/gadgets")
+            .send()
+            .await
+            .expect("request")
+            .status()
+            .as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+    // `db setup` from the command line, again (idempotent).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["db", "setup", "--db", &url])
+        .output()
+        .expect("db setup");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -5,6 +5,7 @@
 //! PostgreSQL parses them for the type the statement needs, as PostgREST does, so a bad value is
 //! its `22P02` (a 400), never a client-side type error.
 
+use std::future::Future as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,75 @@ use crate::api::respond::etag;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Format, Job, Output, Step};
 use crate::schema::SchemaCache;
+
+/// What `rowgate db setup` installs: an event trigger that sends `NOTIFY rowgate, 'reload
+/// schema'` after every DDL command, so running servers reload their schema cache at once.
+pub const SETUP: &str = "
+CREATE OR REPLACE FUNCTION rowgate_notify_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NOTIFY rowgate, 'reload schema';
+END $$;
+DROP EVENT TRIGGER IF EXISTS rowgate_ddl;
+CREATE EVENT TRIGGER rowgate_ddl ON ddl_command_end EXECUTE FUNCTION rowgate_notify_ddl();
+";
+
+/// The channel and payload that ask servers to reload their schema cache.
+const RELOAD_CHANNEL: &str = "rowgate";
+const RELOAD_PAYLOAD: &str = "reload schema";
+
+/// Installs [`SETUP`] in the database at `url` (needs a superuser).
+pub async fn setup(url: &str) -> anyhow::Result<()> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .context("cannot connect to PostgreSQL")?;
+    let connection = tokio::spawn(connection);
+    client
+        .batch_execute(SETUP)
+        .await
+        .context("cannot install the DDL event trigger (a superuser is needed)")?;
+    drop(client);
+    let _ = connection.await;
+    Ok(())
+}
+
+/// Listens on the reload channel of the database at `url` and sends `()` on `reload` for every
+/// `NOTIFY rowgate, 'reload schema'`, until the connection ends (returns why).
+pub async fn listen_for_reloads(
+    url: &str,
+    reload: &tokio::sync::mpsc::Sender<()>,
+) -> anyhow::Result<()> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .context("cannot connect to PostgreSQL")?;
+    let listen = format!("LISTEN {RELOAD_CHANNEL}");
+    let mut listening = Box::pin(client.batch_execute(&listen));
+    // Drive the connection while LISTEN runs, then keep reading its notifications.
+    let mut listened = false;
+    loop {
+        let message = std::future::poll_fn(|cx| {
+            if !listened {
+                if let std::task::Poll::Ready(done) = listening.as_mut().poll(cx) {
+                    listened = true;
+                    if let Err(e) = done {
+                        return std::task::Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            connection.poll_message(cx)
+        })
+        .await;
+        match message {
+            Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                if n.channel() == RELOAD_CHANNEL && n.payload() == RELOAD_PAYLOAD {
+                    let _ = reload.try_send(());
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e).context("the notification connection failed"),
+            None => anyhow::bail!("the notification connection closed"),
+        }
+    }
+}
 
 /// Settings for [`Postgres::open`].
 #[derive(Debug, Clone)]
