@@ -73,8 +73,11 @@ fn compile_resources(config: &Config, db: &Database) -> anyhow::Result<Resources
     match db.as_sqlite() {
         Some(sqlite) => {
             let config = config.clone();
-            sqlite.read_blocking(move |conn| resources::compile(&config, Some(conn)))?
+            sqlite.read_blocking(move |conn| {
+                resources::compile(&config, &rowgate_query::render::Sqlite, Some(conn))
+            })?
         }
-        None => resources::compile(config, None),
+        // PostgreSQL: parameters and templates are checked; the SQL itself when it first runs.
+        None => resources::compile(config, db.dialect(), None),
     }
 }

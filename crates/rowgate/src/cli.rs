@@ -195,9 +195,22 @@ fn check(config: &Config) -> anyhow::Result<()> {
         )
         .with_context(|| format!("opening database {}", path.display()))?;
         crate::db::register_regexp(&conn)?;
-        (resources::compile(config, Some(&conn))?, "checked against")
+        let dialect = &rowgate_query::render::Sqlite;
+        (
+            resources::compile(config, dialect, Some(&conn))?,
+            "checked against",
+        )
     } else {
-        (resources::compile(config, None)?, "SQL not checked: no")
+        let dialect: &dyn rowgate_query::render::Dialect =
+            if is_postgres_url(&path.to_string_lossy()) {
+                &rowgate_query::render::Postgres
+            } else {
+                &rowgate_query::render::Sqlite
+            };
+        (
+            resources::compile(config, dialect, None)?,
+            "SQL not checked: no",
+        )
     };
     println!(
         "configuration OK: {} custom resources, {against} database {}",

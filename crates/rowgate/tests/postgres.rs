@@ -516,3 +516,65 @@ async fn ddl_notifies_running_servers() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Custom resources on PostgreSQL: `:name` parameters become `$N`, typed by PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_over_postgres() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = common::write_config(
+        dir.path(),
+        r#"
+[[resources]]
+path = "/hello"
+shape = "value"
+sql = "SELECT 'hello ' || :name"
+params.name = { default = "world" }
+
+[[resources]]
+path = "/teams/{id}/drivers"
+sql = "SELECT driver_id, name FROM driver WHERE team_id = :id ORDER BY driver_id"
+params.id = { type = "int" }
+
+[[resources]]
+path = "/teams/{id}/points"
+method = "POST"
+shape = "none"
+sql = "UPDATE team SET points = points + :add WHERE team_id = :id"
+params.id = { type = "int" }
+params.add = { type = "int" }
+"#,
+        &[],
+    )
+    .expect("config");
+    let s = common::TestServer::start_with(common::Backend::Postgres, |c| {
+        c.resources = config.resources.clone();
+    })
+    .await;
+    let get = |path: &str| s.client.get(s.root_url(path)).send();
+    let r = get("/hello?name=Ada").await.expect("request");
+    assert_eq!(
+        r.json::<serde_json::Value>().await.expect("json"),
+        json!("hello Ada")
+    );
+    let r = get("/teams/2/drivers").await.expect("request");
+    assert_eq!(
+        r.json::<serde_json::Value>().await.expect("json"),
+        json!([{"driver_id": 3, "name": "Charles Leclerc"}, {"driver_id": 4, "name": "Carlos Sainz"}])
+    );
+    let r = s
+        .client
+        .post(s.root_url("/teams/2/points"))
+        .json(&json!({"add": 5}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 204);
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 2"), 411);
+    common::assert_error(
+        get("/teams/x/drivers").await.expect("request"),
+        400,
+        "RG111",
+    )
+    .await;
+}

@@ -113,7 +113,11 @@ pub fn declarations(config: &Config) -> anyhow::Result<Vec<ResourceConfig>> {
 /// Checks and compiles the configured resources. With a connection, every statement is prepared
 /// against the database (unknown tables and syntax errors fail here); without one (`config check`
 /// before the database exists) only the SQL's parameters are checked.
-pub fn compile(config: &Config, conn: Option<&Connection>) -> anyhow::Result<Resources> {
+pub fn compile(
+    config: &Config,
+    dialect: &dyn rowgate_query::render::Dialect,
+    conn: Option<&Connection>,
+) -> anyhow::Result<Resources> {
     let declared = declarations(config)?;
     let mut templates = minijinja::Environment::new();
     templates.set_fuel(Some(TEMPLATE_FUEL));
@@ -129,7 +133,7 @@ pub fn compile(config: &Config, conn: Option<&Connection>) -> anyhow::Result<Res
     let mut list = Vec::with_capacity(declared.len());
     let mut problems = Vec::new();
     for decl in &declared {
-        match compile_one(config, decl, conn, &templates) {
+        match compile_one(config, decl, dialect, conn, &templates) {
             Ok(resource) => list.push(resource),
             Err(e) => problems.push(format!("resource {}: {e:#}", decl.path)),
         }
@@ -168,6 +172,7 @@ pub fn compile(config: &Config, conn: Option<&Connection>) -> anyhow::Result<Res
 fn compile_one(
     config: &Config,
     decl: &ResourceConfig,
+    dialect: &dyn rowgate_query::render::Dialect,
     conn: Option<&Connection>,
     templates: &minijinja::Environment<'static>,
 ) -> anyhow::Result<Resource> {
@@ -198,7 +203,7 @@ fn compile_one(
         .sql
         .items()
         .into_iter()
-        .map(|s| sql::number(s).map_err(|e| anyhow!("in the SQL: {e}")))
+        .map(|s| sql::number(s, dialect).map_err(|e| anyhow!("in the SQL: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if statements.is_empty() {
         bail!("no SQL statement");

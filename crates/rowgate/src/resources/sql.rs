@@ -3,10 +3,12 @@
 //! SQLite, `$1` for PostgreSQL) so values are always bound, never spliced. `::` (a PostgreSQL
 //! cast) is not a parameter.
 
+use rowgate_query::render::Dialect;
+
 /// A statement with its named parameters replaced by numbered placeholders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Numbered {
-    /// The SQL text with `?N` placeholders.
+    /// The SQL text with numbered placeholders.
     pub text: String,
     /// Parameter names by placeholder number (index 0 is `?1`); a name used twice shares one.
     pub names: Vec<String>,
@@ -23,8 +25,8 @@ pub enum SqlParamError {
     Unterminated(&'static str, usize),
 }
 
-/// Rewrites `sql`'s `:name` parameters as `?N`.
-pub fn number(sql: &str) -> Result<Numbered, SqlParamError> {
+/// Rewrites `sql`'s `:name` parameters as the dialect's numbered placeholders (`?N`, `$N`).
+pub fn number(sql: &str, dialect: &dyn Dialect) -> Result<Numbered, SqlParamError> {
     let bytes = sql.as_bytes();
     let mut text = String::with_capacity(sql.len());
     let mut names: Vec<String> = Vec::new();
@@ -60,8 +62,7 @@ pub fn number(sql: &str) -> Result<Numbered, SqlParamError> {
                     }
                 };
                 text.push_str(&sql[copied..i]);
-                text.push('?');
-                text.push_str(&n.to_string());
+                text.push_str(&dialect.placeholder(n));
                 copied = end;
                 i = end;
             }
@@ -118,10 +119,11 @@ fn find(bytes: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rowgate_query::render::{Postgres, Sqlite};
 
     #[test]
     fn names_become_numbers_and_repeat() {
-        let n = number("SELECT * FROM t WHERE a = :a AND b > :b OR a < :a").expect("ok");
+        let n = number("SELECT * FROM t WHERE a = :a AND b > :b OR a < :a", &Sqlite).expect("ok");
         assert_eq!(n.text, "SELECT * FROM t WHERE a = ?1 AND b > ?2 OR a < ?1");
         assert_eq!(n.names, ["a", "b"]);
     }
@@ -129,31 +131,49 @@ mod tests {
     #[test]
     fn literals_comments_and_casts_are_not_parameters() {
         let sql = "SELECT ':x', \":y\", [z:w], `q:r` -- :c\n, x::text /* :d */ FROM t WHERE v = :v";
-        let n = number(sql).expect("ok");
+        let n = number(sql, &Sqlite).expect("ok");
         assert_eq!(n.names, ["v"]);
         assert!(n.text.ends_with("v = ?1"));
         assert!(n.text.contains("':x'") && n.text.contains("x::text"));
-        let n = number("SELECT 'it''s :not' || :yes").expect("ok");
+        let n = number("SELECT 'it''s :not' || :yes", &Sqlite).expect("ok");
         assert_eq!(n.names, ["yes"]);
         assert_eq!(n.text, "SELECT 'it''s :not' || ?1");
     }
 
     #[test]
+    fn placeholders_follow_the_dialect() {
+        let n = number("SELECT :a, :b, :a", &Postgres).expect("ok");
+        assert_eq!(n.text, "SELECT $1, $2, $1");
+    }
+
+    #[test]
     fn positional_and_unterminated_are_errors() {
-        assert_eq!(number("SELECT ?"), Err(SqlParamError::Positional(7)));
-        assert_eq!(number("SELECT $1"), Err(SqlParamError::Positional(7)));
-        assert_eq!(number("SELECT @a"), Err(SqlParamError::Positional(7)));
+        assert_eq!(
+            number("SELECT ?", &Sqlite),
+            Err(SqlParamError::Positional(7))
+        );
+        assert_eq!(
+            number("SELECT $1", &Sqlite),
+            Err(SqlParamError::Positional(7))
+        );
+        assert_eq!(
+            number("SELECT @a", &Sqlite),
+            Err(SqlParamError::Positional(7))
+        );
         assert!(matches!(
-            number("SELECT 'x"),
+            number("SELECT 'x", &Sqlite),
             Err(SqlParamError::Unterminated("string", 7))
         ));
         assert!(matches!(
-            number("SELECT 1 /* x"),
+            number("SELECT 1 /* x", &Sqlite),
             Err(SqlParamError::Unterminated("comment", 9))
         ));
         // A lone colon or `$` in text outside a name is fine.
         assert_eq!(
-            number("SELECT time('now') || ':'").expect("ok").names.len(),
+            number("SELECT time('now') || ':'", &Sqlite)
+                .expect("ok")
+                .names
+                .len(),
             0
         );
     }
