@@ -1160,24 +1160,3 @@ backend_tests!(
     huge_range_header,
     very_long_query_strings,
 );
-
-postgres_tests!(
-    unknown_table,
-    unknown_columns,
-    malformed_query_strings,
-    bad_cast_type,
-    invalid_bodies,
-    unsupported_media_types,
-    body_too_large,
-    constraint_violations,
-    bad_range_header,
-    method_not_allowed,
-    unknown_routes,
-    invalid_regular_expressions,
-    oversized_regex_is_rejected,
-    logic_nesting_limit,
-    invalid_preferences_with_strict_handling,
-    hostile_input_never_500,
-    huge_range_header,
-    very_long_query_strings,
-);

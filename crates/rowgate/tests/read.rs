@@ -1086,27 +1086,3 @@ backend_tests!(
     percent_encoded_values,
     new_table_becomes_reachable,
 );
-
-postgres_tests!(
-    new_table_becomes_reachable,
-    comparison_operators_with_and_without_not,
-    logic_trees,
-    select_columns_alias_cast_star,
-    like_wildcards_and_case,
-    in_with_quoted_values,
-    is_true_false_null_on_booleans,
-    eq_true_on_boolean_column,
-    ordering,
-    limit_and_offset,
-    range_header_and_counts,
-    offset_beyond_count_is_416,
-    singular_object_accept,
-    csv_output,
-    head_requests,
-    item_urls_and_etags,
-    views_are_readable,
-    openapi_document,
-    health_routes,
-    max_rows_limits_reads,
-    percent_encoded_values,
-);

@@ -632,7 +632,9 @@ async fn demo_resources(b: Backend) {
     assert_eq!(html.matches("<tr>\n    <td>").count() as i64, posts);
 }
 
-backend_tests!(
+backend_tests!(openapi_lists_resources,);
+
+sqlite_tests!(
     each_shape,
     parameter_sources_and_types,
     bad_and_missing_parameters,
@@ -640,7 +642,6 @@ backend_tests!(
     html_is_escaped,
     writes_are_one_transaction,
     statement_timeout_applies,
-    openapi_lists_resources,
     reload_under_traffic,
     demo_resources,
 );
@@ -813,5 +814,3 @@ async fn resources_from_a_folder() {
     assert_eq!(get(&s, "/one").await, (200, json!(1)));
     assert_eq!(get(&s, "/two").await, (200, json!(2)));
 }
-
-postgres_tests!(openapi_lists_resources,);

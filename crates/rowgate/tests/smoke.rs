@@ -82,10 +82,6 @@ async fn inline_and_pooled_reads_agree(b: Backend) {
     assert!(!answers[0].as_array().expect("array").is_empty());
 }
 
-backend_tests!(
-    readme_example,
-    every_demo_table_is_served,
-    inline_and_pooled_reads_agree
-);
+backend_tests!(readme_example, every_demo_table_is_served,);
 
-postgres_tests!(every_demo_table_is_served, readme_example,);
+sqlite_tests!(inline_and_pooled_reads_agree,);

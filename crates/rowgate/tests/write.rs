@@ -1086,27 +1086,3 @@ backend_tests!(
     concurrent_posts_with_failures,
     representation_as_csv,
 );
-
-postgres_tests!(
-    post_one_minimal,
-    post_array_is_one_transaction,
-    post_columns_param_ignores_extra_keys,
-    post_return_representation,
-    post_return_headers_only,
-    upsert_merge_duplicates,
-    upsert_ignore_duplicates,
-    upsert_on_conflict_column,
-    missing_default,
-    patch_with_filters,
-    patch_item_url,
-    put_filter_and_item_url,
-    delete_with_filters,
-    max_affected_strict,
-    if_match_on_item_writes,
-    singular_write_rolls_back,
-    form_urlencoded_body,
-    views_are_read_only,
-    concurrent_posts,
-    concurrent_posts_with_failures,
-    representation_as_csv,
-);
