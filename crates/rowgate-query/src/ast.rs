@@ -7,15 +7,47 @@
 pub enum SelectItem {
     /// `*`: every column of the resource, in table order.
     Star,
-    /// `alias:column::cast`, alias and cast optional.
+    /// `alias:column->path::cast`, alias, JSON path and cast optional.
     Column {
         /// Column name as written (validated against the schema cache by the caller).
         name: String,
+        /// JSON path into the column (`data->a->>b`); empty for the column itself.
+        path: Vec<JsonStep>,
         /// Output key, when renamed with `alias:`.
         alias: Option<String>,
         /// Target type of `::cast`, lower-cased (validated by the dialect when rendered).
         cast: Option<String>,
     },
+}
+
+/// One key of a JSON path: an object field or an array index (negative counts from the end).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum JsonKey {
+    /// `->name`
+    Field(String),
+    /// `->0`, `->-1`
+    Index(i64),
+}
+
+/// One step of a JSON path after a column name: `->key` (JSON) or `->>key` (text, last step only).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JsonStep {
+    /// The key.
+    pub key: JsonKey,
+    /// `->>`: the value as text rather than JSON.
+    pub as_text: bool,
+}
+
+/// The output key PostgREST gives a selected JSON path: its last field name, or the column's
+/// name when the path has no field (`arr->0` → `arr`).
+pub fn path_key<'a>(column: &'a str, path: &'a [JsonStep]) -> &'a str {
+    path.iter()
+        .rev()
+        .find_map(|s| match &s.key {
+            JsonKey::Field(f) => Some(f.as_str()),
+            JsonKey::Index(_) => None,
+        })
+        .unwrap_or(column)
 }
 
 /// A filter operator (`col=op.value`).
@@ -47,6 +79,57 @@ pub enum Operator {
     Is,
     /// `isdistinct`: `IS DISTINCT FROM` (null-safe inequality).
     IsDistinct,
+    /// `cs`: `@>` contains (arrays, ranges, jsonb), PostgreSQL only.
+    Contains,
+    /// `cd`: `<@` contained in, PostgreSQL only.
+    ContainedIn,
+    /// `ov`: `&&` overlaps (arrays, ranges), PostgreSQL only.
+    Overlaps,
+    /// `sl`: `<<` strictly left of (ranges), PostgreSQL only.
+    StrictlyLeft,
+    /// `sr`: `>>` strictly right of (ranges), PostgreSQL only.
+    StrictlyRight,
+    /// `nxr`: `&<` does not extend to the right of (ranges), PostgreSQL only.
+    NotExtendsRight,
+    /// `nxl`: `&>` does not extend to the left of (ranges), PostgreSQL only.
+    NotExtendsLeft,
+    /// `adj`: `-|-` adjacent to (ranges), PostgreSQL only.
+    Adjacent,
+    /// `fts`: full-text match with `to_tsquery`, PostgreSQL only.
+    Fts,
+    /// `plfts`: full-text match with `plainto_tsquery`, PostgreSQL only.
+    Plfts,
+    /// `phfts`: full-text match with `phraseto_tsquery`, PostgreSQL only.
+    Phfts,
+    /// `wfts`: full-text match with `websearch_to_tsquery`, PostgreSQL only.
+    Wfts,
+}
+
+impl Operator {
+    /// Whether the operator exists only on PostgreSQL (array, range and full-text operators).
+    pub fn postgres_only(self) -> bool {
+        self.is_full_text()
+            || matches!(
+                self,
+                Operator::Contains
+                    | Operator::ContainedIn
+                    | Operator::Overlaps
+                    | Operator::StrictlyLeft
+                    | Operator::StrictlyRight
+                    | Operator::NotExtendsRight
+                    | Operator::NotExtendsLeft
+                    | Operator::Adjacent
+            )
+    }
+
+    /// Whether the operator is a full-text match (`fts plfts phfts wfts`), which takes an optional
+    /// language: `fts(english).word`.
+    pub fn is_full_text(self) -> bool {
+        matches!(
+            self,
+            Operator::Fts | Operator::Plfts | Operator::Phfts | Operator::Wfts
+        )
+    }
 }
 
 /// The value of an `is.` filter.
@@ -89,6 +172,8 @@ pub enum Operand {
 pub struct Predicate {
     /// Column name as written (validated against the schema cache by the caller).
     pub column: String,
+    /// JSON path into the column (`data->>a=eq.x`); empty for the column itself.
+    pub path: Vec<JsonStep>,
     /// `not.` prefix.
     pub negated: bool,
     /// The operator.
@@ -97,6 +182,11 @@ pub struct Predicate {
     pub quantifier: Option<Quantifier>,
     /// The value(s).
     pub operand: Operand,
+    /// Text-search configuration of a full-text operator (`fts(english)`).
+    pub language: Option<String>,
+    /// Set by the planner for a full-text operator on a column that is not a `tsvector`: the
+    /// column is turned into one with `to_tsvector` first. Not part of the query syntax.
+    pub vectorize: bool,
 }
 
 /// A boolean tree of predicates: top-level query parameters are ANDed; `or=(…)`, `and=(…)` and
@@ -144,6 +234,8 @@ pub enum Nulls {
 pub struct OrderTerm {
     /// Column name as written.
     pub column: String,
+    /// JSON path into the column (`order=data->>a.desc`); empty for the column itself.
+    pub path: Vec<JsonStep>,
     /// Explicit direction, if any (default ascending).
     pub direction: Option<Direction>,
     /// Explicit null placement, if any (default: PostgreSQL's, nulls last when ascending).

@@ -16,6 +16,11 @@
 //!   through their SQLite text form (see [`sqlite_text`]);
 //! - `match`/`imatch` use the `regex` crate (`imatch` prefixes the pattern with `(?i)`);
 //! - `is.true`/`is.false` test a value's truth as SQLite does (text by its numeric prefix).
+//!
+//! One SQLite quirk is not modelled: comparing an INTEGER column with text beyond the 64-bit range
+//! turns the column's value into a REAL in place for the rest of that row's evaluation, so a later
+//! `match`/`like` on the same column sees `-9.223372036854776e+18`. JSON paths and the
+//! PostgreSQL-only operators cannot be evaluated here ([`EvalError::Unsupported`]).
 
 use std::cmp::Ordering;
 
@@ -37,6 +42,10 @@ pub enum EvalError {
         /// The regex crate's error.
         message: String,
     },
+    /// The condition uses what only the database can evaluate: a JSON path or a
+    /// PostgreSQL-only operator (array, range, full-text).
+    #[error("{0} cannot be evaluated in memory")]
+    Unsupported(String),
 }
 
 /// Evaluate `c` against a row: `Some(true)`/`Some(false)`, or `None` for SQL's unknown (a row is
@@ -109,6 +118,15 @@ fn predicate(
     p: &Predicate,
     row: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<Option<bool>, EvalError> {
+    if !p.path.is_empty() {
+        return Err(EvalError::Unsupported(format!(
+            "the JSON path on \"{}\"",
+            p.column
+        )));
+    }
+    if p.op.postgres_only() {
+        return Err(EvalError::Unsupported(format!("operator {:?}", p.op)));
+    }
     let lhs = row(&p.column).ok_or_else(|| EvalError::UnknownColumn(p.column.clone()))?;
     match &p.operand {
         Operand::Is(v) => Ok(Some(is(&lhs, *v))),
@@ -204,6 +222,7 @@ fn binary(lhs: &Value, op: Operator, operand: &str) -> Result<Option<bool>, Eval
             Some(re.is_match(&text))
         }
         Operator::IsDistinct | Operator::Is => None, // handled above
+        _ => None,                                   // PostgreSQL-only: rejected in `predicate`
     })
 }
 

@@ -12,14 +12,16 @@
 //!   inner spaces) or double-quoted (`"weird.name"`), where `\x` stands for `x` and `""` for `"`.
 //! - A top-level filter value is everything after the first `op.`, verbatim (`eq.1.5`).
 //! - Inside a logic tree a value ends at `,` or `)` unless double-quoted (`name.eq."a,b"`).
+//! - A column may be followed by a JSON path: `data->a->>b`, `arr->0`; keys are identifiers or
+//!   (optionally negative) integers for array indexes; `->>` (text) only as the last step.
 //! - List elements (`in.(…)`, quantified `{…}`) are verbatim up to `,` or the closing bracket,
 //!   unless double-quoted, with backslash escapes inside the quotes.
 
 use std::fmt;
 
 use crate::ast::{
-    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
-    Query, SelectItem,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
+    Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Maximum nesting of logic groups (`or=(and(or(…)))` is 3 deep). Deeper trees are rejected so a
@@ -98,7 +100,8 @@ pub fn parse_query<'a>(
     Ok(q)
 }
 
-/// Parse `select=`: a comma list of `*`, `col`, `alias:col`, `col::type`, `alias:col::type`.
+/// Parse `select=`: a comma list of `*`, `col`, `alias:col`, `col::type`, `alias:col::type`, each
+/// column optionally followed by a JSON path (`alias:data->a->>b::int`).
 ///
 /// Resource embedding (`rel(cols)`, `alias:rel!hint(cols)`, `...rel(cols)`) is rejected with a
 /// [`ParseErrorKind::Select`] error saying it is not supported yet.
@@ -136,12 +139,8 @@ pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
             if matches!(cur.peek(), Some('(' | '!')) {
                 return Err(embedding_error(s, start));
             }
-            if cur.starts_with("->") {
-                return Err(err(Fail::at(
-                    cur.pos,
-                    "JSON paths (-> and ->>) are not supported",
-                )));
-            }
+            let path = parse_path(&mut cur).map_err(err)?;
+            cur.skip_ws();
             let cast = if cur.eat_str("::") {
                 cur.skip_ws();
                 let at = cur.pos;
@@ -154,7 +153,12 @@ pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
             } else {
                 None
             };
-            items.push(SelectItem::Column { name, alias, cast });
+            items.push(SelectItem::Column {
+                name,
+                path,
+                alias,
+                cast,
+            });
         }
         cur.skip_ws();
         match cur.peek() {
@@ -180,13 +184,13 @@ pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
 /// quantified form `op(any).{a,b}` / `op(all).{a,b}` (for `eq like ilike match imatch gt gte lt
 /// lte`) takes a braced list. Otherwise the value is everything after the first `op.`, verbatim.
 pub fn parse_filter(column: &str, value: &str) -> Result<Condition, ParseError> {
-    let column = parse_whole_ident(column).map_err(|f| {
+    let (column, path) = parse_whole_field(column).map_err(|f| {
         let mut e = f.into_error(ParseErrorKind::Filter, "filter column", column);
         e.hint = Some("quote column names with special characters: \"my col\"".into());
         e
     })?;
     let mut cur = Cur::new(value);
-    let pred = parse_op_value(&mut cur, column, false)
+    let pred = parse_op_value(&mut cur, column, path, false)
         .map_err(|f| f.into_error(ParseErrorKind::Filter, "filter", value))?;
     if let Some(c) = cur.peek() {
         return Err(Fail::unexpected(c, cur.pos).into_error(
@@ -253,6 +257,7 @@ pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
     loop {
         cur.skip_ws();
         let column = parse_ident(&mut cur).map_err(err)?;
+        let path = parse_path(&mut cur).map_err(err)?;
         cur.skip_ws();
         let mut direction = None;
         let mut nulls = None;
@@ -276,6 +281,7 @@ pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
         }
         terms.push(OrderTerm {
             column,
+            path,
             direction,
             nulls,
         });
@@ -549,24 +555,71 @@ fn parse_ident(cur: &mut Cur<'_>) -> Result<String, Fail> {
     }
 }
 
-/// A string that must be exactly one identifier (surrounding whitespace allowed).
-fn parse_whole_ident(s: &str) -> Result<String, Fail> {
+/// A string that must be exactly one identifier with an optional JSON path (surrounding
+/// whitespace allowed): a filter's key.
+fn parse_whole_field(s: &str) -> Result<(String, Vec<JsonStep>), Fail> {
     let mut cur = Cur::new(s);
     cur.skip_ws();
     let name = parse_ident(&mut cur)?;
+    let path = parse_path(&mut cur)?;
     cur.skip_ws();
     match cur.peek() {
-        None => Ok(name),
+        None => Ok((name, path)),
         Some(c) => Err(Fail::unexpected(c, cur.pos)),
+    }
+}
+
+/// A JSON path at the cursor (possibly empty): `->key`, `->>key`, `->0`, `->-1`, repeated, with
+/// `->>` only as the last step. A quoted key is always a field name.
+fn parse_path(cur: &mut Cur<'_>) -> Result<Vec<JsonStep>, Fail> {
+    let mut path = Vec::new();
+    loop {
+        let at = cur.pos;
+        let as_text = if cur.eat_str("->>") {
+            true
+        } else if cur.eat_str("->") {
+            false
+        } else {
+            return Ok(path);
+        };
+        if path.last().is_some_and(|s: &JsonStep| s.as_text) {
+            return Err(Fail::at(
+                at,
+                "\"->>\" (as text) must be the last step of a JSON path",
+            ));
+        }
+        let key_at = cur.pos;
+        let key = if cur.peek() == Some('"') {
+            JsonKey::Field(parse_ident(cur)?)
+        } else {
+            let negative = cur.eat('-');
+            let word = cur.take_while(is_ident_char);
+            if word.is_empty() {
+                return Err(Fail::at(
+                    key_at,
+                    "expected a key or an array index after \"->\"",
+                ));
+            }
+            if word.bytes().all(|b| b.is_ascii_digit()) {
+                let text = cur.s.get(key_at..cur.pos).unwrap_or("");
+                JsonKey::Index(text.parse().map_err(|_| {
+                    Fail::at(
+                        key_at,
+                        format!("array index {} is out of range", quote(text)),
+                    )
+                })?)
+            } else if negative {
+                return Err(Fail::at(key_at, "expected an array index after \"->-\""));
+            } else {
+                JsonKey::Field(word.to_owned())
+            }
+        };
+        path.push(JsonStep { key, as_text });
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Filters
-
-const UNSUPPORTED_OPERATORS: &[&str] = &[
-    "cs", "cd", "ov", "sl", "sr", "nxr", "nxl", "adj", "fts", "plfts", "phfts", "wfts",
-];
 
 fn operator(name: &str) -> Option<Operator> {
     Some(match name {
@@ -583,6 +636,18 @@ fn operator(name: &str) -> Option<Operator> {
         "in" => Operator::In,
         "is" => Operator::Is,
         "isdistinct" => Operator::IsDistinct,
+        "cs" => Operator::Contains,
+        "cd" => Operator::ContainedIn,
+        "ov" => Operator::Overlaps,
+        "sl" => Operator::StrictlyLeft,
+        "sr" => Operator::StrictlyRight,
+        "nxr" => Operator::NotExtendsRight,
+        "nxl" => Operator::NotExtendsLeft,
+        "adj" => Operator::Adjacent,
+        "fts" => Operator::Fts,
+        "plfts" => Operator::Plfts,
+        "phfts" => Operator::Phfts,
+        "wfts" => Operator::Wfts,
         _ => return None,
     })
 }
@@ -615,7 +680,12 @@ fn is_value(s: &str) -> Option<IsValue> {
 
 /// `[not.]op[(any|all)].value` at the cursor. At top level (`in_logic == false`) a scalar value is
 /// the rest of the input; inside a logic tree it ends at `,` or `)` unless quoted.
-fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<Predicate, Fail> {
+fn parse_op_value(
+    cur: &mut Cur<'_>,
+    column: String,
+    path: Vec<JsonStep>,
+    in_logic: bool,
+) -> Result<Predicate, Fail> {
     let negated = cur.eat_str("not.");
     let op_at = cur.pos;
     let name = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -632,20 +702,28 @@ fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<P
         });
     }
     let Some(op) = operator(name) else {
-        let why = if UNSUPPORTED_OPERATORS.contains(&name) {
-            "is not supported"
-        } else {
-            "is unknown"
-        };
         return Err(Fail::at(
             op_at,
             format!(
-                "operator {} {why} (supported: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct)",
+                "operator {} is unknown (supported: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct, cs, cd, ov, sl, sr, nxr, nxl, adj, fts, plfts, phfts, wfts)",
                 quote(name)
             ),
         ));
     };
-    let quantifier = if cur.peek() == Some('(') {
+    let mut language = None;
+    if op.is_full_text() && cur.peek() == Some('(') {
+        let at = cur.pos;
+        cur.bump();
+        let lang = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
+        if lang.is_empty() || !cur.eat(')') {
+            return Err(Fail::at(
+                at,
+                format!("expected a text search language in parentheses: {name}(english)"),
+            ));
+        }
+        language = Some(lang.to_owned());
+    }
+    let quantifier = if language.is_none() && cur.peek() == Some('(') {
         let q_at = cur.pos;
         cur.bump();
         let q = match cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -722,16 +800,19 @@ fn parse_op_value(cur: &mut Cur<'_>, column: String, in_logic: bool) -> Result<P
         }
         Operand::List(parse_list(cur, '{', '}')?)
     } else if in_logic {
-        Operand::Scalar(parse_logic_scalar(cur))
+        Operand::Scalar(parse_logic_scalar(cur, op.postgres_only()))
     } else {
         Operand::Scalar(cur.take_while(|_| true).to_owned())
     };
     Ok(Predicate {
         column,
+        path,
         negated,
         op,
         quantifier,
         operand,
+        language,
+        vectorize: false,
     })
 }
 
@@ -801,8 +882,9 @@ fn parse_list(cur: &mut Cur<'_>, open: char, close: char) -> Result<Vec<String>,
 }
 
 /// A scalar value inside a logic tree: quoted (then followed by `,` or `)`), a `{…}` array
-/// literal, or raw text up to `,` or `)`.
-fn parse_logic_scalar(cur: &mut Cur<'_>) -> String {
+/// literal, for a range operator (`ranges`) a `[a,b)`-style range literal, or raw text up to `,`
+/// or `)`.
+fn parse_logic_scalar(cur: &mut Cur<'_>, ranges: bool) -> String {
     let save = cur.pos;
     if let Some(v) = quoted_value(cur) {
         if matches!(cur.peek(), Some(',' | ')')) {
@@ -820,6 +902,14 @@ fn parse_logic_scalar(cur: &mut Cur<'_>) -> String {
                 cur.pos += end + 2;
                 return v;
             }
+        }
+    }
+    if ranges && matches!(cur.peek(), Some('[' | '(')) {
+        let rest = cur.rest();
+        if let Some(end) = rest.get(1..).and_then(|r| r.find([']', ')'])) {
+            let v = rest.get(..end + 2).unwrap_or("").to_owned();
+            cur.pos += end + 2;
+            return v;
         }
     }
     cur.take_while(|c| c != ',' && c != ')').to_owned()
@@ -906,6 +996,7 @@ fn parse_logic_item(cur: &mut Cur<'_>, depth: usize) -> Result<Condition, Fail> 
 /// `col.[not.]op.value` inside a logic tree.
 fn parse_logic_pred(cur: &mut Cur<'_>) -> Result<Predicate, Fail> {
     let column = parse_ident(cur)?;
+    let path = parse_path(cur)?;
     cur.skip_ws();
     if !cur.eat('.') {
         return Err(match cur.peek() {
@@ -922,5 +1013,5 @@ fn parse_logic_pred(cur: &mut Cur<'_>) -> Result<Predicate, Fail> {
             ),
         });
     }
-    parse_op_value(cur, column, true)
+    parse_op_value(cur, column, path, true)
 }

@@ -13,8 +13,8 @@
 use std::fmt::{self, Write as _};
 
 use crate::ast::{
-    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
-    Query, SelectItem,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
+    Predicate, Quantifier, Query, SelectItem,
 };
 use crate::parse::is_ident_char;
 
@@ -39,6 +39,21 @@ pub fn ident(name: &str) -> String {
     }
 }
 
+/// A JSON path as written after a column name: `->a->>b`, `->0`; a field name that would read
+/// as an array index is quoted (`->"0"`).
+pub fn json_path(path: &[JsonStep]) -> String {
+    let mut out = String::new();
+    for step in path {
+        out.push_str(if step.as_text { "->>" } else { "->" });
+        match &step.key {
+            JsonKey::Index(i) => out.push_str(&i.to_string()),
+            JsonKey::Field(f) if f.bytes().all(|b| b.is_ascii_digit()) => out.push_str(&quoted(f)),
+            JsonKey::Field(f) => out.push_str(&ident(f)),
+        }
+    }
+    out
+}
+
 /// `"s"` with `"` and `\` backslash-escaped.
 fn quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -55,7 +70,7 @@ fn quoted(s: &str) -> String {
 
 /// A list element (`in.(…)`, `{…}`), quoted when needed.
 fn element(s: &str) -> String {
-    if s.is_empty() || s.contains([',', '(', ')', '{', '}', '"', '\\']) {
+    if s.is_empty() || s.starts_with('[') || s.contains([',', '(', ')', '{', '}', '"', '\\']) {
         quoted(s)
     } else {
         s.to_owned()
@@ -67,7 +82,8 @@ fn logic_scalar(s: &str) -> String {
     element(s)
 }
 
-fn op_name(op: Operator) -> &'static str {
+/// An operator as spelled in a query string (`eq`, `cs`, `fts`).
+pub fn operator_name(op: Operator) -> &'static str {
     match op {
         Operator::Eq => "eq",
         Operator::Neq => "neq",
@@ -82,6 +98,18 @@ fn op_name(op: Operator) -> &'static str {
         Operator::In => "in",
         Operator::Is => "is",
         Operator::IsDistinct => "isdistinct",
+        Operator::Contains => "cs",
+        Operator::ContainedIn => "cd",
+        Operator::Overlaps => "ov",
+        Operator::StrictlyLeft => "sl",
+        Operator::StrictlyRight => "sr",
+        Operator::NotExtendsRight => "nxr",
+        Operator::NotExtendsLeft => "nxl",
+        Operator::Adjacent => "adj",
+        Operator::Fts => "fts",
+        Operator::Plfts => "plfts",
+        Operator::Phfts => "phfts",
+        Operator::Wfts => "wfts",
     }
 }
 
@@ -99,11 +127,17 @@ impl fmt::Display for SelectItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SelectItem::Star => f.write_str("*"),
-            SelectItem::Column { name, alias, cast } => {
+            SelectItem::Column {
+                name,
+                path,
+                alias,
+                cast,
+            } => {
                 if let Some(a) = alias {
                     write!(f, "{}:", ident(a))?;
                 }
                 f.write_str(&ident(name))?;
+                f.write_str(&json_path(path))?;
                 if let Some(c) = cast {
                     write!(f, "::{c}")?;
                 }
@@ -117,7 +151,10 @@ fn write_predicate_value(p: &Predicate, in_logic: bool, f: &mut fmt::Formatter<'
     if p.negated {
         f.write_str("not.")?;
     }
-    f.write_str(op_name(p.op))?;
+    f.write_str(operator_name(p.op))?;
+    if let Some(lang) = &p.language {
+        write!(f, "({})", ident(lang))?;
+    }
     match p.quantifier {
         Some(Quantifier::Any) => f.write_str("(any)")?,
         Some(Quantifier::All) => f.write_str("(all)")?,
@@ -159,7 +196,7 @@ impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Condition::Pred(p) => {
-                write!(f, "{}.", ident(&p.column))?;
+                write!(f, "{}{}.", ident(&p.column), json_path(&p.path))?;
                 write_predicate_value(p, true, f)
             }
             Condition::And { negated, items } => write_group(f, *negated, "and", items),
@@ -196,6 +233,7 @@ fn write_items(f: &mut impl fmt::Write, items: &[Condition]) -> fmt::Result {
 impl fmt::Display for OrderTerm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&ident(&self.column))?;
+        f.write_str(&json_path(&self.path))?;
         match self.direction {
             Some(Direction::Asc) => f.write_str(".asc")?,
             Some(Direction::Desc) => f.write_str(".desc")?,
@@ -219,7 +257,7 @@ pub fn filter_param(c: &Condition) -> (String, String) {
                 quoted(&p.column)
             } else {
                 ident(&p.column)
-            };
+            } + &json_path(&p.path);
             (key, p.to_string())
         }
         Condition::And { negated, items } | Condition::Or { negated, items } => {

@@ -6,14 +6,18 @@
 //! [`crate::stmt`] (cast targets already validated by [`Dialect::cast_type`], non-empty column and
 //! assignment lists); an unknown cast target is rendered without the cast.
 //!
+//! PostgreSQL-only operators (arrays, ranges, full text) render as PostgreSQL spells them whatever
+//! the dialect: the planner rejects them for other databases before rendering. JSON path keys are
+//! bound parameters too, never spliced.
+//!
 //! Predicates whose operand does not match their operator (which [`crate::parse`] never produces)
 //! are rendered leniently: an `is` operand renders as `IS …` whatever the operator, a list with
 //! any other operator than `in` as `(any)`, a scalar with `in` as a one-element list and a scalar
 //! with `is` as `"c" IS ?` (null-safe equality). [`crate::eval`] follows the same rules.
 
 use crate::ast::{
-    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
-    Value,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
+    Predicate, Quantifier, Value,
 };
 use crate::stmt::{
     CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, Sql, UpdateStmt,
@@ -60,6 +64,15 @@ pub trait Dialect: Send + Sync {
     /// The bound pattern for a `match`/`imatch` value.
     fn regex_pattern(&self, value: &str, _case_insensitive: bool) -> String {
         value.to_owned()
+    }
+
+    /// `lhs->key` (JSON) or `lhs->>key` (text) for a bound key placeholder, an array index when
+    /// `index`.
+    fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String;
+
+    /// The bound value of a JSON field key.
+    fn json_field_key(&self, field: &str) -> Value {
+        Value::Text(field.to_owned())
     }
 
     /// Whether ORDER BY terms without an explicit null placement must spell out PostgreSQL's
@@ -140,6 +153,25 @@ impl Dialect for Sqlite {
         true
     }
 
+    /// SQLite's `->>` gives numbers as numbers; PostgreSQL's gives text, so it is cast to TEXT to
+    /// compare and print the same way on both.
+    fn json_step(&self, lhs: &str, key: &str, _index: bool, as_text: bool) -> String {
+        if as_text {
+            format!("CAST({lhs} ->> {key} AS TEXT)")
+        } else {
+            format!("{lhs} -> {key}")
+        }
+    }
+
+    /// A label starting with `$` would read as a whole JSON path: it is spelled `$."label"`.
+    fn json_field_key(&self, field: &str) -> Value {
+        if field.starts_with('$') {
+            Value::Text(format!("$.\"{field}\""))
+        } else {
+            Value::Text(field.to_owned())
+        }
+    }
+
     fn limit_offset(&self, limit: Option<u64>, offset: Option<u64>) -> String {
         match (limit, offset) {
             (None, Some(n)) => format!(" LIMIT -1 OFFSET {}", clamp(n)),
@@ -205,6 +237,13 @@ impl Dialect for Postgres {
 
     fn explicit_default_nulls(&self) -> bool {
         false
+    }
+
+    /// Keys are cast so that `->` picks the object (text) or array (int) form.
+    fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String {
+        let arrow = if as_text { "->>" } else { "->" };
+        let ty = if index { "int4" } else { "text" };
+        format!("{lhs} {arrow} {key}::{ty}")
     }
 }
 
@@ -351,19 +390,35 @@ fn push_idents(d: &dyn Dialect, ids: &[String], text: &mut String) {
     }
 }
 
+/// `"c"` or, with a JSON path, `("c" -> ?1 ->> ?2)`, binding the path's keys.
+fn field(d: &dyn Dialect, column: &str, path: &[JsonStep], out: &mut Sql) -> String {
+    let mut expr = d.quote_ident(column);
+    if path.is_empty() {
+        return expr;
+    }
+    for step in path {
+        let (key, index) = match &step.key {
+            JsonKey::Field(f) => (bind(d, out, d.json_field_key(f)), false),
+            JsonKey::Index(i) => (bind(d, out, Value::Int(*i)), true),
+        };
+        expr = d.json_step(&expr, &key, index, step.as_text);
+    }
+    format!("({expr})")
+}
+
 /// `"c"`, `CAST("c" AS T) AS "key"`, `"c" AS "key"`, comma-separated.
 fn output_columns(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
     for (i, c) in cols.iter().enumerate() {
         if i > 0 {
             out.text.push_str(", ");
         }
-        let col = d.quote_ident(&c.column);
+        let col = field(d, &c.column, &c.path, out);
         let cast = c.cast.as_deref().and_then(|t| d.cast_type(t));
         match cast {
             Some(t) => out.text.push_str(&format!("CAST({col} AS {t})")),
             None => out.text.push_str(&col),
         }
-        if cast.is_some() || c.key != c.column {
+        if cast.is_some() || c.key != c.column || !c.path.is_empty() {
             out.text.push_str(" AS ");
             out.text.push_str(&d.quote_ident(&c.key));
         }
@@ -401,14 +456,15 @@ fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut
         if i > 0 {
             out.text.push_str(", ");
         }
-        out.text.push_str(&d.quote_ident(&t.column));
+        let col = field(d, &t.column, &t.path, out);
+        out.text.push_str(&col);
         let dir = t.direction.unwrap_or(Direction::Asc);
         out.text.push_str(match dir {
             Direction::Asc => " ASC",
             Direction::Desc => " DESC",
         });
         let nulls = match (t.nulls, d.explicit_default_nulls()) {
-            _ if not_null.contains(&t.column) => None,
+            _ if t.path.is_empty() && not_null.contains(&t.column) => None,
             (Some(n), _) => Some(n),
             (None, true) => Some(match dir {
                 Direction::Asc => Nulls::Last,
@@ -467,7 +523,13 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
     if p.negated {
         out.text.push_str("NOT (");
     }
-    let col = d.quote_ident(&p.column);
+    // An empty list needs no column (and must bind none of its path's keys).
+    let empty_list = matches!(&p.operand, Operand::List(items) if items.is_empty());
+    let col = if empty_list {
+        String::new()
+    } else {
+        field(d, &p.column, &p.path, out)
+    };
     match &p.operand {
         Operand::Is(v) => {
             out.text.push_str(&col);
@@ -515,22 +577,23 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
                     if i > 0 {
                         out.text.push_str(sep);
                     }
-                    binary(d, &col, p.op, v, out);
+                    binary(d, &col, p, v, out);
                 }
                 if wrap {
                     out.text.push(')');
                 }
             }
         }
-        Operand::Scalar(v) => binary(d, &col, p.op, v, out),
+        Operand::Scalar(v) => binary(d, &col, p, v, out),
     }
     if p.negated {
         out.text.push(')');
     }
 }
 
-/// `col op ?` for one value.
-fn binary(d: &dyn Dialect, col: &str, op: Operator, v: &str, out: &mut Sql) {
+/// `col op ?` for one value of `p`.
+fn binary(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
+    let op = p.op;
     let sym = match op {
         Operator::Eq | Operator::In => "=",
         Operator::Neq => "<>",
@@ -551,7 +614,42 @@ fn binary(d: &dyn Dialect, col: &str, op: Operator, v: &str, out: &mut Sql) {
             out.text.push_str(&d.regex(col, &ph, ci));
             return;
         }
+        Operator::Contains => "@>",
+        Operator::ContainedIn => "<@",
+        Operator::Overlaps => "&&",
+        Operator::StrictlyLeft => "<<",
+        Operator::StrictlyRight => ">>",
+        Operator::NotExtendsRight => "&<",
+        Operator::NotExtendsLeft => "&>",
+        Operator::Adjacent => "-|-",
+        Operator::Fts | Operator::Plfts | Operator::Phfts | Operator::Wfts => {
+            full_text(d, col, p, v, out);
+            return;
+        }
     };
     let ph = bind(d, out, Value::Text(v.to_owned()));
     out.text.push_str(&format!("{col} {sym} {ph}"));
+}
+
+/// `col @@ to_tsquery([lang,] ?)` (or `plainto_`, `phraseto_`, `websearch_to_tsquery`); a column
+/// the planner marked `vectorize` goes through `to_tsvector([lang,] col)` first.
+fn full_text(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
+    let function = match p.op {
+        Operator::Plfts => "plainto_tsquery",
+        Operator::Phfts => "phraseto_tsquery",
+        Operator::Wfts => "websearch_to_tsquery",
+        _ => "to_tsquery",
+    };
+    let lang = p
+        .language
+        .as_ref()
+        .map(|l| format!("{}::regconfig, ", bind(d, out, Value::Text(l.clone()))));
+    let lang = lang.as_deref().unwrap_or("");
+    let query = bind(d, out, Value::Text(v.to_owned()));
+    if p.vectorize {
+        out.text.push_str(&format!("to_tsvector({lang}{col})"));
+    } else {
+        out.text.push_str(col);
+    }
+    out.text.push_str(&format!(" @@ {function}({lang}{query})"));
 }

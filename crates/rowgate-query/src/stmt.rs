@@ -2,13 +2,15 @@
 //! already been checked against (and taken from) the schema cache by the caller; rendering only
 //! quotes them.
 
-use crate::ast::{Condition, OrderTerm, Value};
+use crate::ast::{Condition, JsonStep, OrderTerm, Value};
 
 /// One output column of a read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputColumn {
     /// Source column (schema-cache spelling).
     pub column: String,
+    /// JSON path into the column; empty for the column itself.
+    pub path: Vec<JsonStep>,
     /// Output key (the alias, or the column name).
     pub key: String,
     /// Cast target, already validated by [`crate::render::Dialect::cast_type`].

@@ -3,8 +3,8 @@
 
 use rowgate_query::parse::{parse_logic, parse_query, MAX_LOGIC_DEPTH};
 use rowgate_query::{
-    Condition, Direction, IsValue, Nulls, Operand, Operator as Op, OrderTerm, ParseErrorKind as K,
-    Predicate, Quantifier, Query, SelectItem,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator as Op, OrderTerm,
+    ParseErrorKind as K, Predicate, Quantifier, Query, SelectItem,
 };
 
 enum Want {
@@ -20,11 +20,39 @@ use Want::{E, F, Q};
 fn pred(col: &str, op: Op, operand: Operand) -> Condition {
     Condition::Pred(Predicate {
         column: col.to_owned(),
+        path: Vec::new(),
         negated: false,
         op,
         quantifier: None,
         operand,
+        language: None,
+        vectorize: false,
     })
+}
+
+fn fts_in(col: &str, op: Op, language: &str, v: &str) -> Condition {
+    let mut c = pred(col, op, sc(v));
+    if let Condition::Pred(p) = &mut c {
+        p.language = Some(language.to_owned());
+    }
+    c
+}
+
+fn field(name: &str) -> JsonKey {
+    JsonKey::Field(name.to_owned())
+}
+
+fn with_path(mut c: Condition, steps: &[(JsonKey, bool)]) -> Condition {
+    if let Condition::Pred(p) = &mut c {
+        p.path = steps
+            .iter()
+            .map(|(key, as_text)| JsonStep {
+                key: key.clone(),
+                as_text: *as_text,
+            })
+            .collect();
+    }
+    c
 }
 
 fn neg(mut c: Condition) -> Condition {
@@ -67,6 +95,7 @@ fn and(items: Vec<Condition>) -> Condition {
 fn col(name: &str) -> SelectItem {
     SelectItem::Column {
         name: name.to_owned(),
+        path: Vec::new(),
         alias: None,
         cast: None,
     }
@@ -75,6 +104,7 @@ fn col(name: &str) -> SelectItem {
 fn col_as(alias: Option<&str>, name: &str, cast: Option<&str>) -> SelectItem {
     SelectItem::Column {
         name: name.to_owned(),
+        path: Vec::new(),
         alias: alias.map(str::to_owned),
         cast: cast.map(str::to_owned),
     }
@@ -83,6 +113,7 @@ fn col_as(alias: Option<&str>, name: &str, cast: Option<&str>) -> SelectItem {
 fn ord(column: &str, direction: Option<Direction>, nulls: Option<Nulls>) -> OrderTerm {
     OrderTerm {
         column: column.to_owned(),
+        path: Vec::new(),
         direction,
         nulls,
     }
@@ -347,11 +378,69 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
             &[("a", "foo.1")],
             E(K::Filter, "operator \"foo\" is unknown"),
         ),
+        // ---- PostgreSQL-only operators parse everywhere (the planner rejects them on SQLite)
         c(
-            &[("a", "cs.{1}")],
-            E(K::Filter, "operator \"cs\" is not supported"),
+            &[("a", "cs.{1,2}")],
+            F(vec![pred("a", Op::Contains, sc("{1,2}"))]),
         ),
-        c(&[("a", "fts.word")], E(K::Filter, "not supported")),
+        c(
+            &[("a", "not.ov.[1,5)")],
+            F(vec![neg(pred("a", Op::Overlaps, sc("[1,5)")))]),
+        ),
+        c(
+            &[("a", "adj.(1,5]")],
+            F(vec![pred("a", Op::Adjacent, sc("(1,5]"))]),
+        ),
+        c(
+            &[("a", "fts.cat & dog")],
+            F(vec![pred("a", Op::Fts, sc("cat & dog"))]),
+        ),
+        c(
+            &[("a", "wfts(english).\"fat cat\" -rat")],
+            F(vec![fts_in("a", Op::Wfts, "english", "\"fat cat\" -rat")]),
+        ),
+        c(&[("a", "fts().x")], E(K::Filter, "text search language")),
+        c(
+            &[("a", "fts(english.x")],
+            E(K::Filter, "text search language"),
+        ),
+        c(&[("a", "cs(any).{1}")], E(K::Filter, "does not take")),
+        c(
+            &[("or", "(a.cs.{1,2},b.sl.[1,5),c.fts(simple).x)")],
+            F(vec![or(vec![
+                pred("a", Op::Contains, sc("{1,2}")),
+                pred("b", Op::StrictlyLeft, sc("[1,5)")),
+                fts_in("c", Op::Fts, "simple", "x"),
+            ])]),
+        ),
+        // ---- JSON paths
+        c(
+            &[("data->a->>b", "eq.x")],
+            F(vec![with_path(
+                pred("data", Op::Eq, sc("x")),
+                &[(field("a"), false), (field("b"), true)],
+            )]),
+        ),
+        c(
+            &[("and", "(arr->0.gt.1,arr->-1->>k.eq.2)")],
+            F(vec![and(vec![
+                with_path(pred("arr", Op::Gt, sc("1")), &[(JsonKey::Index(0), false)]),
+                with_path(
+                    pred("arr", Op::Eq, sc("2")),
+                    &[(JsonKey::Index(-1), false), (field("k"), true)],
+                ),
+            ])]),
+        ),
+        c(
+            &[("data->>a->b", "eq.1")],
+            E(K::Filter, "must be the last step"),
+        ),
+        c(&[("data->", "eq.1")], E(K::Filter, "expected a key")),
+        c(&[("data->-x", "eq.1")], E(K::Filter, "array index")),
+        c(
+            &[("data->99999999999999999999", "eq.1")],
+            E(K::Filter, "out of range"),
+        ),
         c(&[("a", "EQ.1")], E(K::Filter, "operator \"EQ\" is unknown")),
         c(&[("a", "eq")], E(K::Filter, "missing \".\" and value")),
         c(&[("a", "")], E(K::Filter, "missing operator")),
@@ -708,7 +797,45 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
             E(K::Select, "resource embedding is not supported yet"),
         ),
         c(&[("select", "rel(a")], E(K::Select, "resource embedding")),
-        c(&[("select", "a->b")], E(K::Select, "JSON paths")),
+        c(
+            &[("select", "x:data->\"0\"->>b::int,arr->1")],
+            sel(vec![
+                SelectItem::Column {
+                    name: "data".into(),
+                    path: vec![
+                        JsonStep {
+                            key: field("0"),
+                            as_text: false,
+                        },
+                        JsonStep {
+                            key: field("b"),
+                            as_text: true,
+                        },
+                    ],
+                    alias: Some("x".into()),
+                    cast: Some("int".into()),
+                },
+                SelectItem::Column {
+                    name: "arr".into(),
+                    path: vec![JsonStep {
+                        key: JsonKey::Index(1),
+                        as_text: false,
+                    }],
+                    alias: None,
+                    cast: None,
+                },
+            ]),
+        ),
+        c(
+            &[("order", "data->>a.desc.nullslast")],
+            order(vec![OrderTerm {
+                path: vec![JsonStep {
+                    key: field("a"),
+                    as_text: true,
+                }],
+                ..ord("data", Some(Direction::Desc), Some(Nulls::Last))
+            }]),
+        ),
         c(&[("select", "a::")], E(K::Select, "expected a type name")),
         c(
             &[("select", "a.b")],
@@ -879,7 +1006,7 @@ fn filter_errors_quote_the_value() {
     assert_eq!(e.message, "failed to parse filter (foo.1)");
     assert_eq!(
         e.details.as_deref(),
-        Some("operator \"foo\" is unknown (supported: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct) at position 1 in \"foo.1\"")
+        Some("operator \"foo\" is unknown (supported: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct, cs, cd, ov, sl, sr, nxr, nxl, adj, fts, plfts, phfts, wfts) at position 1 in \"foo.1\"")
     );
 }
 

@@ -33,6 +33,7 @@ fn filters(pairs: &[(&str, &str)]) -> Vec<Condition> {
 
 fn out(column: &str) -> OutputColumn {
     OutputColumn {
+        path: Vec::new(),
         column: column.to_owned(),
         key: column.to_owned(),
         cast: None,
@@ -62,21 +63,25 @@ fn select_columns_casts_aliases() {
         columns: vec![
             out("id"),
             OutputColumn {
+                path: Vec::new(),
                 column: "name".into(),
                 key: "label".into(),
                 cast: None,
             },
             OutputColumn {
+                path: Vec::new(),
                 column: "price".into(),
                 key: "price".into(),
                 cast: Some("text".into()),
             },
             OutputColumn {
+                path: Vec::new(),
                 column: "qty".into(),
                 key: "n".into(),
                 cast: Some("bigint".into()),
             },
             OutputColumn {
+                path: Vec::new(),
                 column: "x".into(),
                 key: "x".into(),
                 cast: Some("no_such_type".into()),
@@ -175,21 +180,25 @@ fn select_order_limit_offset() {
     let s = SelectStmt {
         order: vec![
             OrderTerm {
+                path: Vec::new(),
                 column: "a".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                path: Vec::new(),
                 column: "b".into(),
                 direction: Some(Direction::Desc),
                 nulls: None,
             },
             OrderTerm {
+                path: Vec::new(),
                 column: "c".into(),
                 direction: Some(Direction::Asc),
                 nulls: Some(Nulls::First),
             },
             OrderTerm {
+                path: Vec::new(),
                 column: "d".into(),
                 direction: Some(Direction::Desc),
                 nulls: Some(Nulls::Last),
@@ -224,6 +233,7 @@ fn weird_identifiers_are_quoted() {
     let s = SelectStmt {
         table: "my \"table\"".into(),
         columns: vec![OutputColumn {
+            path: Vec::new(),
             column: "we\"ird\0col".into(),
             key: "k\"ey".into(),
             cast: None,
@@ -296,6 +306,7 @@ fn insert_upserts() {
         returning: vec![
             out("id"),
             OutputColumn {
+                path: Vec::new(),
                 column: "name".into(),
                 key: "n".into(),
                 cast: Some("text".into()),
@@ -520,17 +531,20 @@ fn sqlite_rendering_executes() {
     // ids 1..4, names a, NULL, c, NULL: NULLs sort last ascending, first descending
     let sel = SelectStmt {
         columns: vec![OutputColumn {
+            path: Vec::new(),
             column: "id".into(),
             key: "ident".into(),
             cast: Some("text".into()),
         }],
         order: vec![
             OrderTerm {
+                path: Vec::new(),
                 column: "name".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                path: Vec::new(),
                 column: "id".into(),
                 direction: Some(Direction::Desc),
                 nulls: None,
@@ -591,11 +605,13 @@ fn never_null_columns_get_no_null_placement() {
     let s = SelectStmt {
         order: vec![
             OrderTerm {
+                path: Vec::new(),
                 column: "a".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                path: Vec::new(),
                 column: "b".into(),
                 direction: Some(Direction::Desc),
                 nulls: None,

@@ -11,8 +11,8 @@ use rowgate_query::print::{filter_param, order_param, select_param, to_query_str
 use rowgate_query::render::{self, Postgres, Sqlite};
 use rowgate_query::stmt::Sql;
 use rowgate_query::{
-    Condition, Direction, IsValue, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier,
-    Query, SelectItem,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
+    Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Text with the characters that matter to the syntax, plain words and arbitrary Unicode.
@@ -58,6 +58,45 @@ fn quantifiable() -> impl Strategy<Value = Operator> {
     ]
 }
 
+/// A JSON path (usually empty); `->>` only as the last step.
+fn path() -> impl Strategy<Value = Vec<JsonStep>> {
+    let key = prop_oneof![
+        ident().prop_map(JsonKey::Field),
+        any::<i64>().prop_map(JsonKey::Index),
+    ];
+    prop_oneof![
+        3 => Just(Vec::new()),
+        1 => (prop::collection::vec(key, 1..4), any::<bool>()).prop_map(|(keys, last_text)| {
+            let n = keys.len();
+            keys.into_iter()
+                .enumerate()
+                .map(|(i, key)| JsonStep {
+                    key,
+                    as_text: last_text && i + 1 == n,
+                })
+                .collect()
+        }),
+    ]
+}
+
+/// PostgreSQL-only operators (scalar operand; full-text ones may carry a language).
+fn postgres_op() -> impl Strategy<Value = Operator> {
+    prop_oneof![
+        Just(Operator::Contains),
+        Just(Operator::ContainedIn),
+        Just(Operator::Overlaps),
+        Just(Operator::StrictlyLeft),
+        Just(Operator::StrictlyRight),
+        Just(Operator::NotExtendsRight),
+        Just(Operator::NotExtendsLeft),
+        Just(Operator::Adjacent),
+        Just(Operator::Fts),
+        Just(Operator::Plfts),
+        Just(Operator::Phfts),
+        Just(Operator::Wfts),
+    ]
+}
+
 /// (op, quantifier, operand) combinations the parser produces.
 fn op_operand() -> impl Strategy<Value = (Operator, Option<Quantifier>, Operand)> {
     let list = || prop::collection::vec(text(), 0..4).prop_map(Operand::List);
@@ -66,7 +105,8 @@ fn op_operand() -> impl Strategy<Value = (Operator, Option<Quantifier>, Operand)
             prop_oneof![
                 quantifiable(),
                 Just(Operator::Neq),
-                Just(Operator::IsDistinct)
+                Just(Operator::IsDistinct),
+                postgres_op(),
             ],
             text()
         )
@@ -83,15 +123,25 @@ fn op_operand() -> impl Strategy<Value = (Operator, Option<Quantifier>, Operand)
 }
 
 fn predicate() -> impl Strategy<Value = Predicate> {
-    (ident(), any::<bool>(), op_operand()).prop_map(
-        |(column, negated, (op, quantifier, operand))| Predicate {
-            column,
-            negated,
-            op,
-            quantifier,
-            operand,
-        },
+    (
+        ident(),
+        path(),
+        any::<bool>(),
+        op_operand(),
+        prop::option::of("[a-z_]{1,8}"),
     )
+        .prop_map(
+            |(column, path, negated, (op, quantifier, operand), language)| Predicate {
+                column,
+                path,
+                negated,
+                op,
+                quantifier,
+                operand,
+                language: language.filter(|_| op.is_full_text()),
+                vectorize: false,
+            },
+        )
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
@@ -103,21 +153,29 @@ fn select_item() -> impl Strategy<Value = SelectItem> {
         Just(SelectItem::Star),
         (
             ident(),
+            path(),
             prop::option::of(ident()),
             prop::option::of("[a-z0-9_]{1,6}( [a-z0-9_]{1,6})?")
         )
-            .prop_map(|(name, alias, cast)| SelectItem::Column { name, alias, cast }),
+            .prop_map(|(name, path, alias, cast)| SelectItem::Column {
+                name,
+                path,
+                alias,
+                cast
+            }),
     ]
 }
 
 fn order_term() -> impl Strategy<Value = OrderTerm> {
     (
         ident(),
+        path(),
         prop::option::of(prop_oneof![Just(Direction::Asc), Just(Direction::Desc)]),
         prop::option::of(prop_oneof![Just(Nulls::First), Just(Nulls::Last)]),
     )
-        .prop_map(|(column, direction, nulls)| OrderTerm {
+        .prop_map(|(column, path, direction, nulls)| OrderTerm {
             column,
+            path,
             direction,
             nulls,
         })
@@ -146,7 +204,7 @@ fn query() -> impl Strategy<Value = Query> {
         )
 }
 
-/// The number of distinct placeholders `?1..?n` / `$1..$n` in rendered text equals the params.
+/// The distinct placeholders `?N` / `$N` in rendered text are exactly 1..=params.
 /// (Quoted identifiers are blanked out first.)
 fn placeholders_match(sql: &Sql, prefix: char) -> bool {
     let mut text = String::new();
@@ -167,9 +225,12 @@ fn placeholders_match(sql: &Sql, prefix: char) -> bool {
             digits.parse().ok()
         })
         .collect();
-    let mut sorted = found.clone();
-    sorted.sort_unstable();
-    sorted == (1..=n).collect::<Vec<_>>() && found == sorted
+    // a placeholder may be used more than once (a JSON path repeated per list item, a text
+    // search language), in any order
+    let mut distinct = found;
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct == (1..=n).collect::<Vec<_>>()
 }
 
 proptest! {

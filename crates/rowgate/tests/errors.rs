@@ -1140,7 +1140,55 @@ async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
         .unwrap_or_else(|| panic!("no status line in {line:?}"))
 }
 
+/// Array, range and full-text operators exist only on PostgreSQL; on PostgreSQL, they and JSON
+/// paths on columns of the wrong type are 400s too, never 500s.
+async fn operators_on_the_wrong_backend_or_type(b: Backend) {
+    let s = TestServer::start(b).await;
+    let body = error(
+        s.get("/team?name=cs.{a}").send().await.expect("request"),
+        400,
+        "PGRST100",
+    )
+    .await;
+    if b == Backend::Sqlite {
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("only available on PostgreSQL")),
+            "{body}"
+        );
+        error(
+            s.get("/team?name=fts.x").send().await.expect("request"),
+            400,
+            "PGRST100",
+        )
+        .await;
+    } else {
+        // text is searched through to_tsvector
+        let r = s
+            .get("/team?name=plfts.ferrari")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 200);
+        let rows: Value = r.json().await.expect("json");
+        assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    }
+    for path in [
+        "/team?period=adj.[1,2)",
+        "/team?points=sl.[1,2)",
+        "/team?select=name->%00",
+        "/team?select=points->>'a'",
+        "/team?name->>%22a%22%22b%22=eq.1",
+        "/team?order=name->0.desc",
+        "/team?name=wfts(%00).x",
+    ] {
+        client_error(s.get(path).send().await.expect("request"), path).await;
+    }
+}
+
 backend_tests!(
+    operators_on_the_wrong_backend_or_type,
     unknown_table,
     unknown_columns,
     malformed_query_strings,

@@ -578,3 +578,83 @@ params.add = { type = "int" }
     )
     .await;
 }
+
+/// What only PostgreSQL has: array, range and JSON containment operators and full-text search
+/// (on `tsvector` columns and, through `to_tsvector`, on text), with and without a language,
+/// inside logic trees too; arrays and ranges written to JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_only_operators() {
+    use common::{get_json, wait_until_served};
+    use serde_json::json;
+    let s = common::TestServer::start_postgres().await;
+    s.exec(
+        "CREATE TABLE events (
+           id int PRIMARY KEY, tags text[], period int4range, body text, doc tsvector, meta jsonb);
+         INSERT INTO events VALUES
+           (1, '{a,b}', '[1,5)', 'The fat cats sat on the mat', to_tsvector('english', 'fat cats'), '{\"k\": 1, \"x\": [1, 2]}'),
+           (2, '{b,c}', '[5,10)', 'A rat ate the cheese', to_tsvector('english', 'rat cheese'), '{\"k\": 2}'),
+           (3, '{}', '[20,30)', 'Fat rats and thin cats', to_tsvector('english', 'thin cats'), '{}');",
+    );
+    wait_until_served(&s, "/events").await;
+    let ids = |body: serde_json::Value| -> Vec<i64> {
+        body.as_array()
+            .unwrap_or_else(|| panic!("array: {body}"))
+            .iter()
+            .map(|r| r["id"].as_i64().expect("id"))
+            .collect()
+    };
+    let cases: &[(&str, &[i64])] = &[
+        ("tags=cs.{b}", &[1, 2]),
+        ("tags=cs.{a,b}", &[1]),
+        ("tags=cd.{a,b,c}", &[1, 2, 3]),
+        ("tags=ov.{a,c}", &[1, 2]),
+        ("tags=not.ov.{a,c}", &[3]),
+        ("period=ov.[4,6)", &[1, 2]),
+        ("period=sl.[10,20)", &[1, 2]),
+        ("period=sr.[10,20)", &[3]),
+        ("period=nxr.[0,6)", &[1]),
+        ("period=nxl.[5,7)", &[2, 3]),
+        ("period=adj.[10,20)", &[2, 3]),
+        ("period=cs.[6,7]", &[2]),
+        ("meta=cs.{\"k\":1}", &[1]),
+        ("meta=cd.{\"k\":2,\"z\":0}", &[2, 3]),
+        ("body=fts.cheese", &[2]),
+        ("body=fts(english).cat", &[1, 3]),
+        ("body=fts(english).fat %26 rat", &[3]),
+        ("body=plfts(english).fat cats", &[1, 3]),
+        ("body=phfts(english).fat cats", &[1]),
+        ("body=wfts(english).cats -rat", &[1]),
+        ("body=not.fts(english).cheese", &[1, 3]),
+        ("doc=fts.cat", &[1, 3]),
+        ("doc=plfts(english).rats", &[2]),
+        ("meta->>k=fts(simple).2", &[2]),
+        ("or=(tags.cs.{c},period.sr.[10,20))", &[2, 3]),
+        ("and=(period.ov.[0,100),body.wfts(english).cat)", &[1, 3]),
+    ];
+    for (filter, want) in cases {
+        let (status, body) = get_json(&s, &format!("/events?select=id&order=id&{filter}")).await;
+        assert_eq!(status, 200, "{filter}: {body}");
+        assert_eq!(ids(body), *want, "{filter}");
+    }
+    // Arrays come out as JSON arrays, ranges as PostgreSQL prints them.
+    let (_, body) = get_json(&s, "/events/1?select=tags,period,meta->x").await;
+    assert_eq!(
+        body,
+        json!({"tags": ["a", "b"], "period": "[1,5)", "x": [1, 2]})
+    );
+    // A value PostgreSQL cannot read for the column's type, an unknown language: 400.
+    let r = s
+        .get("/events?period=ov.[5,1)")
+        .send()
+        .await
+        .expect("request");
+    common::assert_error(r, 400, "22000").await;
+    let r = s.get("/events?tags=cs.nope").send().await.expect("request");
+    common::assert_error(r, 400, "22000").await;
+    let r = s
+        .get("/events?body=fts(klingon).cat")
+        .send()
+        .await
+        .expect("request");
+    common::assert_error(r, 400, "PGRST100").await;
+}

@@ -1040,17 +1040,7 @@ async fn new_table_becomes_reachable(b: Backend) {
         "CREATE TABLE gadgets (id INTEGER PRIMARY KEY, label TEXT NOT NULL);
              INSERT INTO gadgets VALUES (1, 'sprocket'), (2, 'widget');",
     );
-    let mut found = None;
-    for _ in 0..100 {
-        let (status, body) = get_json(&s, "/gadgets?order=id").await;
-        if status == 200 {
-            found = Some(body);
-            break;
-        }
-        assert_eq!(status, 404, "{body}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let body = found.expect("the new table was not served within 10 s");
+    let body = wait_until_served(&s, "/gadgets?order=id").await;
     assert_eq!(
         body,
         json!([{"id": 1, "label": "sprocket"}, {"id": 2, "label": "widget"}])
@@ -1063,7 +1053,84 @@ async fn new_table_becomes_reachable(b: Backend) {
     assert!(doc["paths"].get("/api/gadgets").is_some());
 }
 
+/// JSON paths in `select=`, filters and `order=` (`->` gives JSON, `->>` text, as PostgreSQL).
+async fn json_paths(b: Backend) {
+    let s = TestServer::start(b).await;
+    s.exec(
+        r#"CREATE TABLE docs (id INTEGER PRIMARY KEY, data JSONB, label TEXT);
+           INSERT INTO docs VALUES
+             (1, '{"a": {"b": "x"}, "n": 5, "tags": ["t1", "t2"], "$k": 1}', 'one'),
+             (2, '{"a": {"b": "y"}, "n": 12, "tags": ["t3"]}', 'two'),
+             (3, '{"n": null}', 'three');"#,
+    );
+    wait_until_served(&s, "/docs").await;
+    let (status, body) = get_json(
+        &s,
+        "/docs?select=id,data->a->>b,n:data->n,first:data->tags->0,last:data->tags->-1,text:data->>n,data->tags&order=id",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["b"], json!("x"));
+    assert_eq!(body[0]["n"], json!(5));
+    assert_eq!(body[0]["first"], json!("t1"));
+    assert_eq!(body[0]["last"], json!("t2"), "index -1 counts from the end");
+    assert_eq!(body[0]["text"], json!("5"), "->> gives text, as PostgreSQL");
+    assert_eq!(
+        body[0]["tags"],
+        json!(["t1", "t2"]),
+        "the key of a path is its last field"
+    );
+    assert_eq!(body[1]["n"], json!(12));
+    assert_eq!(body[2]["b"], Value::Null);
+    assert_eq!(body[2]["first"], Value::Null);
+    // Filters: ->> compares as text on both backends; -> compares JSON.
+    let (_, body) = get_json(&s, "/docs?select=id&data->>n=eq.12").await;
+    assert_eq!(body, json!([{"id": 2}]));
+    let (_, body) = get_json(&s, "/docs?select=id&data->a->>b=in.(x,y)&order=id").await;
+    assert_eq!(body, json!([{"id": 1}, {"id": 2}]));
+    let (_, body) = get_json(&s, "/docs?select=id&data->tags->0=eq.\"t3\"").await;
+    assert_eq!(body, json!([{"id": 2}]));
+    let (_, body) = get_json(
+        &s,
+        "/docs?select=id&or=(data->>n.eq.5,label.eq.three)&order=id",
+    )
+    .await;
+    assert_eq!(body, json!([{"id": 1}, {"id": 3}]));
+    let (_, body) = get_json(&s, "/docs?select=id&data->>$k=eq.1").await;
+    assert_eq!(
+        body,
+        json!([{"id": 1}]),
+        "a key starting with $ is a key, not a path"
+    );
+    // Ordering by a path (text order under ->>; nulls last ascending).
+    let (_, body) = get_json(&s, "/docs?select=id&order=data->a->>b.desc.nullslast").await;
+    assert_eq!(body, json!([{"id": 2}, {"id": 1}, {"id": 3}]));
+    // A path with `->>` before the end, an unknown column: 400 / 400.
+    let r = s
+        .get("/docs?select=data->>a->b")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "PGRST100").await;
+    let r = s.get("/docs?select=nope->a").send().await.expect("request");
+    assert_error(r, 400, "PGRST204").await;
+    // A path into a column that is not JSON: refused by the planner on PostgreSQL, by SQLite's
+    // JSON functions when the text does not parse.
+    let r = s
+        .get("/docs?select=label->a")
+        .send()
+        .await
+        .expect("request");
+    let code = if b == Backend::Postgres {
+        "PGRST100"
+    } else {
+        "22000"
+    };
+    assert_error(r, 400, code).await;
+}
+
 backend_tests!(
+    json_paths,
     select_columns_alias_cast_star,
     comparison_operators_with_and_without_not,
     like_wildcards_and_case,

@@ -203,6 +203,7 @@ fn returning(
                 .iter()
                 .map(|c| rowgate_query::SelectItem::Column {
                     name: c.clone(),
+                    path: Vec::new(),
                     alias: None,
                     cast: None,
                 })
@@ -373,7 +374,7 @@ async fn modify(
     } else {
         Vec::new()
     };
-    let mut filters = plan::conditions(table, &query.filters)?;
+    let mut filters = plan::conditions(table, &query.filters, d)?;
     let precondition = match (&item, if_match(&parts.headers)) {
         (Some(key), Some(tags)) => Some((current_item(d, table, key.clone())?, tags)),
         _ => None,

@@ -6,7 +6,10 @@ use rowgate_query::render::Dialect;
 use rowgate_query::stmt::{
     CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
 };
-use rowgate_query::{Condition, Operand, Operator, OrderTerm, Predicate, Query, SelectItem, Value};
+use rowgate_query::{
+    path_key, Condition, JsonStep, Operand, Operator, OrderTerm, Predicate, Query, SelectItem,
+    Value,
+};
 use serde_json::{Map, Value as Json};
 
 use super::request::{ItemRange, Prefer, Resolution};
@@ -79,14 +82,21 @@ pub fn output(
                 for c in &table.columns {
                     columns.push(OutputColumn {
                         column: c.name.clone(),
+                        path: Vec::new(),
                         key: c.name.clone(),
                         cast: None,
                     });
                     kinds.push(c.json_kind);
                 }
             }
-            SelectItem::Column { name, alias, cast } => {
+            SelectItem::Column {
+                name,
+                path,
+                alias,
+                cast,
+            } => {
                 let name = column(table, name)?;
+                json_path_allowed(table, &name, path, dialect)?;
                 let cast = match cast {
                     None => None,
                     Some(requested) => Some(
@@ -102,14 +112,18 @@ pub fn output(
                             .to_string(),
                     ),
                 };
-                let kind = match (&cast, table.column(&name)) {
-                    (None, Some(c)) => c.json_kind,
+                let kind = match (&cast, path.last(), table.column(&name)) {
+                    (None, None, Some(c)) => c.json_kind,
+                    (None, Some(step), _) if !step.as_text => JsonKind::Json,
                     _ => JsonKind::Auto,
                 };
                 kinds.push(kind);
                 columns.push(OutputColumn {
-                    key: alias.clone().unwrap_or_else(|| name.clone()),
+                    key: alias
+                        .clone()
+                        .unwrap_or_else(|| path_key(&name, path).to_owned()),
                     column: name,
+                    path: path.clone(),
                     cast,
                 });
             }
@@ -119,18 +133,65 @@ pub fn output(
     Ok((columns, OutputShape { keys, kinds }))
 }
 
-/// Checks every column of a filter tree, rewriting names to the cache's spelling.
-pub fn conditions(table: &Table, filters: &[Condition]) -> Result<Vec<Condition>, ApiError> {
-    filters.iter().map(|c| condition(table, c)).collect()
+/// A JSON path needs a JSON column on PostgreSQL (where `->` on other types does not exist);
+/// SQLite keeps JSON in any column, and answers 400 for text that is not JSON.
+fn json_path_allowed(
+    table: &Table,
+    name: &str,
+    path: &[JsonStep],
+    dialect: &dyn Dialect,
+) -> Result<(), ApiError> {
+    let is_json = table
+        .column(name)
+        .is_some_and(|c| c.json_kind == JsonKind::Json);
+    if path.is_empty() || is_json || dialect.name() == "sqlite" {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::QueryParse,
+        format!("column '{name}' is not json or jsonb, so it has no JSON path"),
+    )
+    .hint("use -> and ->> on json and jsonb columns only"))
 }
 
-fn condition(table: &Table, c: &Condition) -> Result<Condition, ApiError> {
+/// Checks every column and operator of a filter tree, rewriting names to the cache's spelling:
+/// PostgreSQL-only operators are refused on other databases; a full-text operator on a column
+/// that is not a `tsvector` is marked to go through `to_tsvector`.
+pub fn conditions(
+    table: &Table,
+    filters: &[Condition],
+    dialect: &dyn Dialect,
+) -> Result<Vec<Condition>, ApiError> {
+    filters
+        .iter()
+        .map(|c| condition(table, c, dialect))
+        .collect()
+}
+
+fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Condition, ApiError> {
     Ok(match c {
         Condition::Pred(p) => {
             let name = column(table, &p.column)?;
-            let is_bool = table
-                .column(&name)
-                .is_some_and(|c| c.json_kind == JsonKind::Bool);
+            json_path_allowed(table, &name, &p.path, dialect)?;
+            if p.op.postgres_only() && dialect.name() != "postgres" {
+                return Err(ApiError::new(
+                    ErrorCode::QueryParse,
+                    format!(
+                        "operator '{}' is only available on PostgreSQL",
+                        rowgate_query::print::operator_name(p.op)
+                    ),
+                )
+                .hint("array, range and full-text operators need the PostgreSQL backend"));
+            }
+            let vectorize = p.op.is_full_text()
+                && table
+                    .column(&name)
+                    .is_some_and(|c| !c.decl_type.eq_ignore_ascii_case("tsvector"))
+                || p.op.is_full_text() && !p.path.is_empty();
+            let is_bool = p.path.is_empty()
+                && table
+                    .column(&name)
+                    .is_some_and(|c| c.json_kind == JsonKind::Bool);
             let operand = match &p.operand {
                 Operand::Scalar(v) if is_bool => Operand::Scalar(bool_literal(v)),
                 Operand::List(items) if is_bool => {
@@ -141,16 +202,17 @@ fn condition(table: &Table, c: &Condition) -> Result<Condition, ApiError> {
             Condition::Pred(Predicate {
                 column: name,
                 operand,
+                vectorize,
                 ..p.clone()
             })
         }
         Condition::And { negated, items } => Condition::And {
             negated: *negated,
-            items: conditions(table, items)?,
+            items: conditions(table, items, dialect)?,
         },
         Condition::Or { negated, items } => Condition::Or {
             negated: *negated,
-            items: conditions(table, items)?,
+            items: conditions(table, items, dialect)?,
         },
     })
 }
@@ -165,12 +227,18 @@ fn bool_literal(v: &str) -> String {
     }
 }
 
-fn order(table: &Table, terms: &[OrderTerm]) -> Result<Vec<OrderTerm>, ApiError> {
+fn order(
+    table: &Table,
+    terms: &[OrderTerm],
+    dialect: &dyn Dialect,
+) -> Result<Vec<OrderTerm>, ApiError> {
     terms
         .iter()
         .map(|t| {
+            let name = column(table, &t.column)?;
+            json_path_allowed(table, &name, &t.path, dialect)?;
             Ok(OrderTerm {
-                column: column(table, &t.column)?,
+                column: name,
                 ..t.clone()
             })
         })
@@ -221,10 +289,13 @@ pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError
 fn eq(column: &str, value: &str) -> Condition {
     Condition::Pred(Predicate {
         column: column.to_string(),
+        path: Vec::new(),
         negated: false,
         op: Operator::Eq,
         quantifier: None,
         operand: Operand::Scalar(value.to_string()),
+        language: None,
+        vectorize: false,
     })
 }
 
@@ -239,7 +310,7 @@ pub fn read(
     dialect: &dyn Dialect,
 ) -> Result<ReadPlan, ApiError> {
     let (columns, shape) = output(table, query.select.as_deref(), dialect)?;
-    let mut filters = conditions(table, &query.filters)?;
+    let mut filters = conditions(table, &query.filters, dialect)?;
     if let Some(item) = item {
         filters.extend(item);
     }
@@ -260,7 +331,7 @@ pub fn read(
             table: table.name.clone(),
             columns,
             filters,
-            order: order(table, &query.order)?,
+            order: order(table, &query.order, dialect)?,
             not_null: table
                 .columns
                 .iter()
@@ -593,11 +664,16 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
         match f {
             Condition::Pred(Predicate {
                 column: c,
+                path,
                 negated: false,
                 op: Operator::Eq,
                 quantifier: None,
                 operand: Operand::Scalar(v),
-            }) if table.primary_key.contains(c) && !key.iter().any(|(k, _)| k == c) => {
+                ..
+            }) if path.is_empty()
+                && table.primary_key.contains(c)
+                && !key.iter().any(|(k, _)| k == c) =>
+            {
                 key.push((c.clone(), v.clone()));
             }
             _ => return Err(invalid()),

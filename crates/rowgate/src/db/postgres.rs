@@ -507,6 +507,11 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
             )
             .details(db.message().to_string())
         }
+        // undefined object: in generated SQL only a text search language (`fts(klingon)`)
+        "42704" => {
+            return ApiError::new(ErrorCode::QueryParse, db.message().to_string())
+                .hint("name an installed text search configuration, e.g. english or simple")
+        }
         "54001" | "54011" | "54023" => {
             return ApiError::new(
                 ErrorCode::QueryTooComplex,

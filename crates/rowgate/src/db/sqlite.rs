@@ -485,6 +485,10 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                         .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
                 }
                 _ if hits_a_limit(&text) => too_complex(text),
+                // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
+                _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
+                    ApiError::new(ErrorCode::DataError, "a value is not valid JSON").details(text)
+                }
                 _ => ApiError::internal(e),
             }
         }

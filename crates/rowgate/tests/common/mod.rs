@@ -314,6 +314,20 @@ pub fn write_config(
 }
 
 /// GET `path` and return (status, JSON body).
+/// GETs `path` until the server answers 200 (a table created behind its back becomes reachable
+/// once the schema cache reloads), asserting that it answers 404 meanwhile; gives up after 10 s.
+pub async fn wait_until_served(s: &TestServer, path: &str) -> serde_json::Value {
+    for _ in 0..100 {
+        let (status, body) = get_json(s, path).await;
+        if status == 200 {
+            return body;
+        }
+        assert_eq!(status, 404, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{path} was not served within 10 s");
+}
+
 pub async fn get_json(s: &TestServer, path: &str) -> (u16, serde_json::Value) {
     let r = s.get(path).send().await.expect("request");
     let status = r.status().as_u16();
