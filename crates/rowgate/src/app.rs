@@ -38,7 +38,7 @@ pub struct App {
 
 impl App {
     /// Builds the state and its routes.
-    pub fn new(config: Config, db: Arc<Database>) -> anyhow::Result<Arc<App>> {
+    pub async fn new(config: Config, db: Arc<Database>) -> anyhow::Result<Arc<App>> {
         let mut router = matchit::Router::new();
         let prefix = &config.rest.prefix;
         router.insert("/live", Route::Live)?;
@@ -48,7 +48,7 @@ impl App {
         router.insert(format!("{prefix}/"), Route::OpenApi)?;
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
-        let compiled = compile_resources(&config, &db)?;
+        let compiled = compile_resources(&config, &db).await?;
         Ok(Arc::new(App {
             config,
             db,
@@ -58,26 +58,34 @@ impl App {
     }
 
     /// Re-reads the custom resources from `config` and swaps them in (requests in flight finish
-    /// with the set they started with); on error the current set stays. Blocks while the SQL is
-    /// checked on a reader connection: call it off the async threads. Returns how many there are.
-    pub fn reload_resources(&self, config: &Config) -> anyhow::Result<usize> {
-        let compiled = compile_resources(config, &self.db)?;
+    /// with the set they started with); on error the current set stays. Returns how many there
+    /// are.
+    pub async fn reload_resources(&self, config: &Config) -> anyhow::Result<usize> {
+        let compiled = compile_resources(config, &self.db).await?;
         let count = compiled.list.len();
         self.resources.store(Arc::new(compiled));
         Ok(count)
     }
 }
 
-/// Compiles the resources of `config`, preparing their SQL on one of `db`'s reader connections.
-fn compile_resources(config: &Config, db: &Database) -> anyhow::Result<Resources> {
-    match db.as_sqlite() {
-        Some(sqlite) => {
-            let config = config.clone();
-            sqlite.read_blocking(move |conn| {
-                resources::compile(&config, &rowgate_query::render::Sqlite, Some(conn))
-            })?
+/// Compiles the resources of `config` and checks their SQL against `db`: prepared on one of
+/// SQLite's reader connections (off the async threads), or on a pooled PostgreSQL connection.
+pub async fn compile_resources(config: &Config, db: &Arc<Database>) -> anyhow::Result<Resources> {
+    match &**db {
+        Database::Sqlite(_) => {
+            let (config, db) = (config.clone(), db.clone());
+            tokio::task::spawn_blocking(move || {
+                let sqlite = db.as_sqlite().expect("a SQLite database");
+                sqlite.read_blocking(move |conn| {
+                    resources::compile(&config, &rowgate_query::render::Sqlite, Some(conn))
+                })?
+            })
+            .await?
         }
-        // PostgreSQL: parameters and templates are checked; the SQL itself when it first runs.
-        None => resources::compile(config, db.dialect(), None),
+        Database::Postgres(pg) => {
+            let compiled = resources::compile(config, db.dialect(), None)?;
+            resources::check_on_postgres(&compiled, pg).await?;
+            Ok(compiled)
+        }
     }
 }

@@ -185,10 +185,20 @@ pub fn is_postgres_url(db: &str) -> bool {
 }
 
 /// `config check`: the configuration loads, and its custom resources compile (their SQL is
-/// prepared against the database when the file exists; templates are parsed).
+/// prepared against the database when it is a PostgreSQL URL or an existing file; templates are
+/// parsed).
 fn check(config: &Config) -> anyhow::Result<()> {
     let path = &config.db.path;
-    let (resources, against) = if path.exists() {
+    let (resources, against) = if is_postgres_url(&path.to_string_lossy()) {
+        let compiled = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(async {
+                let db = open_database(config).await?;
+                crate::app::compile_resources(config, &db).await
+            })?;
+        (compiled, "checked against")
+    } else if path.exists() {
         let conn = rusqlite::Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
@@ -201,14 +211,8 @@ fn check(config: &Config) -> anyhow::Result<()> {
             "checked against",
         )
     } else {
-        let dialect: &dyn rowgate_query::render::Dialect =
-            if is_postgres_url(&path.to_string_lossy()) {
-                &rowgate_query::render::Postgres
-            } else {
-                &rowgate_query::render::Sqlite
-            };
         (
-            resources::compile(config, dialect, None)?,
+            resources::compile(config, &rowgate_query::render::Sqlite, None)?,
             "SQL not checked: no",
         )
     };
@@ -266,6 +270,12 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
 
 /// Opens the database and builds the app (what `serve` and the tests share).
 pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
+    let db = open_database(&config).await?;
+    App::new(config, db).await
+}
+
+/// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.
+async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
     let location = config.db.path.to_string_lossy().into_owned();
     let db = if is_postgres_url(&location) {
         let opts = PgOptions {
@@ -287,7 +297,7 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
         Database::open_sqlite(&config.db.path, &opts)
             .with_context(|| format!("opening database {location}"))?
     };
-    App::new(config, db)
+    Ok(db)
 }
 
 /// Reloads the schema cache on SIGUSR1, when the database's schema fingerprint changes, and, on
@@ -364,15 +374,15 @@ pub fn spawn_config_reloader(app: &Arc<App>, args: CommonArgs) {
                 return;
             };
             while hup.recv().await.is_some() {
-                let (app2, args2) = (app.clone(), args.clone());
-                let reloaded = tokio::task::spawn_blocking(move || {
-                    let config = args2.load()?;
-                    let count = app2.reload_resources(&config)?;
+                let args2 = args.clone();
+                let reloaded = async {
+                    let config = tokio::task::spawn_blocking(move || args2.load()).await??;
+                    let count = app.reload_resources(&config).await?;
                     Ok::<_, anyhow::Error>((config, count))
-                })
+                }
                 .await;
                 match reloaded {
-                    Ok(Ok((config, count))) => {
+                    Ok((config, count)) => {
                         tracing::info!(resources = count, "SIGHUP: custom resources reloaded");
                         let mut restart_only = config.clone();
                         restart_only.resources = app.config.resources.clone();
@@ -383,8 +393,7 @@ pub fn spawn_config_reloader(app: &Arc<App>, args: CommonArgs) {
                             );
                         }
                     }
-                    Ok(Err(e)) => tracing::error!("SIGHUP: configuration not reloaded: {e:#}"),
-                    Err(e) => tracing::error!("SIGHUP: reload failed: {e}"),
+                    Err(e) => tracing::error!("SIGHUP: configuration not reloaded: {e:#}"),
                 }
             }
         });

@@ -71,6 +71,7 @@ error_codes! {
     NotNullViolation => ("23502", StatusCode::BAD_REQUEST, Execute, "a NOT NULL constraint was violated"),
     CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
     DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value"),
+    ReadOnlyTransaction => ("25006", StatusCode::METHOD_NOT_ALLOWED, Execute, "a read tried to write (a GET may only read)"),
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
     MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
     InvalidParameter => ("RG111", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource has the wrong type"),

@@ -145,6 +145,37 @@ fn demo_init_command_accepts_a_postgres_url() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("people: 1000 rows"), "{text}");
+    // The demo configuration's resources prepare on PostgreSQL too; a broken one does not.
+    let check = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+            .args(["config", "check", "--db", &url])
+            .args(extra)
+            .output()
+            .expect("config check")
+    };
+    let out = check(&["--demo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("5 custom resources, checked against"),
+        "{out:?}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "[[resources]]\npath = \"/x\"\nsql = \"SELECT nope FROM team\"\n",
+    )
+    .expect("write");
+    let bad = dir.path().join("bad.toml");
+    let out = check(&["--config", bad.to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("column \"nope\" does not exist"),
+        "{out:?}"
+    );
     // A server that is not there: a clear error, not a hang.
     let dead = format!("postgres://postgres@127.0.0.1:{}/nope", cluster().port + 1);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
@@ -517,66 +548,114 @@ async fn ddl_notifies_running_servers() {
     );
 }
 
-/// Custom resources on PostgreSQL: `:name` parameters become `$N`, typed by PostgreSQL.
+/// Custom resources on PostgreSQL are checked when they load, as on SQLite: SQL that does not
+/// prepare (syntax, unknown table, a declared type that does not fit) and a GET whose SQL writes
+/// are refused, naming the resource; a GET whose SQL writes behind a function call is stopped
+/// by the read-only transaction reads run in (405, nothing written). (Every other resource test
+/// runs on both backends in tests/resources.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn custom_resources_over_postgres() {
+async fn custom_resources_are_checked_on_postgres() {
     use serde_json::json;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = common::write_config(
-        dir.path(),
+    let s = common::TestServer::start_postgres().await;
+    s.exec(
+        "CREATE FUNCTION bump() RETURNS int LANGUAGE sql \
+         AS 'UPDATE team SET points = points + 1 RETURNING 1'",
+    );
+    let load = |toml: &str| {
+        let mut config = common::write_config(s.dir.path(), toml, &[]).expect("config");
+        config.db.path = s.db_path.clone();
+        config
+    };
+    let refused = |config: rowgate::config::Config| {
+        let app = s.app.clone();
+        async move {
+            let err = app.reload_resources(&config).await.expect_err("refused");
+            format!("{err:#}")
+        }
+    };
+    let err = refused(load(
         r#"
 [[resources]]
-path = "/hello"
+path = "/typo"
+sql = "SELEC 1"
+
+[[resources]]
+path = "/nowhere"
+sql = "SELECT * FROM nowhere"
+
+[[resources]]
+path = "/mismatch"
+sql = "SELECT * FROM team WHERE team_id = :name"
+params.name = { type = "text" }
+"#,
+    ))
+    .await;
+    for words in [
+        "resource /typo: the SQL does not prepare: syntax error",
+        "resource /nowhere: the SQL does not prepare: relation \"nowhere\" does not exist",
+        "resource /mismatch: the SQL does not prepare: operator does not exist: integer = text",
+    ] {
+        assert!(err.contains(words), "{words}: {err}");
+    }
+    let err = refused(load(
+        "[[resources]]\npath = \"/wipe\"\nsql = \"WITH d AS (DELETE FROM team RETURNING 1) SELECT count(*) FROM d\"\n",
+    ))
+    .await;
+    assert!(
+        err.contains("resource /wipe: GET resources may only read"),
+        "{err}"
+    );
+
+    let good = load(
+        r#"
+[[resources]]
+path = "/sneaky"
+sql = "SELECT bump()"
+
+[[resources]]
+path = "/bump"
+method = "POST"
 shape = "value"
-sql = "SELECT 'hello ' || :name"
-params.name = { default = "world" }
+sql = "SELECT bump()"
 
 [[resources]]
 path = "/teams/{id}/drivers"
 sql = "SELECT driver_id, name FROM driver WHERE team_id = :id ORDER BY driver_id"
 params.id = { type = "int" }
-
-[[resources]]
-path = "/teams/{id}/points"
-method = "POST"
-shape = "none"
-sql = "UPDATE team SET points = points + :add WHERE team_id = :id"
-params.id = { type = "int" }
-params.add = { type = "int" }
 "#,
-        &[],
-    )
-    .expect("config");
-    let s = common::TestServer::start_with(common::Backend::Postgres, |c| {
-        c.resources = config.resources.clone();
-    })
-    .await;
-    let get = |path: &str| s.client.get(s.root_url(path)).send();
-    let r = get("/hello?name=Ada").await.expect("request");
-    assert_eq!(
-        r.json::<serde_json::Value>().await.expect("json"),
-        json!("hello Ada")
     );
-    let r = get("/teams/2/drivers").await.expect("request");
+    assert_eq!(s.app.reload_resources(&good).await.expect("loads"), 3);
+    let before = s.int("SELECT points FROM team WHERE team_id = 1");
+    let r = s
+        .client
+        .get(s.root_url("/sneaky"))
+        .send()
+        .await
+        .expect("request");
+    common::assert_error(r, 405, "25006").await;
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 1"), before);
+    let r = s
+        .client
+        .post(s.root_url("/bump"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<serde_json::Value>().await.expect("json"), json!(1));
+    assert_eq!(
+        s.int("SELECT points FROM team WHERE team_id = 1"),
+        before + 1
+    );
+    let r = s
+        .client
+        .get(s.root_url("/teams/2/drivers"))
+        .send()
+        .await
+        .expect("request");
     assert_eq!(
         r.json::<serde_json::Value>().await.expect("json"),
         json!([{"driver_id": 3, "name": "Charles Leclerc"}, {"driver_id": 4, "name": "Carlos Sainz"}])
     );
-    let r = s
-        .client
-        .post(s.root_url("/teams/2/points"))
-        .json(&json!({"add": 5}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(r.status(), 204);
-    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 2"), 411);
-    common::assert_error(
-        get("/teams/x/drivers").await.expect("request"),
-        400,
-        "RG111",
-    )
-    .await;
 }
 
 /// What only PostgreSQL has: array, range and JSON containment operators and full-text search

@@ -167,12 +167,18 @@ impl Postgres {
     /// Connects the pool to `url` and reads the schema cache.
     pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
         let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+        // Every transaction is read-only unless it says otherwise (writes run in `BEGIN READ
+        // WRITE`), so a read whose SQL would write (a custom resource calling a function that
+        // writes) fails instead of committing.
+        let mut options = config.get_options().unwrap_or_default().to_string();
+        options.push_str(" -c default_transaction_read_only=on");
         if !opts.statement_timeout.is_zero() {
-            config.options(format!(
-                "-c statement_timeout={}",
+            options.push_str(&format!(
+                " -c statement_timeout={}",
                 opts.statement_timeout.as_millis()
             ));
         }
+        config.options(options.trim_start());
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -256,12 +262,28 @@ impl Postgres {
         self.reload_schema().await
     }
 
+    /// Prepares `sql` on a pooled connection (nothing runs): an error says why PostgreSQL
+    /// rejects it.
+    pub async fn check_statement(&self, sql: &str) -> anyhow::Result<()> {
+        let client = self
+            .client()
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        match client.prepare(sql).await {
+            Ok(_) => Ok(()),
+            Err(e) => match e.as_db_error() {
+                Some(db) => anyhow::bail!("{}", db.message()),
+                None => Err(e.into()),
+            },
+        }
+    }
+
     /// Runs a job on one pooled connection, in a transaction when it writes or has several
     /// steps (reads then see one snapshot).
     pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
         let client = self.client().await?;
         let transaction = match job.access {
-            Access::Write => Some("BEGIN"),
+            Access::Write => Some("BEGIN READ WRITE"),
             Access::Read if job.steps.len() > 1 => {
                 Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             }
@@ -487,6 +509,11 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
         "23503" => ErrorCode::ForeignKeyViolation,
         "23502" => ErrorCode::NotNullViolation,
         "23514" => ErrorCode::CheckViolation,
+        "25006" => {
+            return ApiError::new(ErrorCode::ReadOnlyTransaction, db.message().to_string()).hint(
+                "SQL that writes needs a resource declared with method POST, PUT, PATCH or DELETE",
+            )
+        }
         "57014" => {
             return ApiError::new(
                 ErrorCode::StatementTimeout,

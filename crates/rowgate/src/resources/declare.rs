@@ -149,6 +149,20 @@ impl ParamType {
             ParamType::Json => "json",
         }
     }
+
+    /// The PostgreSQL type a placeholder of a declared parameter of this type is cast to (an
+    /// undeclared path parameter is left for PostgreSQL to type from where it is used).
+    pub fn postgres_cast(self) -> Option<&'static str> {
+        match self {
+            ParamType::Int => Some("int8"),
+            ParamType::Float => Some("float8"),
+            ParamType::Text => Some("text"),
+            ParamType::Bool => Some("bool"),
+            ParamType::Date => Some("date"),
+            ParamType::Timestamp => Some("timestamptz"),
+            ParamType::Json => Some("jsonb"),
+        }
+    }
 }
 
 /// A file of the `resources_dir` folder: `[[resources]]` entries.

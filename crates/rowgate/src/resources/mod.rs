@@ -198,12 +198,19 @@ fn compile_one(
         bail!("no method");
     }
     let get_only = methods.iter().all(|m| *m == Method::GET);
+    let postgres = dialect.name() == "postgres";
+    let cast = |name: &str| {
+        decl.params
+            .get(name)
+            .filter(|_| postgres)
+            .and_then(|p| p.kind.postgres_cast())
+    };
 
     let statements = decl
         .sql
         .items()
         .into_iter()
-        .map(|s| sql::number(s, dialect).map_err(|e| anyhow!("in the SQL: {e}")))
+        .map(|s| sql::number(s, dialect, &cast).map_err(|e| anyhow!("in the SQL: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if statements.is_empty() {
         bail!("no SQL statement");
@@ -319,10 +326,22 @@ fn compile_one(
             }
             writes
         }
+        // PostgreSQL cannot say whether a statement writes: judged from its words, and a
+        // resource answering anything but GET runs as a write (a SELECT may call a function
+        // that writes); a GET runs read-only, so such a function fails it (405)
+        None if postgres => {
+            let mut writes = !get_only;
+            for s in &statements {
+                writes |=
+                    sql::may_write(&s.text, dialect).map_err(|e| anyhow!("in the SQL: {e}"))?;
+            }
+            writes
+        }
         None => true,
     };
+    // (on PostgreSQL checked by `check_on_postgres`, once the SQL is known to prepare)
     if writes && get_only && conn.is_some() {
-        bail!("GET resources may only read; declare method = \"POST\" (or PUT, PATCH, DELETE) for SQL that writes");
+        bail!("{GET_WRITES}");
     }
     Ok(Resource {
         path: path.to_string(),
@@ -336,6 +355,38 @@ fn compile_one(
         etag: decl.etag,
         writes,
     })
+}
+
+/// Why a GET resource whose SQL writes is refused.
+const GET_WRITES: &str = "GET resources may only read; declare method = \"POST\" (or PUT, PATCH, DELETE) for SQL that writes";
+
+/// Prepares every statement of `resources` on PostgreSQL, so SQL that does not prepare (a
+/// syntax error, an unknown table or column, a type PostgreSQL cannot infer) fails the load as
+/// it does on SQLite, naming the resource; then refuses a GET resource whose SQL may write.
+pub async fn check_on_postgres(
+    resources: &Resources,
+    db: &crate::db::postgres::Postgres,
+) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for resource in &resources.list {
+        let before = problems.len();
+        for statement in &resource.statements {
+            if let Err(e) = db.check_statement(&statement.text).await {
+                problems.push(format!(
+                    "resource {}: the SQL does not prepare: {e:#}",
+                    resource.path
+                ));
+            }
+        }
+        let get_only = resource.methods.iter().all(|m| *m == Method::GET);
+        if problems.len() == before && resource.writes && get_only {
+            problems.push(format!("resource {}: {GET_WRITES}", resource.path));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    Ok(())
 }
 
 /// A resource path must be absolute and stay clear of the built-in routes.

@@ -52,10 +52,13 @@ impl TestServer {
     /// Starts a server on a fresh PostgreSQL database of the test cluster holding the demo
     /// data (200 people).
     pub async fn start_postgres() -> TestServer {
-        Self::start_postgres_with(Config::default(), |_| {}).await
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_postgres_with(dir, Config::default(), |_| {}).await
     }
 
+    /// As [`TestServer::start_postgres`], keeping `dir` (the configuration's folder) alive.
     async fn start_postgres_with(
+        dir: tempfile::TempDir,
         mut config: Config,
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
@@ -63,7 +66,6 @@ impl TestServer {
         rowgate::demo::postgres::init(&url, 200)
             .await
             .expect("demo init");
-        let dir = tempfile::tempdir().expect("tempdir");
         config.db.path = url.clone().into();
         config.db.pool_size = 8;
         adjust(&mut config);
@@ -99,7 +101,7 @@ impl TestServer {
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
         if backend == Backend::Postgres {
-            return Self::start_postgres_with(config, adjust).await;
+            return Self::start_postgres_with(dir, config, adjust).await;
         }
         let db_path = dir.path().join("demo.db");
         rowgate::demo::init(&db_path, 200).expect("demo init");

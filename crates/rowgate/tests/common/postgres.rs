@@ -160,7 +160,7 @@ fn start() -> Result<PgCluster, String> {
     // The watchdog: starts postgres, and when this test process is gone, stops it (fast
     // shutdown) and removes the cluster directory.
     let script = format!(
-        "{postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off \
+        "{postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 -c TimeZone=UTC -c fsync=off \
          -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
          >{base}/server.log 2>&1 & pg=$!; \
          while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.3; done; \
