@@ -121,7 +121,13 @@ impl CommonArgs {
             overrides.push(("db.path", DEMO_DB.to_string()));
         }
         if let Some(db) = &self.db {
-            overrides.push(("db.path", db.clone()));
+            // `--db` is the most specific choice: it replaces both keys of the lower layers
+            if is_postgres_url(db) {
+                overrides.push(("db.url", db.clone()));
+            } else {
+                overrides.push(("db.path", db.clone()));
+                overrides.push(("db.url", String::new()));
+            }
         }
         if let Some(listen) = &self.listen {
             overrides.push(("listen", listen.clone()));
@@ -280,6 +286,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
     let db = if is_postgres_url(&location) {
         let opts = PgOptions {
             pool_size: config.db.pool_size,
+            max_lifetime: Duration::from_secs(config.db.max_lifetime_s),
             acquire_timeout: Duration::from_millis(config.db.acquire_timeout_ms),
             statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
             schemas: config.db.schema_list(),

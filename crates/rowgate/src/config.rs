@@ -100,6 +100,8 @@ impl ConfigDir {
 pub struct DbConfig {
     /// Path of the SQLite database file, or a PostgreSQL URL (`postgres://user@host:port/db`).
     pub path: PathBuf,
+    /// A PostgreSQL URL; when set it is the database (it replaces `path`).
+    pub url: String,
     /// Number of reader threads (each owns a read-only connection); 0 = number of CPUs.
     pub readers: usize,
     /// Per-statement timeout in milliseconds (0 = none).
@@ -114,6 +116,9 @@ pub struct DbConfig {
     pub pool_size: usize,
     /// PostgreSQL: how long a request waits for a free connection before a 503, in ms.
     pub acquire_timeout_ms: u64,
+    /// PostgreSQL: a pooled connection older than this many seconds is closed instead of
+    /// reused (0 = kept while it works).
+    pub max_lifetime_s: u64,
     /// PostgreSQL: exposed schemas, comma-separated, in search order.
     pub schemas: String,
 }
@@ -172,6 +177,7 @@ impl Default for DbConfig {
     fn default() -> Self {
         DbConfig {
             path: PathBuf::from("rowgate.db"),
+            url: String::new(),
             readers: 0,
             statement_timeout_ms: 10_000,
             busy_timeout_ms: 5_000,
@@ -179,6 +185,7 @@ impl Default for DbConfig {
             inline_reads: true,
             pool_size: 16,
             acquire_timeout_ms: 5_000,
+            max_lifetime_s: 1_800,
             schemas: "public".into(),
         }
     }
@@ -229,7 +236,37 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "db.path",
         env: "ROWGATE_DB_PATH",
-        doc: "SQLite database file",
+        doc: "SQLite database file (or a PostgreSQL URL)",
+    },
+    Key {
+        name: "db.url",
+        env: "ROWGATE_DB_URL",
+        doc: "PostgreSQL URL (replaces db.path)",
+    },
+    Key {
+        name: "db.pool_size",
+        env: "ROWGATE_DB_POOL_SIZE",
+        doc: "PostgreSQL: most pooled connections",
+    },
+    Key {
+        name: "db.acquire_timeout_ms",
+        env: "ROWGATE_DB_ACQUIRE_TIMEOUT_MS",
+        doc: "PostgreSQL: wait for a free connection before a 503, in ms",
+    },
+    Key {
+        name: "db.max_lifetime_s",
+        env: "ROWGATE_DB_MAX_LIFETIME_S",
+        doc: "PostgreSQL: close pooled connections older than this, in s (0 = never)",
+    },
+    Key {
+        name: "db.schemas",
+        env: "ROWGATE_DB_SCHEMAS",
+        doc: "PostgreSQL: exposed schemas, comma-separated",
+    },
+    Key {
+        name: "db.inline_reads",
+        env: "ROWGATE_DB_INLINE_READS",
+        doc: "SQLite: run short reads on the request's thread",
     },
     Key {
         name: "db.readers",
@@ -337,6 +374,16 @@ pub fn load(
         .try_into()
         .context("invalid configuration")?;
     config.dir = dir;
+    if !config.db.url.is_empty() {
+        if !(config.db.url.starts_with("postgres://") || config.db.url.starts_with("postgresql://"))
+        {
+            bail!(
+                "db.url must be a PostgreSQL URL (postgres://user@host:port/db), got {:?}; a SQLite file goes in db.path",
+                config.db.url
+            );
+        }
+        config.db.path = PathBuf::from(&config.db.url);
+    }
     config.validate()?;
     Ok(config)
 }
@@ -447,6 +494,27 @@ mod tests {
         assert_eq!(config.rest.max_rows, 7);
         assert_eq!(config.rest.prefix, "/x");
         assert_eq!(config.db.busy_timeout_ms, 5_000);
+    }
+
+    #[test]
+    fn db_url_names_the_postgres_database() {
+        let url = "postgres://app@db:5432/app";
+        let env = |name: &str| (name == "ROWGATE_DB_URL").then(|| url.to_string());
+        let config = load(Layer::None, env, &[]).expect("load");
+        assert_eq!(config.db.path, PathBuf::from(url));
+        // A SQLite file given on the command line (as `--db` does) replaces it.
+        let config = load(
+            Layer::None,
+            env,
+            &[("db.path", "x.db".into()), ("db.url", String::new())],
+        )
+        .expect("load");
+        assert_eq!(config.db.path, PathBuf::from("x.db"));
+        let err = load(Layer::None, |_| None, &[("db.url", "x.db".into())]).expect_err("bad");
+        assert!(format!("{err:#}").contains("db.url must be a PostgreSQL URL"));
+        let config =
+            load(Layer::None, |_| None, &[("db.max_lifetime_s", "60".into())]).expect("load");
+        assert_eq!(config.db.max_lifetime_s, 60);
     }
 
     #[test]

@@ -103,3 +103,36 @@ async fn exhausted_pool_answers_503_after_the_acquire_timeout() {
         200
     );
 }
+
+/// `db.max_lifetime_s`: a pooled connection older than that is replaced instead of reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_connections_are_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = common::write_config(
+        dir.path(),
+        "[[resources]]\npath = \"/pid\"\nshape = \"value\"\nsql = \"SELECT pg_backend_pid()\"\n",
+        &[],
+    )
+    .expect("config");
+    let s = TestServer::start_in(Backend::Postgres, dir, config, |c| {
+        c.db.pool_size = 1;
+        c.db.max_lifetime_s = 1;
+    })
+    .await;
+    let pid = || async {
+        let r = s
+            .client
+            .get(s.root_url("/pid"))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 200);
+        r.json::<i64>().await.expect("pid")
+    };
+    let first = pid().await;
+    assert_eq!(pid().await, first, "a young connection is reused");
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let renewed = pid().await;
+    assert_ne!(renewed, first, "an old connection is replaced");
+    assert_eq!(pid().await, renewed);
+}

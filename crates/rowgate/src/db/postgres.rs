@@ -98,6 +98,8 @@ pub async fn listen_for_reloads(
 pub struct PgOptions {
     /// Most pooled connections.
     pub pool_size: usize,
+    /// A connection older than this is closed instead of reused (zero = no limit).
+    pub max_lifetime: Duration,
     /// How long a request waits for a free connection before a 503.
     pub acquire_timeout: Duration,
     /// `statement_timeout` of every connection (zero = none).
@@ -163,6 +165,20 @@ fn as_text(v: &Value) -> AsText {
     })
 }
 
+/// Refuses to recycle a connection older than `max` (deadpool then drops it and opens another),
+/// so connections are renewed over time (server-side memory, changed settings, a failover).
+fn max_lifetime_hook(max: Duration) -> deadpool_postgres::Hook {
+    deadpool_postgres::Hook::sync_fn(move |_, metrics| {
+        if !max.is_zero() && metrics.age() > max {
+            Err(deadpool_postgres::HookError::message(
+                "connection reached db.max_lifetime_s",
+            ))
+        } else {
+            Ok(())
+        }
+    })
+}
+
 impl Postgres {
     /// Connects the pool to `url` and reads the schema cache.
     pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
@@ -191,6 +207,7 @@ impl Postgres {
             .wait_timeout(Some(opts.acquire_timeout))
             .create_timeout(Some(opts.acquire_timeout))
             .runtime(deadpool_postgres::Runtime::Tokio1)
+            .pre_recycle(max_lifetime_hook(opts.max_lifetime))
             .build()
             .context("cannot build the connection pool")?;
         let client = pool.get().await.context("cannot connect to PostgreSQL")?;

@@ -48,6 +48,47 @@ impl PgCluster {
     pub fn url(&self, name: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
+
+    /// Stops the server (fast shutdown, as `pg_ctl stop -m fast` does) and keeps it down until
+    /// [`PgCluster::start_again`]. Returns once it no longer accepts connections.
+    pub fn stop(&self) {
+        let base = self.dir.parent().expect("cluster base");
+        std::fs::write(base.join("hold"), b"").expect("hold file");
+        std::fs::write(base.join("held"), b"").expect("held file");
+        let pidfile = std::fs::read_to_string(self.dir.join("postmaster.pid")).expect("pid file");
+        let pid = pidfile.lines().next().expect("pid").trim().to_string();
+        let ok = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill -INT {pid}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < deadline, "postgres did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Lets the watchdog start the server again after [`PgCluster::stop`]; returns once it
+    /// accepts connections.
+    pub fn start_again(&self) {
+        let base = self.dir.parent().expect("cluster base");
+        std::fs::remove_file(base.join("hold")).expect("hold file");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready(self.port) {
+            assert!(Instant::now() < deadline, "postgres did not start again");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Whether the server on `port` accepts connections.
+fn ready(port: u16) -> bool {
+    Command::new(bin("pg_isready"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Runs one SQL command with psql (setup, not the code under test).
@@ -157,13 +198,20 @@ fn start() -> Result<PgCluster, String> {
         ));
     }
     let port = free_port()?;
-    // The watchdog: starts postgres, and when this test process is gone, stops it (fast
-    // shutdown) and removes the cluster directory.
+    // The watchdog: starts postgres, and when this test process is gone (or postgres died),
+    // stops it (fast shutdown) and removes the cluster directory. While a `hold` file exists
+    // (see `PgCluster::stop`), a stopped postgres is left down; once it is removed, it is
+    // started again on the same port.
     let script = format!(
-        "{postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 -c TimeZone=UTC -c fsync=off \
-         -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
-         >{base}/server.log 2>&1 & pg=$!; \
-         while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.3; done; \
+        "run() {{ {postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 \
+           -c TimeZone=UTC -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+           -c max_connections=200 >>{base}/server.log 2>&1 & pg=$!; }}; run; \
+         while [ -d /proc/{parent} ]; do \
+           if ! kill -0 $pg 2>/dev/null; then \
+             if [ -e {base}/hold ]; then sleep 0.05; continue; fi; \
+             if [ -e {base}/held ]; then rm -f {base}/held; run; else break; fi; \
+           fi; sleep 0.1; \
+         done; \
          kill -INT $pg 2>/dev/null; wait $pg; rm -rf {base}",
         postgres = dir_root.join("postgres").display(),
         data = data.display(),
@@ -179,12 +227,7 @@ fn start() -> Result<PgCluster, String> {
         .map_err(|e| format!("starting postgres: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let ready = Command::new(bin("pg_isready"))
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ready {
+        if ready(port) {
             break;
         }
         if Instant::now() > deadline {
