@@ -79,6 +79,8 @@ enum Var {
     Int(i64, i64),
     Letter(u8, u8),
     Seq,
+    /// `env:NAME`: the environment variable's value, read once (a bearer token).
+    Const(String),
 }
 
 /// A compiled request kind: templates split once, checks compiled once.
@@ -187,6 +189,7 @@ impl Request {
                 Var::Int(lo, hi) => rng.i64(*lo..=*hi).to_string(),
                 Var::Letter(lo, hi) => char::from(rng.u8(*lo..=*hi)).to_string(),
                 Var::Seq => seq.to_string(),
+                Var::Const(v) => v.clone(),
             })
             .collect();
         Drawn {
@@ -286,6 +289,11 @@ impl Request {
 fn parse_var(def: &str) -> anyhow::Result<Var> {
     if def == "seq" {
         return Ok(Var::Seq);
+    }
+    if let Some(name) = def.strip_prefix("env:") {
+        return std::env::var(name)
+            .map(Var::Const)
+            .with_context(|| format!("{def:?}: the environment variable {name} is not set"));
     }
     let (lo, hi) = def
         .split_once("..")

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::db::Database;
 use crate::resources::{self, Resources};
@@ -22,6 +23,8 @@ pub enum Route {
     Table,
     /// `/{prefix}/{table}/{key}`.
     Item,
+    /// `/oauth/token`.
+    Token,
 }
 
 /// Shared application state.
@@ -30,6 +33,8 @@ pub struct App {
     pub config: Config,
     /// The database.
     pub db: Arc<Database>,
+    /// Tokens, clients and grants.
+    pub auth: Arc<Auth>,
     /// Route table of the built-in routes.
     pub router: matchit::Router<Route>,
     /// The custom resources, swapped whole on reload.
@@ -48,10 +53,17 @@ impl App {
         router.insert(format!("{prefix}/"), Route::OpenApi)?;
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
+        router.insert("/oauth/token", Route::Token)?;
         let compiled = compile_resources(&config, &db).await?;
+        let auth = Auth::new(&config)?;
+        auth.refresh_clients(&db).await?;
+        for problem in auth.policy.problems(&db.schema()) {
+            tracing::warn!("grants: {problem}");
+        }
         Ok(Arc::new(App {
             config,
             db,
+            auth: Arc::new(auth),
             router,
             resources: ArcSwap::from_pointee(compiled),
         }))

@@ -40,6 +40,63 @@ enum Command {
         #[command(subcommand)]
         action: DbAction,
     },
+    /// OAuth2 clients (client-credentials tokens at POST /oauth/token).
+    Clients {
+        #[command(subcommand)]
+        action: ClientsAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ClientsAction {
+    /// Add a client; prints its client_id and client_secret (shown once).
+    Add {
+        /// The client's name.
+        name: String,
+        /// The role its tokens carry.
+        #[arg(long)]
+        role: String,
+        /// Token lifetime in seconds (at most auth.max_token_ttl_s).
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// List the clients (never their secrets).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Give a client a new secret; the current one keeps working until `retire`.
+    Rotate {
+        /// The client's name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Stop a client's previous secret, and the tokens issued with it, from working.
+    Retire {
+        /// The client's name.
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Revoke a client: its secrets and every token it holds stop working.
+    Revoke {
+        /// The client's name.
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -164,6 +221,7 @@ pub fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Clients { action } => clients(action),
         Command::Demo { action } => match action {
             DemoAction::Init { db, people } => {
                 let started = std::time::Instant::now();
@@ -183,6 +241,83 @@ pub fn main() -> anyhow::Result<()> {
             }
         },
     }
+}
+
+/// `rowgate clients …`: opens the database the way `serve` does and changes its client table.
+fn clients(action: ClientsAction) -> anyhow::Result<()> {
+    use crate::auth::{clients as store, secret};
+    let common = match &action {
+        ClientsAction::Add { common, .. }
+        | ClientsAction::List { common, .. }
+        | ClientsAction::Rotate { common, .. }
+        | ClientsAction::Retire { common, .. }
+        | ClientsAction::Revoke { common, .. } => common,
+    };
+    let config = common.load()?;
+    init_logging("warn");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let db = open_database(&config).await?;
+        let issued = |issued: store::Issued, json: bool, what: &str| {
+            if json {
+                println!("{}", serde_json::to_string(&issued).unwrap_or_default());
+            } else {
+                println!("{what}\nclient_id:     {}\nclient_secret: {}\n(the secret is shown only once)", issued.client_id, issued.client_secret);
+            }
+        };
+        match &action {
+            ClientsAction::Add {
+                name,
+                role,
+                ttl,
+                json,
+                ..
+            } => {
+                let secrets = secret::load(&config)?;
+                let done = store::add(&db, &secrets, name, role, *ttl).await?;
+                issued(done, *json, &format!("added client {name:?} with role {role:?}"));
+            }
+            ClientsAction::Rotate { name, json, .. } => {
+                let secrets = secret::load(&config)?;
+                let done = store::rotate(&db, &secrets, name).await?;
+                issued(
+                    done,
+                    *json,
+                    &format!("new secret for {name:?}; the previous one works until `rowgate clients retire {name}`"),
+                );
+            }
+            ClientsAction::Retire { name, .. } => {
+                store::retire(&db, name).await?;
+                println!("the previous secret of {name:?} and its tokens no longer work");
+            }
+            ClientsAction::Revoke { name, .. } => {
+                store::revoke(&db, name).await?;
+                println!("revoked {name:?}: its secrets and tokens no longer work");
+            }
+            ClientsAction::List { json, .. } => {
+                let mut all: Vec<store::Client> = store::load(&db).await?.into_values().collect();
+                all.sort_by(|a, b| a.name.cmp(&b.name));
+                if *json {
+                    println!("{}", serde_json::to_string(&all)?);
+                } else {
+                    println!("{:<20} {:<24} {:<12} {:>7} {:>4} state", "name", "client_id", "role", "ttl_s", "gen");
+                    for c in &all {
+                        let state = if c.revoked {
+                            "revoked"
+                        } else if c.prev_gen.is_some() {
+                            "rotating"
+                        } else {
+                            "active"
+                        };
+                        println!("{:<20} {:<24} {:<12} {:>7} {:>4} {state}", c.name, c.client_id, c.role, c.ttl_s, c.secret_gen);
+                    }
+                }
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })
 }
 
 /// Whether `db` names a PostgreSQL database rather than a SQLite file.
@@ -274,10 +409,13 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Opens the database and builds the app (what `serve` and the tests share).
+/// Opens the database and builds the app (what `serve` and the tests share); keeps its view of
+/// the OAuth clients current.
 pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
     let db = open_database(&config).await?;
-    App::new(config, db).await
+    let app = App::new(config, db).await?;
+    crate::auth::spawn_client_refresher(app.auth.clone(), app.db.clone());
+    Ok(app)
 }
 
 /// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.

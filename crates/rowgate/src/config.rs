@@ -27,6 +27,10 @@ pub struct Config {
     pub resources_dir: PathBuf,
     /// Custom resources (`[[resources]]`), see [`crate::resources`].
     pub resources: Vec<ResourceConfig>,
+    /// Tokens, clients and the anonymous role (`[auth]`), see [`crate::auth`].
+    pub auth: AuthConfig,
+    /// What each role may do with each table (`[[grants]]`); nothing is granted otherwise.
+    pub grants: Vec<GrantConfig>,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -50,6 +54,15 @@ impl Default for ConfigDir {
 }
 
 impl ConfigDir {
+    /// A path named by the configuration, on disk: relative to the configuration's folder (the
+    /// working directory for the built-in demo configuration).
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        match self {
+            ConfigDir::Path(dir) => dir.join(path),
+            ConfigDir::Embedded(_) => path.to_path_buf(),
+        }
+    }
+
     /// Reads a file named relative to this folder.
     pub fn read(&self, relative: &Path) -> std::io::Result<String> {
         match self {
@@ -134,6 +147,88 @@ impl DbConfig {
     }
 }
 
+/// `[auth]`: how tokens are issued and checked. The signing secret never sits in this file: it
+/// comes from `secret_file` (created, mode 0600, on first use) or `ROWGATE_AUTH_SECRET`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// File holding the server's master secret (client-secret pepper and HS256 key are derived
+    /// from it), relative to the configuration's folder.
+    pub secret_file: PathBuf,
+    /// `iss` of the tokens this server issues (and expects).
+    pub issuer: String,
+    /// `aud` of the tokens this server issues (and expects).
+    pub audience: String,
+    /// Longest token lifetime in seconds; a client's own `ttl` may only be shorter.
+    pub max_token_ttl_s: u64,
+    /// The role of requests without a token.
+    pub anon_role: String,
+    /// How often the running server re-reads the client table (new, rotated, revoked clients),
+    /// in milliseconds.
+    pub clients_poll_ms: u64,
+    /// Failed token requests allowed per client and per address in a minute before 429.
+    pub max_failures_per_minute: u32,
+    /// Tokens of other issuers accepted for bearer auth (`[[auth.external]]`).
+    pub external: Vec<ExternalIssuer>,
+}
+
+/// An outside identity provider whose JWTs are accepted.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalIssuer {
+    /// Expected `iss`.
+    pub issuer: String,
+    /// Expected `aud`.
+    pub audience: String,
+    /// A JWKS file (`{"keys": [...]}`); a token's `kid` picks the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_file: Option<PathBuf>,
+    /// The claim that names the role (default `role`).
+    #[serde(default = "default_role_claim")]
+    pub role_claim: String,
+}
+
+fn default_role_claim() -> String {
+    "role".into()
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            secret_file: PathBuf::from("rowgate.secret"),
+            issuer: "rowgate".into(),
+            audience: "rowgate".into(),
+            max_token_ttl_s: 3600,
+            anon_role: "anon".into(),
+            clients_poll_ms: 1000,
+            max_failures_per_minute: 10,
+            external: Vec::new(),
+        }
+    }
+}
+
+/// One `[[grants]]` entry: what `role` may do with `table` (`*`: every table without an entry
+/// of its own).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GrantConfig {
+    /// The role.
+    pub role: String,
+    /// Table or view names (or `"*"`).
+    pub tables: Vec<String>,
+    /// Allowed operations: `select`, `insert`, `update`, `delete`.
+    pub ops: Vec<String>,
+    /// Columns the role may read (and filter and order by); all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_columns: Option<Vec<String>>,
+    /// Columns the role may write; all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_columns: Option<Vec<String>>,
+    /// Row filter in the REST filter syntax, token claims as `@claim` (`owner=eq.@sub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+}
+
 /// `[rest]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -168,6 +263,8 @@ impl Default for Config {
             log: "info".into(),
             resources_dir: PathBuf::new(),
             resources: Vec::new(),
+            auth: AuthConfig::default(),
+            grants: Vec::new(),
             dir: ConfigDir::default(),
         }
     }
@@ -287,6 +384,21 @@ pub const KEYS: &[Key] = &[
         name: "db.schema_poll_ms",
         env: "ROWGATE_DB_SCHEMA_POLL_MS",
         doc: "schema change check interval in ms",
+    },
+    Key {
+        name: "auth.secret_file",
+        env: "ROWGATE_AUTH_SECRET_FILE",
+        doc: "file of the server's master secret (created if missing)",
+    },
+    Key {
+        name: "auth.anon_role",
+        env: "ROWGATE_AUTH_ANON_ROLE",
+        doc: "role of requests without a token",
+    },
+    Key {
+        name: "auth.max_token_ttl_s",
+        env: "ROWGATE_AUTH_MAX_TOKEN_TTL_S",
+        doc: "longest token lifetime in seconds",
     },
     Key {
         name: "rest.prefix",

@@ -65,6 +65,13 @@ pub enum Step {
     },
     /// The first column of the first row, as JSON, into [`Output::value`].
     Value(Sql),
+    /// Fails with `error` (and rolls back) unless this count is zero: an access rule's check.
+    Forbid {
+        /// `SELECT count(*) …` of the rows that break the rule.
+        sql: Sql,
+        /// The refusal.
+        error: ApiError,
+    },
 }
 
 /// A whole job.

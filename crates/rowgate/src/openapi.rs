@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 description of the API, generated from the schema cache: one path per table
-//! and view (and per item URL where there is a primary key), one schema per table.
+//! and view (and per item URL where there is a primary key), one schema per table, limited to what
+//! the caller's role is granted.
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -8,27 +9,45 @@ use serde_json::{json, Map, Value};
 use crate::api::request::{negotiate, MediaType};
 use crate::api::respond::Reply;
 use crate::app::App;
+use crate::auth::policy::{Grant, Op, Policy};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::resources::declare::{ParamType, Shape, Source};
 use crate::resources::{Resource, Resources};
 use crate::schema::{SchemaCache, Table};
 
-/// Answers `GET /{prefix}/` and `/openapi.json`.
-pub fn reply(app: &App, headers: &HeaderMap) -> Result<Reply, ApiError> {
+/// Answers `GET /{prefix}/` and `/openapi.json` with what `principal` may use.
+pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Reply, ApiError> {
     let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
     let doc = document(
         &app.db.schema(),
         &app.config.rest.prefix,
         &app.resources.load(),
+        &app.auth.policy,
+        principal,
     );
     let body = serde_json::to_vec(&doc).map_err(ApiError::internal)?;
     Ok(Reply::new(StatusCode::OK, media, Bytes::from(body)))
 }
 
-/// The OpenAPI document for `schema` served under `prefix`, plus the custom resources.
-pub fn document(schema: &SchemaCache, prefix: &str, resources: &Resources) -> Value {
+/// The OpenAPI document for `schema` served under `prefix`, plus the custom resources: only the
+/// tables, columns, methods and resources `principal`'s role may use.
+pub fn document(
+    schema: &SchemaCache,
+    prefix: &str,
+    resources: &Resources,
+    policy: &Policy,
+    principal: &Principal,
+) -> Value {
     let mut paths = Map::new();
     for resource in &resources.list {
+        if resource
+            .roles
+            .as_ref()
+            .is_some_and(|roles| !roles.contains(&principal.role))
+        {
+            continue;
+        }
         let Value::Object(ops) = custom_resource(resource) else {
             continue;
         };
@@ -40,11 +59,24 @@ pub fn document(schema: &SchemaCache, prefix: &str, resources: &Resources) -> Va
         }
     }
     let mut schemas = Map::new();
-    for table in schema.tables.values() {
+    for full in schema.tables.values() {
+        let Some(grant) = policy.grant(principal, &full.name) else {
+            continue;
+        };
+        if !grant.allows(Op::Select) {
+            continue;
+        }
+        let table = &*grant.view(full);
         schemas.insert(table.name.clone(), table_schema(table));
-        paths.insert(format!("{prefix}/{}", table.name), collection(table));
+        paths.insert(
+            format!("{prefix}/{}", table.name),
+            granted_methods(collection(table), grant),
+        );
         if !table.primary_key.is_empty() {
-            paths.insert(format!("{prefix}/{}/{{key}}", table.name), item(table));
+            paths.insert(
+                format!("{prefix}/{}/{{key}}", table.name),
+                granted_methods(item(table), grant),
+            );
         }
     }
     json!({
@@ -149,6 +181,21 @@ fn body(table: &Table) -> Value {
     ]}}}})
 }
 
+/// A path item with only the methods `grant` allows.
+fn granted_methods(mut path: Value, grant: &Grant) -> Value {
+    if let Value::Object(methods) = &mut path {
+        methods.retain(|method, _| match method.as_str() {
+            "get" | "head" => grant.allows(Op::Select),
+            "post" => grant.allows(Op::Insert),
+            "patch" => grant.allows(Op::Update),
+            "delete" => grant.allows(Op::Delete),
+            "put" => grant.allows(Op::Insert) && grant.allows(Op::Update),
+            _ => true,
+        });
+    }
+    path
+}
+
 fn collection(table: &Table) -> Value {
     let params = filter_params(table);
     let mut ops = Map::new();
@@ -250,6 +297,7 @@ fn custom_resource(resource: &Resource) -> Value {
                     body_required.push(p.name.clone());
                 }
             }
+            Source::Claim => {}
         }
     }
     let ok = match resource.shape {

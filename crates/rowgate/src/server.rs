@@ -6,6 +6,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use crate::api::respond::{error_response, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
 use crate::error::{ApiError, ErrorCode};
-use crate::{openapi, resources};
+use crate::{auth, openapi, resources};
 
 /// Serves `listener` until `shutdown` completes, then drains open connections.
 pub async fn run(
@@ -45,8 +46,8 @@ pub async fn run(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
                         tracing::warn!(error = %e, "accept failed");
@@ -58,7 +59,7 @@ pub async fn run(
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
-                    async move { Ok::<_, Infallible>(dispatch(&app, req).await) }
+                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip()).await) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {
@@ -82,10 +83,10 @@ pub async fn run(
 }
 
 /// Routes one request and turns any error into its JSON answer.
-pub async fn dispatch(app: &App, req: Request<Incoming>) -> Response {
+pub async fn dispatch(app: &App, req: Request<Incoming>, peer: IpAddr) -> Response {
     let started = Instant::now();
     let head = req.method() == Method::HEAD;
-    let mut response = match route(app, req).await {
+    let mut response = match route(app, req, peer).await {
         Ok(reply) => reply.into_response(head),
         Err(err) => error_response(&err, head),
     };
@@ -96,10 +97,11 @@ pub async fn dispatch(app: &App, req: Request<Incoming>) -> Response {
     response
 }
 
-async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
+async fn route(app: &App, req: Request<Incoming>, peer: IpAddr) -> Result<Reply, ApiError> {
     let (parts, body) = req.into_parts();
     let Ok(matched) = app.router.at(parts.uri.path()) else {
-        return resources::handle(app, &parts, body).await;
+        let principal = app.auth.authenticate(&parts.headers)?;
+        return resources::handle(app, &parts, body, &principal).await;
     };
     let route = *matched.value;
     let param = |name: &str| {
@@ -131,9 +133,11 @@ async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
                     "the API description is read-only",
                 ));
             }
-            openapi::reply(app, &parts.headers)
+            let principal = app.auth.authenticate(&parts.headers)?;
+            openapi::reply(app, &parts.headers, &principal)
         }
         Route::Table | Route::Item => {
+            let principal = app.auth.authenticate(&parts.headers)?;
             let body = read_body(app, &parts, body).await?;
             let table = table.unwrap_or_default();
             api::handle(
@@ -144,8 +148,13 @@ async fn route(app: &App, req: Request<Incoming>) -> Result<Reply, ApiError> {
                     table: &table,
                     key: key.as_deref(),
                 },
+                &principal,
             )
             .await
+        }
+        Route::Token => {
+            let body = read_body(app, &parts, body).await?;
+            Ok(auth::endpoint::handle(&app.auth, &app.db, &parts, &body, peer).await)
         }
     }
 }

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rowgate");
 
+/// A configuration granting the anonymous role everything (these tests are not about grants).
+const OPEN_GRANTS: &str =
+    "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\nops = [\"select\", \"insert\", \"update\", \"delete\"]\n";
+
 /// A view that takes a while to compute (a few hundred ms in SQLite).
 const SLOW_VIEW: &str = "CREATE VIEW slow AS WITH RECURSIVE c(x) AS \
     (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000) SELECT count(*) AS n FROM c";
@@ -114,6 +118,7 @@ fn demo_init_then_serve_demo() {
 #[test]
 fn sigterm_lets_in_flight_requests_finish() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
     rowgate::demo::init(&db, 10).expect("demo");
     rusqlite::Connection::open(&db)
@@ -134,6 +139,7 @@ fn sigterm_lets_in_flight_requests_finish() {
 #[test]
 fn statement_timeout_answers_504_and_the_server_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
     rowgate::demo::init(&db, 10).expect("demo");
     rusqlite::Connection::open(&db)
@@ -154,6 +160,7 @@ fn statement_timeout_answers_504_and_the_server_goes_on() {
 #[test]
 fn sigusr1_reloads_the_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
     rowgate::demo::init(&db, 10).expect("demo");
     // Polling off: only the signal can reveal the new table.

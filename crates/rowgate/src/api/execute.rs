@@ -82,6 +82,11 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, ApiError> {
                 count = Some(scalar(conn, sql)?)
             }
             Step::Value(sql) => value = Some(first_value_as_declared(conn, sql)?),
+            Step::Forbid { sql, error } => {
+                if scalar(conn, sql)? > 0 {
+                    return Err(error.clone());
+                }
+            }
         }
     }
     finish(&mut out, job.format);

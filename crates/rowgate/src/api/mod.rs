@@ -3,6 +3,7 @@
 //! → respond ([`respond`]). This module wires the stages per HTTP method.
 
 pub mod execute;
+pub mod guard;
 pub mod plan;
 pub mod request;
 pub mod respond;
@@ -14,10 +15,12 @@ use rowgate_query::stmt::OutputColumn;
 use rowgate_query::Query;
 
 use crate::app::App;
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output, Step};
 use crate::schema::Table;
 use execute::{Encoded, Format};
+use guard::Guard;
 use plan::OutputShape;
 use request::{Count, MediaType, Prefer, Return};
 use respond::{content_range, etag, Reply};
@@ -33,31 +36,47 @@ pub struct Target<'a> {
     pub key: Option<&'a str>,
 }
 
-/// Serves one table/view request.
+/// Serves one table/view request for `principal`.
 pub async fn handle(
     app: &App,
     parts: &Parts,
     body: Bytes,
     target: Target<'_>,
+    principal: &Principal,
 ) -> Result<Reply, ApiError> {
     let schema = app.db.schema();
-    let table = plan::table(&schema, target.table)?;
+    let full = plan::table(&schema, target.table)?;
     let query = request::parse_query(parts.uri.query())?;
     let prefer = Prefer::parse(&parts.headers)?;
+    let guard = Guard::new(
+        &app.auth.policy,
+        principal,
+        full,
+        &parts.method,
+        &prefer,
+        app.db.dialect(),
+    )?;
+    // The table as the role sees it: only the columns it may read (and filter and order by).
+    let view = guard.grant.view(full);
+    let table = Tables {
+        full,
+        view: &view,
+        guard: &guard,
+    };
     let item = target
         .key
-        .map(|k| plan::item_filters(table, k))
+        .map(|k| plan::item_filters(table.view, k))
         .transpose()?;
     let is_item = item.is_some();
     match parts.method {
-        Method::GET | Method::HEAD => read(app, parts, table, &query, &prefer, item).await,
-        Method::POST if !is_item => insert(app, parts, table, &query, &prefer, &body).await,
+        Method::GET | Method::HEAD => read(app, parts, &table, &query, &prefer, item).await,
+        Method::POST if !is_item => insert(app, parts, &table, &query, &prefer, &body).await,
         Method::PATCH | Method::DELETE => {
-            modify(app, parts, table, &query, &prefer, item, &body).await
+            modify(app, parts, &table, &query, &prefer, item, &body).await
         }
-        Method::PUT => put(app, parts, table, &query, &prefer, target.key, &body).await,
+        Method::PUT => put(app, parts, &table, &query, &prefer, target.key, &body).await,
         _ => {
-            let allow = if table.is_view {
+            let allow = if full.is_view {
                 "GET, HEAD"
             } else if is_item {
                 "GET, HEAD, PUT, PATCH, DELETE"
@@ -71,6 +90,14 @@ pub async fn handle(
             .details(format!("allowed: {allow}")))
         }
     }
+}
+
+/// The table of a request: whole (for writes and the role's row filter), as the role may read
+/// it, and the role's guard.
+struct Tables<'a> {
+    full: &'a Table,
+    view: &'a Table,
+    guard: &'a Guard<'a>,
 }
 
 /// A job's rows, taken out of its output.
@@ -92,19 +119,20 @@ fn format_of(media: MediaType) -> Format {
 async fn read(
     app: &App,
     parts: &Parts,
-    table: &Table,
+    tables: &Tables<'_>,
     query: &Query,
     prefer: &Prefer,
     item: Option<Vec<rowgate_query::Condition>>,
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
+    let table = tables.view;
     let is_item = item.is_some();
     let media = request::negotiate(
         &parts.headers,
         &[MediaType::Json, MediaType::SingleObject, MediaType::Csv],
     )?;
     let range = request::parse_range(&parts.headers)?;
-    let plan = plan::read(
+    let mut plan = plan::read(
         table,
         query,
         range,
@@ -113,6 +141,11 @@ async fn read(
         item,
         d,
     )?;
+    let row_filter = &tables.guard.row_filter;
+    plan.select.filters.extend(row_filter.iter().cloned());
+    if let Some(count) = &mut plan.count {
+        count.filters.extend(row_filter.iter().cloned());
+    }
     let mut steps = Vec::with_capacity(2);
     if let Some(count) = &plan.count {
         let exact = render::count(d, count);
@@ -243,32 +276,32 @@ fn write_job(steps: Vec<Step>, prefer: &Prefer, media: MediaType) -> Job {
 async fn insert(
     app: &App,
     parts: &Parts,
-    table: &Table,
+    tables: &Tables<'_>,
     query: &Query,
     prefer: &Prefer,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
+    let table = tables.full;
     let json = request::parse_body(&parts.headers, body)?;
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(d, table, query, prefer)?;
-    let plan = plan::insert(table, query, &json, prefer, cols, shape)?;
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
+    let mut plan = plan::insert(table, query, &json, prefer, cols, shape)?;
     let returns_rows = !plan.shape.keys.is_empty();
-    let steps = plan
-        .stmts
-        .iter()
-        .map(|s| {
-            let sql = render::insert(d, s);
-            if returns_rows {
-                Step::Rows {
-                    sql,
-                    shape: Some(plan.shape.clone()),
-                }
-            } else {
-                Step::Execute(sql)
+    let mut steps = Vec::with_capacity(plan.stmts.len() * 2);
+    for stmt in &mut plan.stmts {
+        tables.guard.check_writable(&stmt.columns)?;
+        steps.extend(tables.guard.insert_checks(d, table, stmt)?);
+        let sql = render::insert(d, stmt);
+        steps.push(if returns_rows {
+            Step::Rows {
+                sql,
+                shape: Some(plan.shape.clone()),
             }
-        })
-        .collect();
+        } else {
+            Step::Execute(sql)
+        });
+    }
     let mut done = app.db.run(write_job(steps, prefer, media)).await?;
     let (out, affected) = (encoded(&mut done), done.affected);
     let mut reply = match prefer.return_ {
@@ -350,38 +383,43 @@ fn if_match_step(
 /// The statement that reads an item's default representation (for `If-Match`).
 fn current_item(
     d: &dyn Dialect,
-    table: &Table,
+    tables: &Tables<'_>,
     key: Vec<rowgate_query::Condition>,
 ) -> Result<(rowgate_query::stmt::Sql, OutputShape), ApiError> {
-    let plan = plan::read(table, &Query::default(), None, false, 0, Some(key), d)?;
+    let mut plan = plan::read(tables.view, &Query::default(), None, false, 0, Some(key), d)?;
+    plan.select
+        .filters
+        .extend(tables.guard.row_filter.iter().cloned());
     Ok((render::select(d, &plan.select), plan.shape))
 }
 
 async fn modify(
     app: &App,
     parts: &Parts,
-    table: &Table,
+    tables: &Tables<'_>,
     query: &Query,
     prefer: &Prefer,
     item: Option<Vec<rowgate_query::Condition>>,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
+    let table = tables.full;
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(d, table, query, prefer)?;
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
     let cols = if prefer.return_ == Return::Representation {
         cols
     } else {
         Vec::new()
     };
-    let mut filters = plan::conditions(table, &query.filters, d)?;
+    let mut filters = plan::conditions(tables.view, &query.filters, d)?;
     let precondition = match (&item, if_match(&parts.headers)) {
-        (Some(key), Some(tags)) => Some((current_item(d, table, key.clone())?, tags)),
+        (Some(key), Some(tags)) => Some((current_item(d, tables, key.clone())?, tags)),
         _ => None,
     };
     if let Some(key) = item {
         filters.extend(key);
     }
+    filters.extend(tables.guard.row_filter.iter().cloned());
     if query.limit.is_some() || query.offset.is_some() {
         return Err(ApiError::new(
             ErrorCode::QueryParse,
@@ -389,14 +427,23 @@ async fn modify(
         )
         .hint("select the rows with filters instead"));
     }
+    let mut steps = if_match_step(precondition);
     let sql = if parts.method == Method::PATCH {
         let json = request::parse_body(&parts.headers, body)?;
-        plan::update(table, filters, &json, cols)?.map(|s| render::update(d, &s))
+        match plan::update(table, filters, &json, cols)? {
+            Some(stmt) => {
+                tables
+                    .guard
+                    .check_writable(stmt.set.iter().map(|(c, _)| c))?;
+                steps.extend(tables.guard.update_check(d, table, &stmt));
+                Some(render::update(d, &stmt))
+            }
+            None => None,
+        }
     } else {
         Some(render::delete(d, &plan::delete(table, filters, cols)?))
     };
     let returns_rows = prefer.return_ == Return::Representation;
-    let mut steps = if_match_step(precondition);
     match sql {
         Some(sql) if returns_rows => steps.push(Step::Rows {
             sql,
@@ -430,13 +477,14 @@ async fn modify(
 async fn put(
     app: &App,
     parts: &Parts,
-    table: &Table,
+    tables: &Tables<'_>,
     query: &Query,
     prefer: &Prefer,
     key: Option<&str>,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
+    let table = tables.full;
     let key_values: Vec<(String, String)> = match key {
         Some(k) => {
             if !query.filters.is_empty() {
@@ -471,16 +519,19 @@ async fn put(
     )
     .unwrap_or_default();
     let precondition = match if_match(&parts.headers) {
-        Some(tags) => Some((current_item(d, table, key_filters)?, tags)),
+        Some(tags) => Some((current_item(d, tables, key_filters)?, tags)),
         None => None,
     };
     let json = request::parse_body(&parts.headers, body)?;
     let media = write_media(parts, prefer)?;
-    let (cols, shape) = returning(d, table, query, prefer)?;
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
-    let sql = render::insert(d, &plan::put(table, &key_values, &json, cols)?);
+    let mut stmt = plan::put(table, &key_values, &json, cols)?;
+    tables.guard.check_writable(&stmt.columns)?;
     let mut steps = if_match_step(precondition);
+    steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+    let sql = render::insert(d, &stmt);
     steps.push(if returns_rows {
         Step::Rows {
             sql,

@@ -114,6 +114,13 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, ApiError::content_type());
+    if err.status() == StatusCode::UNAUTHORIZED {
+        let invalid = err.code == crate::error::ErrorCode::InvalidToken;
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            crate::auth::endpoint::bearer_challenge(invalid),
+        );
+    }
     if err.status() == StatusCode::SERVICE_UNAVAILABLE {
         // The database is busy, restarting or out of connections: worth a retry shortly.
         response

@@ -350,6 +350,12 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
                 count = Some(u64::try_from(n).unwrap_or(0));
             }
+            Step::Forbid { sql, error } => {
+                let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
+                if n > 0 {
+                    return Err(error.clone());
+                }
+            }
             Step::Estimate {
                 rows,
                 count: exact,

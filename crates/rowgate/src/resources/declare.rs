@@ -37,6 +37,9 @@ pub struct ResourceConfig {
     /// Send a strong `ETag` and answer `If-None-Match` with 304.
     #[serde(default)]
     pub etag: bool,
+    /// The roles that may call it (the anonymous role included by name); everyone when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
 }
 
 fn default_method() -> OneOrMany {
@@ -96,6 +99,9 @@ pub struct ParamConfig {
     /// When false, a missing value binds NULL instead of answering 400.
     #[serde(default = "yes")]
     pub required: bool,
+    /// With `from = "claim"`: the token claim to take (default: the parameter's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 fn yes() -> bool {
@@ -112,6 +118,8 @@ pub enum Source {
     Query,
     /// A top-level key of the JSON object body (or of a form body).
     Body,
+    /// A claim of the request's bearer token (`sub`, `role`, …); never from the client's input.
+    Claim,
 }
 
 /// A parameter's type: what the value must look like, and how it is bound.

@@ -26,6 +26,8 @@ use serde_json::Value as Json;
 use crate::api::execute;
 use crate::api::respond::{etag, Reply};
 use crate::app::App;
+use crate::auth::policy::denied;
+use crate::auth::Principal;
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output, Step};
@@ -73,6 +75,8 @@ pub struct Resource {
     etag: bool,
     /// Whether a statement may write (then it runs in the writer's transaction).
     writes: bool,
+    /// The roles that may call it (everyone when `None`).
+    pub roles: Option<Vec<String>>,
 }
 
 /// One parameter of a resource.
@@ -87,6 +91,8 @@ pub struct Param {
     pub default: Option<Value>,
     /// Whether a request without a value (and no default) is refused.
     pub required: bool,
+    /// The token claim a `claim` parameter takes.
+    pub claim: String,
 }
 
 impl Resource {
@@ -241,6 +247,7 @@ fn compile_one(
                 kind: ParamType::Text,
                 default: None,
                 required: true,
+                claim: name.clone(),
             });
         }
     }
@@ -276,7 +283,11 @@ fn compile_one(
             kind: p.kind,
             default,
             required: p.required,
+            claim: p.claim.clone().unwrap_or_else(|| name.clone()),
         });
+        if p.claim.is_some() && source != Source::Claim {
+            bail!("parameter {name}: claim = … goes with from = \"claim\"");
+        }
     }
 
     let shape = match (decl.shape, &decl.template) {
@@ -354,6 +365,7 @@ fn compile_one(
         cache_control,
         etag: decl.etag,
         writes,
+        roles: decl.roles.clone(),
     })
 }
 
@@ -469,7 +481,12 @@ fn sqlite_message(e: &rusqlite::Error) -> String {
 }
 
 /// Serves a request whose path no built-in route matched: a custom resource, or 404.
-pub async fn handle(app: &App, parts: &Parts, body: Incoming) -> Result<Reply, ApiError> {
+pub async fn handle(
+    app: &App,
+    parts: &Parts,
+    body: Incoming,
+    principal: &Principal,
+) -> Result<Reply, ApiError> {
     let resources = app.resources.load_full();
     let path = parts.uri.path();
     let not_found = || {
@@ -492,6 +509,15 @@ pub async fn handle(app: &App, parts: &Parts, body: Incoming) -> Result<Reply, A
         .details(format!("allowed: {}", allow.join(", "))));
     };
     let resource = &resources.list[index];
+    if let Some(roles) = &resource.roles {
+        if !roles.contains(&principal.role) {
+            return Err(denied(principal).details(format!(
+                "{} is open to roles {}",
+                resource.path,
+                roles.join(", ")
+            )));
+        }
+    }
     let path_values: Vec<(String, String)> = matched
         .params
         .iter()
@@ -506,7 +532,7 @@ pub async fn handle(app: &App, parts: &Parts, body: Incoming) -> Result<Reply, A
     } else {
         serde_json::Map::new()
     };
-    let values = bind(resource, &path_values, parts.uri.query(), &body)?;
+    let values = bind(resource, &path_values, parts.uri.query(), &body, principal)?;
     let output = app.db.run(job(resource, &values)).await?;
     respond(&resources, resource, parts, output, &values)
 }
@@ -531,6 +557,7 @@ fn bind(
     path_values: &[(String, String)],
     query: Option<&str>,
     body: &serde_json::Map<String, Json>,
+    principal: &Principal,
 ) -> Result<Vec<(String, Value)>, ApiError> {
     let query_pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .into_owned()
@@ -547,6 +574,16 @@ fn bind(
                 .find(|(k, _)| *k == p.name)
                 .map(|(_, v)| Raw::Text(v)),
             Source::Body => body.get(&p.name).map(Raw::Json),
+            Source::Claim => match principal.claims.get(&p.claim) {
+                Some(value) => Some(Raw::Json(value)),
+                None if p.required && p.default.is_none() => {
+                    return Err(denied(principal).details(format!(
+                        "parameter {} needs the token claim {:?}",
+                        p.name, p.claim
+                    )))
+                }
+                None => None,
+            },
         };
         let value = match (raw, &p.default) {
             (Some(raw), _) => params::coerce(p.kind, raw).map_err(|why| {
@@ -568,6 +605,7 @@ fn bind(
                     Source::Path => "in the path",
                     Source::Query => "in the query string",
                     Source::Body => "in the request body",
+                    Source::Claim => "in the token",
                 };
                 return Err(ApiError::new(
                     ErrorCode::MissingParameter,

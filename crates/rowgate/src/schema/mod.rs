@@ -124,7 +124,8 @@ impl SchemaCache {
         let version: i64 = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
         let mut objects = conn.prepare(
             "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') \
-             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+             AND name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\' ORDER BY name",
         )?;
         let objects: Vec<(String, String)> = objects
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?

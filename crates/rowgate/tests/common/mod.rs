@@ -29,6 +29,26 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
+/// Every test server keeps its master secret in its own folder, and, unless the test's
+/// configuration grants something itself, grants the anonymous role everything (the API tests
+/// are about the API; tests/security.rs is about grants).
+fn test_auth(config: &mut Config, dir: &std::path::Path) {
+    config.auth.secret_file = dir.join("rowgate.secret");
+    config.auth.clients_poll_ms = 100;
+    if config.grants.is_empty() {
+        config.grants.push(rowgate::config::GrantConfig {
+            role: "anon".into(),
+            tables: vec!["*".into()],
+            ops: ["select", "insert", "update", "delete"]
+                .map(String::from)
+                .to_vec(),
+            read_columns: None,
+            write_columns: None,
+            filter: None,
+        });
+    }
+}
+
 impl TestServer {
     /// Starts a server on a new demo database (200 people).
     pub async fn start(backend: Backend) -> TestServer {
@@ -68,6 +88,7 @@ impl TestServer {
             .expect("demo init");
         config.db.path = url.clone().into();
         config.db.pool_size = 8;
+        test_auth(&mut config, dir.path());
         adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -107,6 +128,7 @@ impl TestServer {
         rowgate::demo::init(&db_path, 200).expect("demo init");
         config.db.path = db_path.clone();
         config.db.readers = 2;
+        test_auth(&mut config, dir.path());
         adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -1,0 +1,293 @@
+//! Authorization of one AutoREST request: the role's grant on the table (every operation the
+//! method needs), the columns it may write, its row filter (resolved against the whole table and
+//! added to reads, updates and deletes), and the checks that keep writes inside that filter —
+//! an inserted or updated row must satisfy it, and an upsert may not take over a row outside it.
+//! The checks are `Forbid` steps run in the write's own transaction, before the write.
+
+use http::Method;
+use rowgate_query::render::{self, Dialect};
+use rowgate_query::stmt::{InsertStmt, OnConflict, Sql, UpdateStmt};
+use rowgate_query::{Condition, Operand, Operator, Value};
+
+use super::plan;
+use super::request::{Prefer, Resolution, Return};
+use crate::auth::policy::{columns_of, denied, Grant, Op};
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::Step;
+use crate::schema::Table;
+
+/// What the principal may do with one table in this request.
+pub struct Guard<'a> {
+    /// The grant.
+    pub grant: &'a Grant,
+    /// Who asks.
+    pub principal: &'a Principal,
+    /// The row filter, resolved against the whole table (empty: every row).
+    pub row_filter: Vec<Condition>,
+}
+
+impl<'a> Guard<'a> {
+    /// Checks that `principal` may do what `method` (with `prefer`) does to `table`.
+    pub fn new(
+        policy: &'a crate::auth::policy::Policy,
+        principal: &'a Principal,
+        table: &Table,
+        method: &Method,
+        prefer: &Prefer,
+        d: &dyn Dialect,
+    ) -> Result<Guard<'a>, ApiError> {
+        let mut ops = match *method {
+            Method::POST if prefer.resolution == Some(Resolution::Merge) => {
+                vec![Op::Insert, Op::Update]
+            }
+            Method::POST => vec![Op::Insert],
+            Method::PATCH => vec![Op::Update],
+            Method::DELETE => vec![Op::Delete],
+            Method::PUT => vec![Op::Insert, Op::Update],
+            _ => vec![Op::Select],
+        };
+        let writes = ops[0] != Op::Select;
+        if writes && prefer.return_ == Return::Representation {
+            ops.push(Op::Select);
+        }
+        let mut grant = None;
+        for op in ops {
+            grant = Some(policy.check(principal, &table.name, op)?);
+        }
+        let grant = grant.ok_or_else(|| denied(principal))?;
+        let row_filter = plan::conditions(table, &grant.row_filter(principal)?, d)?;
+        Ok(Guard {
+            grant,
+            principal,
+            row_filter,
+        })
+    }
+
+    /// Refuses columns the role may not write.
+    pub fn check_writable<'c>(
+        &self,
+        columns: impl IntoIterator<Item = &'c String>,
+    ) -> Result<(), ApiError> {
+        for c in columns {
+            if !self.grant.writable(c) {
+                return Err(denied(self.principal).details(format!(
+                    "role {:?} may not write column {c:?}",
+                    self.principal.role
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// For an insert under a row filter: columns the filter sets with a top-level `eq` and the
+    /// body leaves out are filled in (`owner=eq.@sub` makes `owner` the caller's); then a check
+    /// that every row satisfies the filter and, for an upsert that updates, that no existing row
+    /// it would overwrite is outside it.
+    pub fn insert_checks(
+        &self,
+        d: &dyn Dialect,
+        table: &Table,
+        stmt: &mut InsertStmt,
+    ) -> Result<Vec<Step>, ApiError> {
+        if self.row_filter.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (column, value) in fixed_columns(&self.row_filter) {
+            if !stmt.columns.contains(&column) {
+                stmt.columns.push(column);
+                for row in &mut stmt.rows {
+                    row.push(Value::Text(value.clone()));
+                }
+            }
+        }
+        let mut needed = Vec::new();
+        for c in self.row_filter.iter().flat_map(columns_of) {
+            if !stmt.columns.contains(c) && !needed.contains(c) {
+                needed.push(c.clone());
+            }
+        }
+        if !needed.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!(
+                    "the row filter of role {:?} depends on {}: give them in every row",
+                    self.principal.role,
+                    needed.join(", ")
+                ),
+            ));
+        }
+        let mut steps = Vec::new();
+        if !stmt.rows.is_empty() {
+            let mut sql = Sql::default();
+            sql.text.push_str("SELECT count(*) FROM (");
+            for (i, row) in stmt.rows.iter().enumerate() {
+                sql.text.push_str(if i == 0 {
+                    "SELECT "
+                } else {
+                    " UNION ALL SELECT "
+                });
+                for (j, (column, value)) in stmt.columns.iter().zip(row).enumerate() {
+                    if j > 0 {
+                        sql.text.push_str(", ");
+                    }
+                    let ph = bind(d, &mut sql, value.clone());
+                    sql.text.push_str(&typed(table, column, &ph));
+                    sql.text.push_str(" AS ");
+                    sql.text.push_str(&d.quote_ident(column));
+                }
+            }
+            sql.text.push_str(") AS ");
+            sql.text.push_str(&d.quote_ident(&table.name));
+            self.violations(d, &mut sql);
+            steps.push(self.forbid(sql, "a row would be outside the role's row filter"));
+        }
+        if let Some(OnConflict::Merge { target, .. }) = &stmt.on_conflict {
+            steps.extend(self.takeover_check(d, table, &stmt.columns, &stmt.rows, target));
+        }
+        Ok(steps)
+    }
+
+    /// For an update under a row filter: a check that no updated row leaves the filter (the new
+    /// values, put in place of the old ones, must satisfy it).
+    pub fn update_check(&self, d: &dyn Dialect, table: &Table, stmt: &UpdateStmt) -> Option<Step> {
+        if self.row_filter.is_empty() {
+            return None;
+        }
+        let mut sql = Sql::default();
+        sql.text.push_str("SELECT count(*) FROM (SELECT ");
+        for (i, c) in table.columns.iter().enumerate() {
+            if i > 0 {
+                sql.text.push_str(", ");
+            }
+            let q = d.quote_ident(&c.name);
+            match stmt.set.iter().find(|(name, _)| *name == c.name) {
+                Some((_, v)) => {
+                    let ph = bind(d, &mut sql, v.clone());
+                    sql.text.push_str(&typed(table, &c.name, &ph));
+                    sql.text.push_str(" AS ");
+                    sql.text.push_str(&q);
+                }
+                None => sql.text.push_str(&q),
+            }
+        }
+        sql.text.push_str(" FROM ");
+        sql.text.push_str(&d.quote_ident(&table.name));
+        for (i, f) in stmt.filters.iter().enumerate() {
+            sql.text.push_str(if i == 0 { " WHERE " } else { " AND " });
+            render::condition(d, f, &mut sql);
+        }
+        sql.text.push_str(") AS ");
+        sql.text.push_str(&d.quote_ident(&table.name));
+        self.violations(d, &mut sql);
+        Some(self.forbid(sql, "an updated row would leave the role's row filter"))
+    }
+
+    /// For an upsert that updates (POST with merge-duplicates, PUT): no existing row with one of
+    /// the conflict keys may be outside the filter.
+    pub fn takeover_check(
+        &self,
+        d: &dyn Dialect,
+        table: &Table,
+        columns: &[String],
+        rows: &[Vec<Value>],
+        target: &[String],
+    ) -> Option<Step> {
+        if self.row_filter.is_empty() || rows.is_empty() {
+            return None;
+        }
+        let positions: Vec<usize> = target
+            .iter()
+            .filter_map(|t| columns.iter().position(|c| c == t))
+            .collect();
+        if positions.len() != target.len() {
+            return None;
+        }
+        let mut sql = Sql::default();
+        sql.text.push_str("SELECT count(*) FROM ");
+        sql.text.push_str(&d.quote_ident(&table.name));
+        sql.text.push_str(" WHERE (");
+        for (i, row) in rows.iter().enumerate() {
+            sql.text.push_str(if i == 0 { "(" } else { " OR (" });
+            for (j, &p) in positions.iter().enumerate() {
+                if j > 0 {
+                    sql.text.push_str(" AND ");
+                }
+                sql.text.push_str(&d.quote_ident(&columns[p]));
+                sql.text.push_str(" = ");
+                let ph = bind(d, &mut sql, row[p].clone());
+                sql.text.push_str(&typed(table, &columns[p], &ph));
+            }
+            sql.text.push(')');
+        }
+        sql.text.push(')');
+        sql.text.push_str(" AND NOT COALESCE((");
+        self.render_filter(d, &mut sql);
+        sql.text.push_str("), FALSE)");
+        Some(self.forbid(
+            sql,
+            "an existing row outside the role's row filter has this key",
+        ))
+    }
+
+    /// ` WHERE NOT COALESCE((filter), FALSE)`.
+    fn violations(&self, d: &dyn Dialect, sql: &mut Sql) {
+        sql.text.push_str(" WHERE NOT COALESCE((");
+        self.render_filter(d, sql);
+        sql.text.push_str("), FALSE)");
+    }
+
+    fn render_filter(&self, d: &dyn Dialect, sql: &mut Sql) {
+        for (i, f) in self.row_filter.iter().enumerate() {
+            if i > 0 {
+                sql.text.push_str(" AND ");
+            }
+            render::condition(d, f, sql);
+        }
+    }
+
+    fn forbid(&self, sql: Sql, why: &str) -> Step {
+        Step::Forbid {
+            sql,
+            error: denied(self.principal).details(why.to_string()),
+        }
+    }
+}
+
+fn bind(d: &dyn Dialect, sql: &mut Sql, v: Value) -> String {
+    sql.params.push(v);
+    d.placeholder(sql.params.len())
+}
+
+/// A bound value as the column's type (so comparisons in the filter behave as on the column).
+fn typed(table: &Table, column: &str, placeholder: &str) -> String {
+    let plain = |t: &str| {
+        t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " _(),[]".contains(c))
+    };
+    match table.column(column).map(|c| c.decl_type.trim()) {
+        Some(t) if !t.is_empty() && plain(t) => format!("CAST({placeholder} AS {t})"),
+        _ => placeholder.to_string(),
+    }
+}
+
+/// Columns a filter pins with a top-level `col=eq.value` (no path, not negated).
+fn fixed_columns(filters: &[Condition]) -> Vec<(String, String)> {
+    filters
+        .iter()
+        .filter_map(|c| match c {
+            Condition::Pred(p)
+                if p.op == Operator::Eq
+                    && !p.negated
+                    && p.path.is_empty()
+                    && p.quantifier.is_none() =>
+            {
+                match &p.operand {
+                    Operand::Scalar(v) => Some((p.column.clone(), v.clone())),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}

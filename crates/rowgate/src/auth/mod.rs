@@ -1,0 +1,183 @@
+//! Security: who is asking ([`Auth::authenticate`]: a bearer token, or the anonymous role) and
+//! what they may do ([`policy`]). Tokens come from `POST /oauth/token` ([`endpoint`]) for the
+//! clients of [`clients`], signed with keys derived from the master secret ([`secret`]), and are
+//! checked by [`token`] in memory: a bad token never takes a database connection.
+
+pub mod clients;
+pub mod endpoint;
+pub mod policy;
+pub mod secret;
+pub mod token;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use http::HeaderMap;
+use serde_json::{Map, Value as Json};
+
+use crate::config::{AuthConfig, Config};
+use crate::db::Database;
+use crate::error::{ApiError, ErrorCode};
+use clients::Client;
+use policy::Policy;
+use secret::Secrets;
+use token::Tokens;
+
+/// Who a request acts as.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// The role whose grants apply.
+    pub role: String,
+    /// The token's claims (empty for the anonymous role).
+    pub claims: Map<String, Json>,
+    /// No token was sent.
+    pub anonymous: bool,
+}
+
+/// Keys, clients, grants and the failed-attempt limiter of one server.
+pub struct Auth {
+    /// Token and client settings.
+    pub config: AuthConfig,
+    /// Derived keys.
+    pub secrets: Secrets,
+    /// Token signer and verifier.
+    pub tokens: Tokens,
+    /// Known clients by id, re-read from the database.
+    pub clients: ArcSwap<HashMap<String, Client>>,
+    /// Grants.
+    pub policy: Policy,
+    /// Failed token requests per client and per address.
+    pub failures: FailureLimiter,
+}
+
+impl Auth {
+    /// Loads the secret, keys and grants of `config` (no database access yet).
+    pub fn new(config: &Config) -> anyhow::Result<Auth> {
+        let secrets = secret::load(config)?;
+        let tokens = Tokens::new(&secrets.jwt_key, &config.auth, &config.dir)?;
+        Ok(Auth {
+            config: config.auth.clone(),
+            tokens,
+            secrets,
+            clients: ArcSwap::from_pointee(HashMap::new()),
+            policy: Policy::compile(&config.grants)?,
+            failures: FailureLimiter::new(config.auth.max_failures_per_minute),
+        })
+    }
+
+    /// Re-reads the clients from `db`.
+    pub async fn refresh_clients(&self, db: &Database) -> anyhow::Result<()> {
+        let fresh = clients::load(db).await?;
+        if **self.clients.load() != fresh {
+            self.clients.store(Arc::new(fresh));
+        }
+        Ok(())
+    }
+
+    /// The principal of a request: the anonymous role without an `Authorization` header, the
+    /// token's role with a valid bearer token, else 401 `invalid_token`.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        let Some(value) = headers.get(http::header::AUTHORIZATION) else {
+            return Ok(Principal {
+                role: self.config.anon_role.clone(),
+                claims: Map::new(),
+                anonymous: true,
+            });
+        };
+        let invalid = |why: &str| {
+            ApiError::new(ErrorCode::InvalidToken, "invalid bearer token").details(why.to_string())
+        };
+        let text = value
+            .to_str()
+            .map_err(|_| invalid("the Authorization header is not text"))?;
+        let token = match text.split_once(' ') {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+            _ if text.eq_ignore_ascii_case("bearer") => "",
+            _ => {
+                return Err(invalid(
+                    "the Authorization header must be \"Bearer <token>\"",
+                ))
+            }
+        };
+        if token.is_empty() {
+            return Err(invalid("the bearer token is empty"));
+        }
+        let verified = self
+            .tokens
+            .verify(token, &self.clients.load())
+            .map_err(|e| invalid(&e.0))?;
+        Ok(Principal {
+            role: verified.role,
+            claims: verified.claims,
+            anonymous: false,
+        })
+    }
+}
+
+/// Keeps the running server's view of the clients current: re-reads them every
+/// `auth.clients_poll_ms`.
+pub fn spawn_client_refresher(auth: Arc<Auth>, db: Arc<Database>) {
+    let every = Duration::from_millis(auth.config.clients_poll_ms.max(50));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = auth.refresh_clients(&db).await {
+                tracing::warn!("cannot re-read the clients: {e:#}");
+            }
+        }
+    });
+}
+
+/// Counts failed token requests per key (a client id, an address) in one-minute windows.
+pub struct FailureLimiter {
+    max: u32,
+    windows: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+/// Length of a counting window.
+const WINDOW: Duration = Duration::from_secs(60);
+
+impl FailureLimiter {
+    fn new(max: u32) -> FailureLimiter {
+        FailureLimiter {
+            max,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How long `key` must wait, when it has failed too often.
+    pub fn blocked(&self, key: &str) -> Option<Duration> {
+        let windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        match windows.get(key) {
+            Some((start, n)) if *n >= self.max && start.elapsed() < WINDOW => {
+                Some(WINDOW.saturating_sub(start.elapsed()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Records a failure of `key`.
+    pub fn fail(&self, key: &str) {
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        if windows.len() > 100_000 {
+            windows.retain(|_, (start, _)| start.elapsed() < WINDOW);
+        }
+        let entry = windows
+            .entry(key.to_string())
+            .or_insert((Instant::now(), 0));
+        if entry.0.elapsed() >= WINDOW {
+            *entry = (Instant::now(), 0);
+        }
+        entry.1 += 1;
+    }
+}
+
+/// The limiter key of an address.
+pub fn address_key(ip: IpAddr) -> String {
+    format!("addr:{ip}")
+}

@@ -1,0 +1,328 @@
+//! Roles and grants: what each role may do with each table, compiled from `[[grants]]`. Nothing
+//! is granted unless the configuration says so. A grant names operations (`select`, `insert`,
+//! `update`, `delete`), optionally the columns the role may read (and so filter and order by) and
+//! write, and optionally a row filter in the REST filter syntax whose values may be token claims
+//! (`owner=eq.@sub`). A grant for `*` covers every table without a grant of its own.
+//!
+//! Refusals: the anonymous role gets 401 (`RG401`, a token might help), other roles 403 (`42501`).
+//! A table the role has no grant on at all is refused the same way (its existence is not hidden:
+//! the names of tables are not secret in this design, their rows are).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use anyhow::bail;
+use rowgate_query::{Condition, Operand};
+use serde_json::{Map, Value as Json};
+
+use super::Principal;
+use crate::config::GrantConfig;
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::{SchemaCache, Table};
+
+/// An operation on a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// GET, HEAD.
+    Select,
+    /// POST (and the insert half of an upsert or PUT).
+    Insert,
+    /// PATCH (and the update half of an upsert or PUT).
+    Update,
+    /// DELETE.
+    Delete,
+}
+
+impl Op {
+    fn parse(s: &str) -> Option<Op> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "select" => Op::Select,
+            "insert" => Op::Insert,
+            "update" => Op::Update,
+            "delete" => Op::Delete,
+            _ => return None,
+        })
+    }
+
+    /// The operation's name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Select => "select",
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+}
+
+/// What one role may do with one table.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    ops: HashSet<Op>,
+    read: Option<HashSet<String>>,
+    write: Option<HashSet<String>>,
+    filter: Vec<Condition>,
+}
+
+impl Grant {
+    /// Whether the grant allows `op`.
+    pub fn allows(&self, op: Op) -> bool {
+        self.ops.contains(&op)
+    }
+
+    /// Whether the role may read (filter, order by) `column`.
+    pub fn readable(&self, column: &str) -> bool {
+        self.read.as_ref().is_none_or(|cols| cols.contains(column))
+    }
+
+    /// Whether the role may write `column`.
+    pub fn writable(&self, column: &str) -> bool {
+        self.write.as_ref().is_none_or(|cols| cols.contains(column))
+    }
+
+    /// Whether the grant has a row filter.
+    pub fn has_filter(&self) -> bool {
+        !self.filter.is_empty()
+    }
+
+    /// `table` as the role sees it: only the columns it may read.
+    pub fn view<'a>(&self, table: &'a Table) -> Cow<'a, Table> {
+        match &self.read {
+            None => Cow::Borrowed(table),
+            Some(cols) => Cow::Owned(Table::new(
+                table.name.clone(),
+                table.is_view,
+                table
+                    .columns
+                    .iter()
+                    .filter(|c| cols.contains(&c.name))
+                    .cloned()
+                    .collect(),
+                table.primary_key.clone(),
+                table.foreign_keys.clone(),
+            )),
+        }
+    }
+
+    /// The row filter with the principal's claims in place of `@claim` values; a claim the
+    /// token does not have refuses the request (a filter that cannot be stated cannot be met).
+    pub fn row_filter(&self, principal: &Principal) -> Result<Vec<Condition>, ApiError> {
+        self.filter
+            .iter()
+            .map(|c| substitute(c, &principal.claims))
+            .collect::<Result<_, String>>()
+            .map_err(|claim| {
+                denied(principal).details(format!(
+                    "the row filter needs the token claim {claim:?}, which it does not have"
+                ))
+            })
+    }
+}
+
+/// Every role's grants.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    roles: HashMap<String, RoleGrants>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RoleGrants {
+    tables: HashMap<String, Grant>,
+    any: Option<Grant>,
+}
+
+impl Policy {
+    /// Compiles `[[grants]]`: operations known, filters parsed, one grant per role and table.
+    pub fn compile(grants: &[GrantConfig]) -> anyhow::Result<Policy> {
+        let mut policy = Policy::default();
+        for (i, g) in grants.iter().enumerate() {
+            let at = format!("grants[{i}] (role {:?})", g.role);
+            if g.role.trim().is_empty() {
+                bail!("{at}: role is empty");
+            }
+            if g.tables.is_empty() {
+                bail!("{at}: tables is empty");
+            }
+            let mut ops = HashSet::new();
+            for op in &g.ops {
+                let Some(parsed) = Op::parse(op) else {
+                    bail!("{at}: unknown operation {op:?} (select, insert, update, delete)");
+                };
+                ops.insert(parsed);
+            }
+            let filter = match &g.filter {
+                None => Vec::new(),
+                Some(text) => {
+                    parse_filter(text).map_err(|e| anyhow::anyhow!("{at}: filter: {e}"))?
+                }
+            };
+            let grant = Grant {
+                ops,
+                read: g.read_columns.as_ref().map(|c| c.iter().cloned().collect()),
+                write: g
+                    .write_columns
+                    .as_ref()
+                    .map(|c| c.iter().cloned().collect()),
+                filter,
+            };
+            let role = policy.roles.entry(g.role.clone()).or_default();
+            for table in &g.tables {
+                let slot = if table == "*" {
+                    &mut role.any
+                } else {
+                    if role.tables.contains_key(table) {
+                        bail!("{at}: table {table:?} is granted to this role twice");
+                    }
+                    role.tables.insert(table.clone(), grant.clone());
+                    continue;
+                };
+                if slot.is_some() {
+                    bail!("{at}: \"*\" is granted to this role twice");
+                }
+                *slot = Some(grant.clone());
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Problems of the grants against the schema: unknown tables and columns (logged at start
+    /// and on schema reloads; `config check` reports them).
+    pub fn problems(&self, schema: &SchemaCache) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut roles: Vec<_> = self.roles.iter().collect();
+        roles.sort_by(|a, b| a.0.cmp(b.0));
+        for (role, grants) in roles {
+            for (name, grant) in &grants.tables {
+                let Some(table) = schema.table(name) else {
+                    out.push(format!("role {role:?}: table {name:?} does not exist"));
+                    continue;
+                };
+                let named = grant
+                    .read
+                    .iter()
+                    .chain(grant.write.iter())
+                    .flatten()
+                    .chain(grant.filter.iter().flat_map(columns_of));
+                for column in named {
+                    if table.column(column).is_none() {
+                        out.push(format!(
+                            "role {role:?}, table {name:?}: column {column:?} does not exist"
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The grant of `principal`'s role on `table`, if any.
+    pub fn grant(&self, principal: &Principal, table: &str) -> Option<&Grant> {
+        let role = self.roles.get(&principal.role)?;
+        role.tables.get(table).or(role.any.as_ref())
+    }
+
+    /// The grant, when it allows `op`; else the refusal (401 anonymous, 403 otherwise).
+    pub fn check(&self, principal: &Principal, table: &str, op: Op) -> Result<&Grant, ApiError> {
+        match self.grant(principal, table) {
+            Some(g) if g.allows(op) => Ok(g),
+            _ => Err(denied(principal).details(format!(
+                "role {:?} may not {} {table:?}",
+                principal.role,
+                op.name()
+            ))),
+        }
+    }
+}
+
+/// The refusal for `principal`: 401 for the anonymous role, 403 for others.
+pub fn denied(principal: &Principal) -> ApiError {
+    if principal.anonymous {
+        ApiError::new(
+            ErrorCode::LoginRequired,
+            "permission denied: the anonymous role may not do this",
+        )
+        .hint("get a token at /oauth/token and send it as Authorization: Bearer …")
+    } else {
+        ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!("permission denied for role {:?}", principal.role),
+        )
+    }
+}
+
+/// Parses a grant's row filter: `col=op.value` terms joined by `&` (logic trees allowed).
+fn parse_filter(text: &str) -> anyhow::Result<Vec<Condition>> {
+    let pairs: Vec<(&str, &str)> = text
+        .split('&')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect();
+    let query = rowgate_query::parse::parse_query(pairs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if query.select.is_some()
+        || !query.order.is_empty()
+        || query.limit.is_some()
+        || query.offset.is_some()
+        || query.columns.is_some()
+        || query.on_conflict.is_some()
+    {
+        bail!("only filters are allowed (no select, order, limit, offset, columns, on_conflict)");
+    }
+    if query.filters.is_empty() {
+        bail!("no filter");
+    }
+    Ok(query.filters)
+}
+
+/// The columns a filter names.
+pub fn columns_of(c: &Condition) -> Vec<&String> {
+    match c {
+        Condition::Pred(p) => vec![&p.column],
+        Condition::And { items, .. } | Condition::Or { items, .. } => {
+            items.iter().flat_map(columns_of).collect()
+        }
+    }
+}
+
+/// `c` with every `@claim` value replaced by the claim's value; `Err(claim)` when missing.
+fn substitute(c: &Condition, claims: &Map<String, Json>) -> Result<Condition, String> {
+    let value = |v: &String| -> Result<String, String> {
+        match v.strip_prefix('@') {
+            None => Ok(v.clone()),
+            Some(name) => match claims.get(name) {
+                Some(Json::String(s)) => Ok(s.clone()),
+                Some(Json::Number(n)) => Ok(n.to_string()),
+                Some(Json::Bool(b)) => Ok(b.to_string()),
+                _ => Err(name.to_string()),
+            },
+        }
+    };
+    Ok(match c {
+        Condition::Pred(p) => {
+            let operand = match &p.operand {
+                Operand::Scalar(v) => Operand::Scalar(value(v)?),
+                Operand::List(items) => {
+                    Operand::List(items.iter().map(value).collect::<Result<_, _>>()?)
+                }
+                other => other.clone(),
+            };
+            Condition::Pred(rowgate_query::Predicate {
+                operand,
+                ..p.clone()
+            })
+        }
+        Condition::And { negated, items } => Condition::And {
+            negated: *negated,
+            items: items
+                .iter()
+                .map(|i| substitute(i, claims))
+                .collect::<Result<_, _>>()?,
+        },
+        Condition::Or { negated, items } => Condition::Or {
+            negated: *negated,
+            items: items
+                .iter()
+                .map(|i| substitute(i, claims))
+                .collect::<Result<_, _>>()?,
+        },
+    })
+}

@@ -1,0 +1,270 @@
+//! Bearer tokens: JWTs this server issues (HS256 under a key derived from the master secret,
+//! with `sub`, `role`, `iss`, `aud`, `iat`, `exp` and the client's secret generation `gen`) and
+//! JWTs of configured outside issuers (keys from a JWKS file, picked by `kid`). Checks: the
+//! algorithm must be the key's own (no `none`, no HS256 over a public key), signature, `exp` and
+//! `nbf` with at most 60 s of clock skew, `iss`, `aud`; own tokens also need their client to be
+//! known, not revoked, and the secret generation still accepted.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use super::clients::Client;
+use crate::config::{AuthConfig, ConfigDir};
+
+/// Clock skew allowed on `exp` and `nbf`, in seconds.
+pub const LEEWAY_S: u64 = 60;
+
+/// Tokens longer than this are refused before any parsing.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// The claims of a token this server issues.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OwnClaims {
+    /// The client's id.
+    pub sub: String,
+    /// The client's role.
+    pub role: String,
+    /// Issuer.
+    pub iss: String,
+    /// Audience.
+    pub aud: String,
+    /// Issued at (Unix seconds).
+    pub iat: u64,
+    /// Expires at (Unix seconds).
+    pub exp: u64,
+    /// Generation of the client secret the token was issued for.
+    pub gen: i64,
+    /// Scope asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+/// Why a token was refused (said in the 401's `error_description`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// A verified token: its role and all its claims (for `@claim` row filters and resource
+/// parameters).
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The role.
+    pub role: String,
+    /// Every claim.
+    pub claims: Map<String, Json>,
+}
+
+/// An outside issuer, ready to verify.
+struct External {
+    issuer: String,
+    audience: String,
+    keys: JwkSet,
+    role_claim: String,
+}
+
+/// Signs and checks tokens.
+pub struct Tokens {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    issuer: String,
+    audience: String,
+    external: Vec<External>,
+}
+
+impl Tokens {
+    /// Keys from the derived HS256 key and the configured outside issuers.
+    pub fn new(jwt_key: &[u8; 32], config: &AuthConfig, dir: &ConfigDir) -> anyhow::Result<Tokens> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = LEEWAY_S;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&config.issuer]);
+        validation.set_audience(&[&config.audience]);
+        validation.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
+        let mut external = Vec::new();
+        for e in &config.external {
+            let Some(file) = &e.jwks_file else {
+                anyhow::bail!("auth.external {:?}: jwks_file is required", e.issuer);
+            };
+            let text = std::fs::read_to_string(dir.resolve(file))
+                .with_context(|| format!("reading JWKS file {}", file.display()))?;
+            let keys: JwkSet = serde_json::from_str(&text)
+                .with_context(|| format!("parsing JWKS file {}", file.display()))?;
+            external.push(External {
+                issuer: e.issuer.clone(),
+                audience: e.audience.clone(),
+                keys,
+                role_claim: e.role_claim.clone(),
+            });
+        }
+        Ok(Tokens {
+            encoding: EncodingKey::from_secret(jwt_key),
+            decoding: DecodingKey::from_secret(jwt_key),
+            validation,
+            issuer: config.issuer.clone(),
+            audience: config.audience.clone(),
+            external,
+        })
+    }
+
+    /// A token for `client`, issued for its secret generation `generation`, living `ttl_s`.
+    pub fn issue(
+        &self,
+        client: &Client,
+        generation: i64,
+        ttl_s: u64,
+        scope: Option<String>,
+    ) -> anyhow::Result<String> {
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = OwnClaims {
+            sub: client.client_id.clone(),
+            role: client.role.clone(),
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            iat: now,
+            exp: now + ttl_s,
+            gen: generation,
+            scope,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .context("signing the token")
+    }
+
+    /// Checks `token`; `clients` are the known clients by id.
+    pub fn verify(
+        &self,
+        token: &str,
+        clients: &HashMap<String, Client>,
+    ) -> Result<Verified, Refused> {
+        let refuse = |why: &str| Refused(why.to_string());
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(refuse("the token is too long"));
+        }
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| refuse("the token is malformed"))?;
+        if !self.external.is_empty() {
+            let issuer = unverified_issuer(token);
+            if let Some(ext) = self
+                .external
+                .iter()
+                .find(|e| Some(e.issuer.as_str()) == issuer.as_deref())
+            {
+                return verify_external(ext, &header, token);
+            }
+        }
+        if header.alg != Algorithm::HS256 {
+            return Err(refuse("the token's algorithm is not accepted"));
+        }
+        let data =
+            jsonwebtoken::decode::<Map<String, Json>>(token, &self.decoding, &self.validation)
+                .map_err(|e| Refused(describe(&e)))?;
+        let claims = data.claims;
+        let own: OwnClaims = serde_json::from_value(Json::Object(claims.clone()))
+            .map_err(|_| refuse("the token lacks this server's claims"))?;
+        let client = clients
+            .get(&own.sub)
+            .ok_or_else(|| refuse("the token's client is unknown"))?;
+        if client.revoked {
+            return Err(refuse("the token's client is revoked"));
+        }
+        if !client.accepts(own.gen) {
+            return Err(refuse("the token was issued for a retired client secret"));
+        }
+        if client.role != own.role {
+            return Err(refuse(
+                "the client's role has changed since the token was issued",
+            ));
+        }
+        Ok(Verified {
+            role: own.role,
+            claims,
+        })
+    }
+}
+
+fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verified, Refused> {
+    let refuse = |why: &str| Refused(why.to_string());
+    let jwk = match &header.kid {
+        Some(kid) => ext
+            .keys
+            .find(kid)
+            .ok_or_else(|| refuse("unknown key id (kid)"))?,
+        None if ext.keys.keys.len() == 1 => &ext.keys.keys[0],
+        None => return Err(refuse("the token names no key id (kid)")),
+    };
+    // The key decides the algorithm: never an HMAC algorithm over a public key.
+    let allowed: &[Algorithm] = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => &[
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ],
+        AlgorithmParameters::EllipticCurve(_) => &[Algorithm::ES256, Algorithm::ES384],
+        AlgorithmParameters::OctetKeyPair(_) => &[Algorithm::EdDSA],
+        _ => &[],
+    };
+    let pinned = jwk
+        .common
+        .key_algorithm
+        .and_then(|a| Algorithm::try_from(a).ok());
+    let ok = match pinned {
+        Some(alg) => alg == header.alg && allowed.contains(&alg),
+        None => allowed.contains(&header.alg),
+    };
+    if !ok {
+        return Err(refuse("the token's algorithm does not fit its key"));
+    }
+    let key = DecodingKey::from_jwk(jwk).map_err(|_| refuse("the issuer's key is unusable"))?;
+    let mut validation = Validation::new(header.alg);
+    validation.leeway = LEEWAY_S;
+    validation.validate_nbf = true;
+    validation.set_issuer(&[&ext.issuer]);
+    validation.set_audience(&[&ext.audience]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    let data = jsonwebtoken::decode::<Map<String, Json>>(token, &key, &validation)
+        .map_err(|e| Refused(describe(&e)))?;
+    let role = data
+        .claims
+        .get(&ext.role_claim)
+        .and_then(Json::as_str)
+        .ok_or_else(|| Refused(format!("the token has no {:?} claim", ext.role_claim)))?
+        .to_string();
+    Ok(Verified {
+        role,
+        claims: data.claims,
+    })
+}
+
+/// The `iss` of a token before it is verified (only to pick the verifier).
+fn unverified_issuer(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Map<String, Json> = serde_json::from_slice(&bytes).ok()?;
+    claims.get("iss")?.as_str().map(str::to_string)
+}
+
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "the token has expired",
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)",
+        ErrorKind::InvalidSignature => "the token's signature does not verify",
+        ErrorKind::InvalidIssuer => "the token's issuer is not accepted",
+        ErrorKind::InvalidAudience => "the token's audience is not accepted",
+        ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim",
+        ErrorKind::InvalidAlgorithm => "the token's algorithm is not accepted",
+        _ => "the token is malformed",
+    }
+    .to_string()
+}
