@@ -330,15 +330,17 @@ pub fn is_postgres_url(db: &str) -> bool {
 /// parsed).
 fn check(config: &Config) -> anyhow::Result<()> {
     let path = &config.db.path;
-    let (resources, against) = if is_postgres_url(&path.to_string_lossy()) {
-        let compiled = tokio::runtime::Builder::new_current_thread()
+    let policy = crate::auth::policy::Policy::compile(&config.grants)?;
+    let (resources, schema, against) = if is_postgres_url(&path.to_string_lossy()) {
+        let (compiled, schema) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
             .block_on(async {
                 let db = open_database(config).await?;
-                crate::app::compile_resources(config, &db).await
+                let compiled = crate::app::compile_resources(config, &db).await?;
+                Ok::<_, anyhow::Error>((compiled, db.schema()))
             })?;
-        (compiled, "checked against")
+        (compiled, Some(schema), "checked against")
     } else if path.exists() {
         let conn = rusqlite::Connection::open_with_flags(
             path,
@@ -347,19 +349,30 @@ fn check(config: &Config) -> anyhow::Result<()> {
         .with_context(|| format!("opening database {}", path.display()))?;
         crate::db::register_regexp(&conn)?;
         let dialect = &rowgate_query::render::Sqlite;
+        let schema = crate::schema::SchemaCache::introspect(&conn)
+            .with_context(|| format!("reading the schema of {}", path.display()))?;
         (
             resources::compile(config, dialect, Some(&conn))?,
+            Some(Arc::new(schema)),
             "checked against",
         )
     } else {
         (
             resources::compile(config, &rowgate_query::render::Sqlite, None)?,
+            None,
             "SQL not checked: no",
         )
     };
+    if let Some(schema) = schema {
+        let problems = policy.problems(&schema);
+        if !problems.is_empty() {
+            anyhow::bail!("grants: {}", problems.join("\n"));
+        }
+    }
     println!(
-        "configuration OK: {} custom resources, {against} database {}",
+        "configuration OK: {} custom resources, {} grants, {against} database {}",
         resources.list.len(),
+        config.grants.len(),
         path.display()
     );
     Ok(())

@@ -251,6 +251,12 @@ pub struct LimitsConfig {
     pub header_read_timeout_ms: u64,
     /// Time allowed for in-flight requests to finish on shutdown, in milliseconds.
     pub drain_timeout_ms: u64,
+    /// Deepest nesting of `or=(…)`/`and=(…)` groups in one request (at most 32).
+    pub max_filter_depth: usize,
+    /// Most values in one `in.(…)` or `(any)`/`(all)` list.
+    pub max_list_items: usize,
+    /// Most open client connections; one more is answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -304,6 +310,9 @@ impl Default for LimitsConfig {
             max_headers: 100,
             header_read_timeout_ms: 10_000,
             drain_timeout_ms: 30_000,
+            max_filter_depth: 16,
+            max_list_items: 1_000,
+            max_connections: 10_000,
         }
     }
 }
@@ -384,6 +393,21 @@ pub const KEYS: &[Key] = &[
         name: "db.schema_poll_ms",
         env: "ROWGATE_DB_SCHEMA_POLL_MS",
         doc: "schema change check interval in ms",
+    },
+    Key {
+        name: "limits.max_filter_depth",
+        env: "ROWGATE_LIMITS_MAX_FILTER_DEPTH",
+        doc: "deepest or=/and= nesting",
+    },
+    Key {
+        name: "limits.max_list_items",
+        env: "ROWGATE_LIMITS_MAX_LIST_ITEMS",
+        doc: "most values in one in.() list",
+    },
+    Key {
+        name: "limits.max_connections",
+        env: "ROWGATE_LIMITS_MAX_CONNECTIONS",
+        doc: "most open connections (then 503)",
     },
     Key {
         name: "auth.secret_file",
@@ -555,6 +579,15 @@ impl Config {
         }
         if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {
             bail!("limits.max_headers and limits.body_bytes must be positive");
+        }
+        if self.limits.max_filter_depth > rowgate_query::parse::MAX_LOGIC_DEPTH {
+            bail!(
+                "limits.max_filter_depth may be at most {}",
+                rowgate_query::parse::MAX_LOGIC_DEPTH
+            );
+        }
+        if self.limits.max_connections == 0 {
+            bail!("limits.max_connections must be positive");
         }
         self.listen
             .parse::<std::net::SocketAddr>()

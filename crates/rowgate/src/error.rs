@@ -48,6 +48,7 @@ error_codes! {
     QueryParse => ("PGRST100", StatusCode::BAD_REQUEST, Parse, "the query string could not be parsed"),
     InvalidBody => ("PGRST102", StatusCode::BAD_REQUEST, Request, "the request body is not valid for this request"),
     RangeNotSatisfiable => ("PGRST103", StatusCode::RANGE_NOT_SATISFIABLE, Plan, "the requested range is outside the result"),
+    LimitExceeded => ("RG102", StatusCode::BAD_REQUEST, Plan, "the request exceeds a configured limit (filter nesting, list length)"),
     InvalidRange => ("RG103", StatusCode::BAD_REQUEST, Request, "the Range header is malformed"),
     InvalidPut => ("PGRST105", StatusCode::METHOD_NOT_ALLOWED, Plan, "PUT needs every primary-key column filtered with eq and no limit/offset"),
     UnsupportedMediaType => ("PGRST107", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),

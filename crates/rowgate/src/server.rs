@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,8 @@ pub async fn run(
         // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
     let graceful = GracefulShutdown::new();
+    let open = Arc::new(AtomicUsize::new(0));
+    let max_connections = limits.max_connections;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -56,6 +59,11 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                if open.load(Ordering::Relaxed) >= max_connections {
+                    tokio::spawn(refuse_connection(stream));
+                    continue;
+                }
+                let counted = OpenConnection::new(&open);
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
@@ -66,6 +74,7 @@ pub async fn run(
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    drop(counted);
                 });
             }
             () = &mut shutdown => break,
@@ -80,6 +89,43 @@ pub async fn run(
         tracing::warn!("drain timeout: closing the remaining connections");
     }
     Ok(())
+}
+
+/// Counts an open connection while it lives.
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl OpenConnection {
+    fn new(open: &Arc<AtomicUsize>) -> OpenConnection {
+        open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(open.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers a connection over `limits.max_connections` with a 503 and closes it.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    const BODY: &str = "{\"code\":\"RG503\",\"message\":\"too many open connections; retry\",\"details\":null,\"hint\":\"the server holds limits.max_connections connections\"}";
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    use tokio::io::AsyncReadExt as _;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what the client sent before closing, so the close does not reset the connection
+        // and take the answer with it.
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
 }
 
 /// Routes one request and turns any error into its JSON answer.

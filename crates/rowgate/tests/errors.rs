@@ -806,8 +806,9 @@ async fn oversized_regex_is_rejected(b: Backend) {
     client_error(r, "huge regex").await;
 }
 
+/// The parser's own ceiling (32 levels), with the configured limit raised to it.
 async fn logic_nesting_limit(b: Backend) {
-    let s = TestServer::start(b).await;
+    let s = TestServer::start_with(b, |c| c.limits.max_filter_depth = 32).await;
     let nested = |depth: usize| {
         let mut v = "points.gt.1".to_string();
         for _ in 1..depth {
@@ -1187,7 +1188,77 @@ async fn operators_on_the_wrong_backend_or_type(b: Backend) {
     }
 }
 
+/// Configured limits: filter nesting, list length, open connections; each a clear answer.
+async fn configured_limits(b: Backend) {
+    let s = TestServer::start_with(b, |c| {
+        c.limits.max_filter_depth = 2;
+        c.limits.max_list_items = 3;
+        c.limits.max_connections = 3;
+    })
+    .await;
+    let ok = s
+        .get("/team?or=(team_id.eq.1,and(points.gt.1,name.like.A*))")
+        .send()
+        .await
+        .expect("r");
+    assert_eq!(ok.status(), 200);
+    let body = error(
+        s.get("/team?or=(team_id.eq.1,and(points.gt.1,or(name.eq.a,name.eq.b)))")
+            .send()
+            .await
+            .expect("r"),
+        400,
+        "RG102",
+    )
+    .await;
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit is 2")),
+        "{body}"
+    );
+    assert_eq!(
+        s.get("/team?team_id=in.(1,2,3)")
+            .send()
+            .await
+            .expect("r")
+            .status(),
+        200
+    );
+    error(
+        s.get("/team?team_id=in.(1,2,3,4)").send().await.expect("r"),
+        400,
+        "RG102",
+    )
+    .await;
+    error(
+        s.get("/team?name=like(any).{a,b,c,d}")
+            .send()
+            .await
+            .expect("r"),
+        400,
+        "RG102",
+    )
+    .await;
+    // Three idle connections are held; a fourth is answered 503 and closed.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(
+            tokio::net::TcpStream::connect(s.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let status = raw_status(s.addr, "GET /api/team HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(status, 503);
+    drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(s.get("/team/1").send().await.expect("r").status(), 200);
+}
+
 backend_tests!(
+    configured_limits,
     operators_on_the_wrong_backend_or_type,
     unknown_table,
     unknown_columns,

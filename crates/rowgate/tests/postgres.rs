@@ -160,7 +160,8 @@ fn demo_init_command_accepts_a_postgres_url() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("5 custom resources, checked against"),
+        String::from_utf8_lossy(&out.stdout)
+            .contains("5 custom resources, 2 grants, checked against"),
         "{out:?}"
     );
     let dir = tempfile::tempdir().expect("tempdir");

@@ -264,8 +264,27 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("1 custom resources, checked against database d.db"),
+        text.contains("1 custom resources, 0 grants, checked against database d.db"),
         "{text}"
+    );
+    // A grant naming a table or column that does not exist fails the check.
+    std::fs::write(
+        dir.path().join("grants.toml"),
+        "[db]\npath = \"d.db\"\n[[grants]]\nrole = \"r\"\ntables = [\"teem\"]\nops = [\"select\"]\n\
+         [[grants]]\nrole = \"r\"\ntables = [\"team\"]\nops = [\"select\"]\nread_columns = [\"nmae\"]\n",
+    )
+    .expect("write");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["config", "check", "--config", "grants.toml"])
+        .output()
+        .expect("check");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("table \"teem\" does not exist")
+            && err.contains("column \"nmae\" does not exist"),
+        "{err}"
     );
     // The built-in demo configuration checks too (from a folder without a rowgate.toml).
     let elsewhere = dir.path().join("elsewhere");
@@ -278,7 +297,7 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("5 custom resources, checked against"),
+        text.contains("5 custom resources, 2 grants, checked against"),
         "{text}"
     );
 }

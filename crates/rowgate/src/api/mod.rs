@@ -47,6 +47,7 @@ pub async fn handle(
     let schema = app.db.schema();
     let full = plan::table(&schema, target.table)?;
     let query = request::parse_query(parts.uri.query())?;
+    request::check_limits(&query, &app.config.limits)?;
     let prefer = Prefer::parse(&parts.headers)?;
     let guard = Guard::new(
         &app.auth.policy,

@@ -3,7 +3,7 @@
 //! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
 
 use http::{header, HeaderMap, Method};
-use rowgate_query::Query;
+use rowgate_query::{Condition, Operand, Query};
 use serde_json::Value as Json;
 
 use crate::error::{ApiError, ErrorCode};
@@ -244,6 +244,50 @@ pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
     Ok(rowgate_query::parse::parse_query(
         pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     )?)
+}
+
+/// Refuses filters nested deeper than `limits.max_filter_depth` or lists longer than
+/// `limits.max_list_items` (400 `RG102`).
+pub fn check_limits(query: &Query, limits: &crate::config::LimitsConfig) -> Result<(), ApiError> {
+    fn walk(c: &Condition, depth: usize, worst: &mut (usize, usize)) {
+        match c {
+            Condition::Pred(p) => {
+                if let Operand::List(items) = &p.operand {
+                    worst.1 = worst.1.max(items.len());
+                }
+            }
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                worst.0 = worst.0.max(depth);
+                for i in items {
+                    walk(i, depth + 1, worst);
+                }
+            }
+        }
+    }
+    let mut worst = (0, 0);
+    for c in &query.filters {
+        walk(c, 1, &mut worst);
+    }
+    if worst.0 > limits.max_filter_depth {
+        return Err(ApiError::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "filters nest {} levels deep; the limit is {}",
+                worst.0, limits.max_filter_depth
+            ),
+        ));
+    }
+    if worst.1 > limits.max_list_items {
+        return Err(ApiError::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "a list holds {} values; the limit is {}",
+                worst.1, limits.max_list_items
+            ),
+        )
+        .hint("split the request, or filter with a range"));
+    }
+    Ok(())
 }
 
 /// Decodes a write's body: JSON (an object or an array of objects) or a URL-encoded form (one

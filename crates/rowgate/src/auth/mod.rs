@@ -32,7 +32,7 @@ pub struct Principal {
     /// The role whose grants apply.
     pub role: String,
     /// The token's claims (empty for the anonymous role).
-    pub claims: Map<String, Json>,
+    pub claims: Arc<Map<String, Json>>,
     /// No token was sent.
     pub anonymous: bool,
 }
@@ -51,6 +51,23 @@ pub struct Auth {
     pub policy: Policy,
     /// Failed token requests per client and per address.
     pub failures: FailureLimiter,
+    /// Tokens verified before, so a client's next request skips the signature check.
+    verified: std::sync::RwLock<HashMap<String, Verified>>,
+}
+
+/// Most tokens remembered as verified; when full, the memory starts over.
+const VERIFIED_CAPACITY: usize = 10_000;
+
+/// A token that verified: who it is, and what must still hold each time it is used.
+#[derive(Clone)]
+struct Verified {
+    role: String,
+    claims: Arc<Map<String, Json>>,
+    /// `exp` (Unix seconds), when the token has one.
+    exp: Option<u64>,
+    /// For this server's own tokens: the client and secret generation, checked on every use
+    /// (a revoked client or a retired secret stops a remembered token too).
+    client: Option<(String, i64)>,
 }
 
 impl Auth {
@@ -65,6 +82,7 @@ impl Auth {
             clients: ArcSwap::from_pointee(HashMap::new()),
             policy: Policy::compile(&config.grants)?,
             failures: FailureLimiter::new(config.auth.max_failures_per_minute),
+            verified: std::sync::RwLock::new(HashMap::new()),
         })
     }
 
@@ -83,7 +101,7 @@ impl Auth {
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
             return Ok(Principal {
                 role: self.config.anon_role.clone(),
-                claims: Map::new(),
+                claims: Arc::new(Map::new()),
                 anonymous: true,
             });
         };
@@ -105,10 +123,51 @@ impl Auth {
         if token.is_empty() {
             return Err(invalid("the bearer token is empty"));
         }
-        let verified = self
-            .tokens
-            .verify(token, &self.clients.load())
-            .map_err(|e| invalid(&e.0))?;
+        let clients = self.clients.load();
+        let remembered = self
+            .verified
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned();
+        let verified = match remembered {
+            Some(v) => v,
+            None => {
+                let fresh = self
+                    .tokens
+                    .verify(token, &clients)
+                    .map_err(|e| invalid(&e.0))?;
+                let v = Verified {
+                    exp: fresh.claims.get("exp").and_then(Json::as_u64),
+                    client: fresh.own.clone(),
+                    role: fresh.role,
+                    claims: Arc::new(fresh.claims),
+                };
+                let mut memory = self.verified.write().unwrap_or_else(|e| e.into_inner());
+                if memory.len() >= VERIFIED_CAPACITY {
+                    memory.clear();
+                }
+                memory.insert(token.to_string(), v.clone());
+                v
+            }
+        };
+        // What can change after the signature was checked: time, and the client.
+        if verified
+            .exp
+            .is_some_and(|exp| jsonwebtoken::get_current_timestamp() > exp + token::LEEWAY_S)
+        {
+            return Err(invalid("the token has expired"));
+        }
+        if let Some((client_id, generation)) = &verified.client {
+            match clients.get(client_id) {
+                Some(c) if c.accepts(*generation) && c.role == verified.role => {}
+                _ => {
+                    return Err(invalid(
+                        "the token's client is revoked or its secret retired",
+                    ))
+                }
+            }
+        }
         Ok(Principal {
             role: verified.role,
             claims: verified.claims,
@@ -139,6 +198,9 @@ pub struct FailureLimiter {
     windows: Mutex<HashMap<String, (Instant, u32)>>,
 }
 
+/// How many more failures an address may have than a client.
+const ADDRESS_FACTOR: u32 = 10;
+
 /// Length of a counting window.
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -150,11 +212,18 @@ impl FailureLimiter {
         }
     }
 
-    /// How long `key` must wait, when it has failed too often.
+    /// How long `key` must wait, when it has failed too often. An address may fail
+    /// [`ADDRESS_FACTOR`] times as often as a client: many clients may share one (a proxy), and
+    /// one attacker must not lock them all out.
     pub fn blocked(&self, key: &str) -> Option<Duration> {
+        let max = if key.starts_with("addr:") {
+            self.max.saturating_mul(ADDRESS_FACTOR)
+        } else {
+            self.max
+        };
         let windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         match windows.get(key) {
-            Some((start, n)) if *n >= self.max && start.elapsed() < WINDOW => {
+            Some((start, n)) if *n >= max && start.elapsed() < WINDOW => {
                 Some(WINDOW.saturating_sub(start.elapsed()))
             }
             _ => None,
