@@ -980,6 +980,34 @@ ops = ["select"]
     assert_eq!(r.status(), 401);
 }
 
+/// A master secret shorter than 32 bytes is refused; a missing one is created, 32 random bytes
+/// readable by the owner only, and the same file gives the same keys next time.
+#[test]
+fn master_secret_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = write_config(dir.path(), "", &[]).expect("config");
+    config.auth.secret_file = dir.path().join("short.secret");
+    std::fs::write(&config.auth.secret_file, "too short\n").expect("write");
+    let err = rowgate::auth::Auth::new(&config).err().expect("refused");
+    assert!(format!("{err:#}").contains("shorter than 32 bytes"), "{err:#}");
+    config.auth.secret_file = dir.path().join("new.secret");
+    let first = rowgate::auth::Auth::new(&config).expect("created");
+    let text = std::fs::read_to_string(&config.auth.secret_file).expect("file");
+    assert!(text.trim().len() >= 43, "32 random bytes, base64url");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&config.auth.secret_file)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let again = rowgate::auth::Auth::new(&config).expect("read");
+    assert_eq!(first.secrets.jwt_key, again.secrets.jwt_key);
+    assert_ne!(first.secrets.jwt_key, first.secrets.pepper);
+}
+
 /// Grants that do not compile are refused when the configuration loads.
 #[test]
 fn bad_grants_are_refused() {
