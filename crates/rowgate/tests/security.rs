@@ -989,7 +989,10 @@ fn master_secret_file() {
     config.auth.secret_file = dir.path().join("short.secret");
     std::fs::write(&config.auth.secret_file, "too short\n").expect("write");
     let err = rowgate::auth::Auth::new(&config).err().expect("refused");
-    assert!(format!("{err:#}").contains("shorter than 32 bytes"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("shorter than 32 bytes"),
+        "{err:#}"
+    );
     config.auth.secret_file = dir.path().join("new.secret");
     let first = rowgate::auth::Auth::new(&config).expect("created");
     let text = std::fs::read_to_string(&config.auth.secret_file).expect("file");
