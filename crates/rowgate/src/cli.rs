@@ -40,6 +40,12 @@ enum Command {
         #[command(subcommand)]
         action: DbAction,
     },
+    /// Print the supervisor's state (workers, pids, restarts, uptime) from its pid file.
+    Status {
+        /// The pid file `serve --pid-file` writes.
+        #[arg(long)]
+        pid_file: PathBuf,
+    },
     /// OAuth2 clients (client-credentials tokens at POST /oauth/token).
     Clients {
         #[command(subcommand)]
@@ -156,6 +162,14 @@ pub struct CommonArgs {
 struct ServeArgs {
     #[command(flatten)]
     common: CommonArgs,
+    /// Worker processes under a supervisor (config key supervisor.workers; 0: one process, no
+    /// supervisor).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Write the supervisor's pid here, and its state to the same path plus .json
+    /// (config key supervisor.pid_file).
+    #[arg(long)]
+    pid_file: Option<PathBuf>,
 }
 
 /// The demo database's default file name.
@@ -200,7 +214,8 @@ impl CommonArgs {
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(&args.common),
+        Command::Serve(args) => serve(&args),
+        Command::Status { pid_file } => status(&pid_file),
         Command::Config { action } => match action {
             ConfigAction::Check(args) => check(&args.load()?),
             ConfigAction::Dump(args) => {
@@ -241,6 +256,24 @@ pub fn main() -> anyhow::Result<()> {
             }
         },
     }
+}
+
+/// `rowgate status`: the state file beside the pid file, when the supervisor is alive.
+fn status(pid_file: &Path) -> anyhow::Result<()> {
+    let pid = std::fs::read_to_string(pid_file)
+        .with_context(|| format!("reading {} (is rowgate serve running?)", pid_file.display()))?;
+    let pid: i32 = pid.trim().parse().context("the pid file holds no pid")?;
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        anyhow::bail!(
+            "the supervisor {pid} of {} is not running",
+            pid_file.display()
+        );
+    }
+    let state = crate::supervisor::state_path(pid_file);
+    let text =
+        std::fs::read_to_string(&state).with_context(|| format!("reading {}", state.display()))?;
+    println!("{}", text.trim_end());
+    Ok(())
 }
 
 /// `rowgate clients …`: opens the database the way `serve` does and changes its client table.
@@ -387,20 +420,34 @@ fn init_logging(filter: &str) {
         .try_init();
 }
 
-fn serve(args: &CommonArgs) -> anyhow::Result<()> {
-    let config = args.load()?;
-    init_logging(&config.log);
-    let on_postgres = is_postgres_url(&config.db.path.to_string_lossy());
-    if args.demo && on_postgres {
-        tracing::info!(
-            "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
-        );
-    } else if args.demo && !config.db.path.exists() {
-        tracing::info!(path = %config.db.path.display(), "creating the demo database");
-        demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
-    } else if !on_postgres && !config.db.path.exists() {
-        tracing::warn!(path = %config.db.path.display(), "database file does not exist: creating an empty one");
+fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    if let Ok(supervisor) = std::env::var(crate::supervisor::WORKER_ENV) {
+        return serve_worker(&args.common, &supervisor);
     }
+    let config = args.common.load()?;
+    init_logging(&config.log);
+    prepare_database(&args.common, &config)?;
+    let workers = args.workers.unwrap_or(config.supervisor.workers);
+    if workers == 0 {
+        return serve_alone(&args.common, config);
+    }
+    let pid_file = args.pid_file.clone().or_else(|| {
+        (!config.supervisor.pid_file.as_os_str().is_empty())
+            .then(|| config.dir.resolve(&config.supervisor.pid_file))
+    });
+    crate::supervisor::run(
+        &config.listen,
+        crate::supervisor::Options {
+            workers,
+            worker_args: std::env::args().skip(1).collect(),
+            pid_file,
+            drain: Duration::from_millis(config.limits.drain_timeout_ms),
+        },
+    )
+}
+
+/// `serve --workers 0`: one process, no supervisor.
+fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("rowgate-io")
@@ -420,6 +467,42 @@ fn serve(args: &CommonArgs) -> anyhow::Result<()> {
         spawn_config_reloader(&app, args.clone());
         server::run(listener, app, shutdown_signal()).await
     })
+}
+
+/// A worker under the supervisor: serves on the inherited socket until SIGTERM (then drains).
+/// SIGHUP is the supervisor's business (it replaces workers), so a worker ignores it.
+fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
+    let listener = crate::supervisor::worker_listener(supervisor)?;
+    let config = args.load()?;
+    init_logging(&config.log);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("rowgate-io")
+        .build()?;
+    runtime.block_on(async move {
+        let app = start(config).await?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        spawn_schema_watchers(&app);
+        crate::supervisor::ignore_hangup();
+        crate::supervisor::worker_ready();
+        server::run(listener, app, shutdown_signal()).await
+    })
+}
+
+/// Creates the demo database when `--demo` asks for it and it is missing.
+fn prepare_database(args: &CommonArgs, config: &Config) -> anyhow::Result<()> {
+    let on_postgres = is_postgres_url(&config.db.path.to_string_lossy());
+    if args.demo && on_postgres {
+        tracing::info!(
+            "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
+        );
+    } else if args.demo && !config.db.path.exists() {
+        tracing::info!(path = %config.db.path.display(), "creating the demo database");
+        demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
+    } else if !on_postgres && !config.db.path.exists() {
+        tracing::warn!(path = %config.db.path.display(), "database file does not exist: creating an empty one");
+    }
+    Ok(())
 }
 
 /// Opens the database and builds the app (what `serve` and the tests share); keeps its view of

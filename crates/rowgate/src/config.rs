@@ -31,6 +31,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// What each role may do with each table (`[[grants]]`); nothing is granted otherwise.
     pub grants: Vec<GrantConfig>,
+    /// Worker processes (`[supervisor]`), see [`crate::supervisor`].
+    pub supervisor: SupervisorConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -229,6 +231,26 @@ pub struct GrantConfig {
     pub filter: Option<String>,
 }
 
+/// `[supervisor]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SupervisorConfig {
+    /// Worker processes; 0 runs one process without a supervisor.
+    pub workers: usize,
+    /// Where the supervisor writes its pid (and its state, with `.json` appended); none when
+    /// empty.
+    pub pid_file: PathBuf,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        SupervisorConfig {
+            workers: 1,
+            pid_file: PathBuf::new(),
+        }
+    }
+}
+
 /// `[rest]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -271,6 +293,7 @@ impl Default for Config {
             resources: Vec::new(),
             auth: AuthConfig::default(),
             grants: Vec::new(),
+            supervisor: SupervisorConfig::default(),
             dir: ConfigDir::default(),
         }
     }
@@ -408,6 +431,16 @@ pub const KEYS: &[Key] = &[
         name: "limits.max_connections",
         env: "ROWGATE_LIMITS_MAX_CONNECTIONS",
         doc: "most open connections (then 503)",
+    },
+    Key {
+        name: "supervisor.workers",
+        env: "ROWGATE_SUPERVISOR_WORKERS",
+        doc: "worker processes (0 = one process, no supervisor)",
+    },
+    Key {
+        name: "supervisor.pid_file",
+        env: "ROWGATE_SUPERVISOR_PID_FILE",
+        doc: "supervisor pid file (state in the same path + .json)",
     },
     Key {
         name: "auth.secret_file",

@@ -23,3 +23,4 @@ pub mod openapi;
 pub mod resources;
 pub mod schema;
 pub mod server;
+pub mod supervisor;

@@ -27,6 +27,9 @@ use crate::app::{App, Route};
 use crate::error::{ApiError, ErrorCode};
 use crate::{auth, openapi, resources};
 
+/// How long freshly accepted connections get to start their first request before a drain.
+const ACCEPTED_GRACE: Duration = Duration::from_millis(150);
+
 /// Serves `listener` until `shutdown` completes, then drains open connections.
 pub async fn run(
     listener: TcpListener,
@@ -81,6 +84,10 @@ pub async fn run(
         }
     }
     drop(listener);
+    // A connection accepted a moment ago may not have sent its request yet, and hyper closes
+    // idle connections at once when draining: give such connections time to start theirs
+    // (under a supervisor, the socket stays open in the other workers, so nothing else waits).
+    tokio::time::sleep(ACCEPTED_GRACE).await;
     let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
     if tokio::time::timeout(drain, graceful.shutdown())
         .await

@@ -1,0 +1,403 @@
+//! The supervisor: `rowgate serve` binds the listening socket, starts `workers` worker processes
+//! of the same binary that inherit it (`LISTEN_FDS`, the systemd convention, read back with
+//! `listenfd`), and keeps them running. It never touches the database.
+//!
+//! - A worker that exits for any reason is restarted at once; workers that keep dying before
+//!   they serve (a crash loop) are restarted after a pause that doubles from 100 ms up to 5 s.
+//!   Each exit is logged with its cause (signal name or exit code) and counted. A worker of the
+//!   first set that dies before serving stops `serve` with an error (the configuration or the
+//!   database is broken).
+//! - SIGHUP: start a fresh set of workers (they read the configuration anew), wait until each
+//!   says it is serving, then SIGTERM the old ones, which stop
+//!   accepting and drain. The socket stays open throughout, so no connection is refused.
+//!   (Readiness comes through a pipe per worker, not a signal: signals sent at once coalesce.)
+//! - SIGTERM/SIGINT: SIGTERM every worker, wait for them to drain, exit. SIGUSR1 is passed on
+//!   (schema reload).
+//! - Workers die with the supervisor (parent-death signal, set by the worker itself).
+//! - With `supervisor.pid_file`, the supervisor's pid is written there and its state (workers,
+//!   pids, restarts, uptime) to the same path plus `.json`, which `rowgate status` prints.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+/// Environment variable that marks a worker process and names its supervisor's pid.
+pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
+
+/// Environment variable naming the worker's end of its readiness pipe.
+const READY_FD_ENV: &str = "ROWGATE_READY_FD";
+
+/// Longest pause before restarting a worker that keeps dying.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A worker that lived shorter than this counts as a crash loop.
+const QUICK_DEATH: Duration = Duration::from_secs(2);
+
+/// How long new workers get to start serving on a reload before the old ones go anyway.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the supervisor needs to run.
+pub struct Options {
+    /// Worker processes to keep running.
+    pub workers: usize,
+    /// The arguments a worker is started with (after the binary).
+    pub worker_args: Vec<String>,
+    /// Where to write the pid (and, with `.json` appended, the state).
+    pub pid_file: Option<PathBuf>,
+    /// How long workers get to drain on shutdown before they are killed.
+    pub drain: Duration,
+}
+
+/// One running worker.
+struct Worker {
+    started: Instant,
+    generation: u64,
+}
+
+/// The state `rowgate status` shows.
+#[derive(Serialize)]
+struct State<'a> {
+    supervisor_pid: u32,
+    listen: &'a str,
+    started_unix: u64,
+    uptime_s: u64,
+    workers: Vec<WorkerState>,
+    restarts: u64,
+    last_exit: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct WorkerState {
+    pid: u32,
+    generation: u64,
+    uptime_s: u64,
+}
+
+/// Binds `listen`, runs the workers until SIGTERM/SIGINT.
+pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(supervise(listen, options))
+}
+
+async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?
+        .into_std()?;
+    // Workers inherit the socket: it must survive exec.
+    nix::fcntl::fcntl(
+        &listener,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .context("sharing the socket with workers")?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    let local = listener.local_addr()?.to_string();
+    tracing::info!(
+        "supervisor {} on http://{local}/ with {} worker(s)",
+        std::process::id(),
+        options.workers
+    );
+    if let Some(path) = &options.pid_file {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("writing the pid file {}", path.display()))?;
+    }
+    let started = (Instant::now(), SystemTime::now());
+    let (exits, mut exited) = mpsc::unbounded_channel::<(u32, ExitStatus)>();
+    let (readies, mut ready) = mpsc::unbounded_channel::<u32>();
+    let mut workers: HashMap<u32, Worker> = HashMap::new();
+    let mut generation = 0u64;
+    let spawn = |generation: u64, workers: &mut HashMap<u32, Worker>| -> anyhow::Result<()> {
+        let exe = std::env::current_exe().context("finding the rowgate binary")?;
+        // The worker says it serves by writing a byte into this pipe (only it inherits the
+        // write end: the supervisor starts one process at a time and closes its copy at once).
+        let (ready_read, ready_write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making a pipe")?;
+        nix::fcntl::fcntl(
+            &ready_write,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .context("sharing the pipe with the worker")?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(&options.worker_args)
+            .env("LISTEN_FDS", "1")
+            .env("LISTEN_FDS_FIRST_FD", fd.to_string())
+            .env_remove("LISTEN_PID")
+            .env(WORKER_ENV, std::process::id().to_string())
+            .env(
+                READY_FD_ENV,
+                std::os::fd::AsRawFd::as_raw_fd(&ready_write).to_string(),
+            )
+            .kill_on_drop(false)
+            .spawn()
+            .context("starting a worker")?;
+        drop(ready_write);
+        let pid = child.id().unwrap_or(0);
+        let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(ready_read)?;
+        let readies = readies.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut byte = [0u8; 1];
+            if matches!(pipe.read(&mut byte).await, Ok(1)) {
+                let _ = readies.send(pid);
+            }
+        });
+        workers.insert(
+            pid,
+            Worker {
+                started: Instant::now(),
+                generation,
+            },
+        );
+        let exits = exits.clone();
+        tokio::spawn(async move {
+            if let Ok(status) = child.wait().await {
+                let _ = exits.send((pid, status));
+            }
+        });
+        Ok(())
+    };
+    // Handlers first: a signal must never meet its default action (exit).
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    for _ in 0..options.workers {
+        spawn(generation, &mut workers)?;
+    }
+    let mut restarts = 0u64;
+    let mut last_exit: Option<String> = None;
+    let mut quick_deaths = 0u32;
+    // Until a worker has said it serves, a worker's death means the server cannot start.
+    let mut ever_ready = false;
+    // A reload in progress: the generation being started and how many of it are ready.
+    let mut reloading: Option<(u64, usize, Instant)> = None;
+    let write_state = |workers: &HashMap<u32, Worker>, restarts: u64, last: Option<&str>| {
+        let Some(path) = &options.pid_file else {
+            return;
+        };
+        let mut list: Vec<WorkerState> = workers
+            .iter()
+            .map(|(pid, w)| WorkerState {
+                pid: *pid,
+                generation: w.generation,
+                uptime_s: w.started.elapsed().as_secs(),
+            })
+            .collect();
+        list.sort_by_key(|w| (w.generation, w.pid));
+        let state = State {
+            supervisor_pid: std::process::id(),
+            listen: &local,
+            started_unix: started
+                .1
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            uptime_s: started.0.elapsed().as_secs(),
+            workers: list,
+            restarts,
+            last_exit: last,
+        };
+        let text = serde_json::to_string_pretty(&state).unwrap_or_default();
+        let _ = write_atomically(&state_path(path), &text);
+    };
+    write_state(&workers, restarts, None);
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            Some((pid, status)) = exited.recv() => {
+                let Some(worker) = workers.remove(&pid) else { continue };
+                let cause = describe(status);
+                if let Some((g, _, _)) = reloading.filter(|(g, _, _)| worker.generation == *g) {
+                    tracing::error!(pid, "reload failed: a new worker exited ({cause}) before serving; the running workers stay");
+                    signal_workers(&workers, |w| w.generation == g, Signal::SIGTERM);
+                    generation = g - 1;
+                    reloading = None;
+                    write_state(&workers, restarts, last_exit.as_deref());
+                    continue;
+                }
+                if worker.generation != generation {
+                    tracing::info!(pid, "worker of another generation finished ({cause})");
+                    write_state(&workers, restarts, last_exit.as_deref());
+                    continue;
+                }
+                if !ever_ready {
+                    signal_workers(&workers, |_| true, Signal::SIGTERM);
+                    if let Some(path) = &options.pid_file {
+                        let _ = std::fs::remove_file(path);
+                        let _ = std::fs::remove_file(state_path(path));
+                    }
+                    anyhow::bail!("a worker exited ({cause}) before it could serve (its error is above)");
+                }
+                restarts += 1;
+                tracing::warn!(pid, restarts, "worker exited ({cause}); starting another");
+                last_exit = Some(format!("worker {pid}: {cause}"));
+                if worker.started.elapsed() < QUICK_DEATH {
+                    quick_deaths += 1;
+                } else {
+                    quick_deaths = 0;
+                }
+                if quick_deaths > 1 {
+                    let pause = backoff(quick_deaths - 1);
+                    tracing::warn!("workers keep dying: waiting {pause:?} before the next start");
+                    tokio::time::sleep(pause).await;
+                }
+                if let Err(e) = spawn(generation, &mut workers) {
+                    tracing::error!("cannot start a worker: {e:#}");
+                }
+                write_state(&workers, restarts, last_exit.as_deref());
+            }
+            _ = hup.recv() => {
+                generation += 1;
+                tracing::info!(generation, "SIGHUP: starting fresh workers, then draining the old ones");
+                for _ in 0..options.workers {
+                    if let Err(e) = spawn(generation, &mut workers) {
+                        tracing::error!("cannot start a worker: {e:#}");
+                    }
+                }
+                reloading = Some((generation, 0, Instant::now()));
+                write_state(&workers, restarts, last_exit.as_deref());
+            }
+            Some(pid) = ready.recv() => {
+                // A worker got as far as serving: whatever killed the last one was no crash loop.
+                ever_ready = true;
+                quick_deaths = 0;
+                let generation_of = workers.get(&pid).map(|w| w.generation);
+                if let Some((g, ready, since)) = reloading.as_mut() {
+                    if generation_of == Some(*g) {
+                        *ready += 1;
+                    }
+                    if *ready >= options.workers {
+                        tracing::info!("new workers ready after {:?}: draining the old ones", since.elapsed());
+                        signal_workers(&workers, |w| w.generation < *g, Signal::SIGTERM);
+                        reloading = None;
+                    }
+                }
+            }
+            _ = usr1.recv() => signal_workers(&workers, |_| true, Signal::SIGUSR1),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = tick.tick() => {
+                if let Some((g, _, since)) = reloading {
+                    if since.elapsed() > READY_TIMEOUT {
+                        tracing::warn!("new workers not ready after {READY_TIMEOUT:?}: draining the old ones anyway");
+                        signal_workers(&workers, |w| w.generation < g, Signal::SIGTERM);
+                        reloading = None;
+                    }
+                }
+                write_state(&workers, restarts, last_exit.as_deref());
+            }
+        }
+    }
+    tracing::info!("stopping: draining {} worker(s)", workers.len());
+    signal_workers(&workers, |_| true, Signal::SIGTERM);
+    let deadline = Instant::now() + options.drain + Duration::from_secs(2);
+    while !workers.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, exited.recv()).await {
+            Ok(Some((pid, _))) => {
+                workers.remove(&pid);
+            }
+            _ => {
+                tracing::warn!("workers still running after the drain timeout: killing them");
+                signal_workers(&workers, |_| true, Signal::SIGKILL);
+                break;
+            }
+        }
+    }
+    if let Some(path) = &options.pid_file {
+        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(state_path(path));
+    }
+    Ok(())
+}
+
+/// Sends `sig` to the workers `which` selects.
+fn signal_workers(workers: &HashMap<u32, Worker>, which: impl Fn(&Worker) -> bool, sig: Signal) {
+    for (pid, w) in workers {
+        if which(w) {
+            if let Ok(pid) = i32::try_from(*pid) {
+                let _ = kill(Pid::from_raw(pid), sig);
+            }
+        }
+    }
+}
+
+/// The pause before the `n`-th quick restart in a row: 100 ms doubling, at most 5 s.
+fn backoff(n: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1u64 << n.min(10));
+    Duration::from_millis(ms).min(MAX_BACKOFF)
+}
+
+/// An exit status in words: `signal SIGKILL`, `exit code 3`.
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => match Signal::try_from(sig) {
+            Ok(s) => format!("signal {}", s.as_str()),
+            Err(_) => format!("signal {sig}"),
+        },
+        _ => "unknown".into(),
+    }
+}
+
+/// The state file beside a pid file.
+pub fn state_path(pid_file: &Path) -> PathBuf {
+    let mut name = pid_file.as_os_str().to_owned();
+    name.push(".json");
+    PathBuf::from(name)
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// In a worker: dies with the supervisor (parent-death signal; if it is gone already, exits),
+/// and returns the inherited listening socket.
+pub fn worker_listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).context("setting the parent-death signal")?;
+    if nix::unistd::getppid().as_raw().to_string() != supervisor {
+        anyhow::bail!("the supervisor {supervisor} is gone");
+    }
+    let listener = listenfd::ListenFd::from_env()
+        .take_tcp_listener(0)
+        .context("taking the socket from the supervisor")?
+        .context("no socket was passed by the supervisor")?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// In a worker: tells the supervisor it is serving (a byte into the inherited pipe).
+pub fn worker_ready() {
+    use std::io::Write as _;
+    let Ok(fd) = std::env::var(READY_FD_ENV) else {
+        return;
+    };
+    if let Ok(mut pipe) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/self/fd/{fd}"))
+    {
+        let _ = pipe.write_all(b"r");
+    }
+}
+
+/// In a worker: SIGHUP is ignored (the supervisor reloads by replacing workers).
+pub fn ignore_hangup() {
+    tokio::spawn(async {
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            while hup.recv().await.is_some() {}
+        }
+    });
+}
