@@ -39,6 +39,8 @@ pub struct App {
     pub router: matchit::Router<Route>,
     /// The custom resources, swapped whole on reload.
     pub resources: ArcSwap<Resources>,
+    /// Requests served so far (worker recycling).
+    pub requests: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl App {
@@ -66,6 +68,7 @@ impl App {
             auth: Arc::new(auth),
             router,
             resources: ArcSwap::from_pointee(compiled),
+            requests: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }))
     }
 

@@ -446,13 +446,17 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     )
 }
 
-/// `serve --workers 0`: one process, no supervisor.
-fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// The multi-threaded runtime a serving process runs on.
+fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("rowgate-io")
-        .build()?;
-    runtime.block_on(async move {
+        .build()?)
+}
+
+/// `serve --workers 0`: one process, no supervisor.
+fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
+    io_runtime()?.block_on(async move {
         let app = start(config).await?;
         let listener = tokio::net::TcpListener::bind(&app.config.listen)
             .await
@@ -475,16 +479,17 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
     let listener = crate::supervisor::worker_listener(supervisor)?;
     let config = args.load()?;
     init_logging(&config.log);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("rowgate-io")
-        .build()?;
-    runtime.block_on(async move {
+    io_runtime()?.block_on(async move {
         let app = start(config).await?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         spawn_schema_watchers(&app);
         crate::supervisor::ignore_hangup();
-        crate::supervisor::worker_ready();
+        let recycle = &app.config.supervisor;
+        crate::supervisor::worker_ready(
+            app.requests.clone(),
+            recycle.max_requests,
+            recycle.max_rss_mb,
+        );
         server::run(listener, app, shutdown_signal()).await
     })
 }

@@ -240,6 +240,10 @@ pub struct SupervisorConfig {
     /// Where the supervisor writes its pid (and its state, with `.json` appended); none when
     /// empty.
     pub pid_file: PathBuf,
+    /// Replace a worker after this many requests (0: never).
+    pub max_requests: u64,
+    /// Replace a worker whose resident memory passes this many MiB (0: never).
+    pub max_rss_mb: u64,
 }
 
 impl Default for SupervisorConfig {
@@ -247,6 +251,8 @@ impl Default for SupervisorConfig {
         SupervisorConfig {
             workers: 1,
             pid_file: PathBuf::new(),
+            max_requests: 0,
+            max_rss_mb: 0,
         }
     }
 }
@@ -441,6 +447,16 @@ pub const KEYS: &[Key] = &[
         name: "supervisor.pid_file",
         env: "ROWGATE_SUPERVISOR_PID_FILE",
         doc: "supervisor pid file (state in the same path + .json)",
+    },
+    Key {
+        name: "supervisor.max_requests",
+        env: "ROWGATE_SUPERVISOR_MAX_REQUESTS",
+        doc: "replace a worker after this many requests (0 = never)",
+    },
+    Key {
+        name: "supervisor.max_rss_mb",
+        env: "ROWGATE_SUPERVISOR_MAX_RSS_MB",
+        doc: "replace a worker above this resident memory (0 = never)",
     },
     Key {
         name: "auth.secret_file",

@@ -138,6 +138,7 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
 /// Routes one request and turns any error into its JSON answer.
 pub async fn dispatch(app: &App, req: Request<Incoming>, peer: IpAddr) -> Response {
     let started = Instant::now();
+    app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
     let mut response = match route(app, req, peer).await {
         Ok(reply) => reply.into_response(head),

@@ -13,6 +13,8 @@
 //!   (Readiness comes through a pipe per worker, not a signal: signals sent at once coalesce.)
 //! - SIGTERM/SIGINT: SIGTERM every worker, wait for them to drain, exit. SIGUSR1 is passed on
 //!   (schema reload).
+//! - Recycling: a worker past `supervisor.max_requests` or `supervisor.max_rss_mb` asks to be
+//!   replaced; its replacement starts first, and it drains once that one serves.
 //! - Workers die with the supervisor (parent-death signal, set by the worker itself).
 //! - With `supervisor.pid_file`, the supervisor's pid is written there and its state (workers,
 //!   pids, restarts, uptime) to the same path plus `.json`, which `rowgate status` prints.
@@ -60,6 +62,16 @@ pub struct Options {
 struct Worker {
     started: Instant,
     generation: u64,
+    /// Asked to be replaced (recycling) and told to drain: its exit is expected.
+    retired: bool,
+}
+
+/// What a worker says through its pipe.
+enum Said {
+    /// `r`: it is serving.
+    Ready(u32),
+    /// `c`: it reached `max_requests` or `max_rss_mb`; start its replacement, then drain it.
+    Recycle(u32),
 }
 
 /// The state `rowgate status` shows.
@@ -113,7 +125,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
     }
     let started = (Instant::now(), SystemTime::now());
     let (exits, mut exited) = mpsc::unbounded_channel::<(u32, ExitStatus)>();
-    let (readies, mut ready) = mpsc::unbounded_channel::<u32>();
+    let (readies, mut ready) = mpsc::unbounded_channel::<Said>();
     let mut workers: HashMap<u32, Worker> = HashMap::new();
     let mut generation = 0u64;
     let spawn = |generation: u64, workers: &mut HashMap<u32, Worker>| -> anyhow::Result<()> {
@@ -147,8 +159,15 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
         tokio::spawn(async move {
             use tokio::io::AsyncReadExt as _;
             let mut byte = [0u8; 1];
-            if matches!(pipe.read(&mut byte).await, Ok(1)) {
-                let _ = readies.send(pid);
+            while matches!(pipe.read(&mut byte).await, Ok(1)) {
+                let said = match byte[0] {
+                    b'r' => Said::Ready(pid),
+                    b'c' => Said::Recycle(pid),
+                    _ => continue,
+                };
+                if readies.send(said).is_err() {
+                    break;
+                }
             }
         });
         workers.insert(
@@ -156,6 +175,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
             Worker {
                 started: Instant::now(),
                 generation,
+                retired: false,
             },
         );
         let exits = exits.clone();
@@ -179,6 +199,8 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
     let mut quick_deaths = 0u32;
     // Until a worker has said it serves, a worker's death means the server cannot start.
     let mut ever_ready = false;
+    // Recycling: new worker → the retired one it replaces (drained once the new one serves).
+    let mut replacing: HashMap<u32, u32> = HashMap::new();
     // A reload in progress: the generation being started and how many of it are ready.
     let mut reloading: Option<(u64, usize, Instant)> = None;
     let write_state = |workers: &HashMap<u32, Worker>, restarts: u64, last: Option<&str>| {
@@ -224,8 +246,8 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                     write_state(&workers, restarts, last_exit.as_deref());
                     continue;
                 }
-                if worker.generation != generation {
-                    tracing::info!(pid, "worker of another generation finished ({cause})");
+                if worker.generation != generation || worker.retired {
+                    tracing::info!(pid, "retired worker finished ({cause})");
                     write_state(&workers, restarts, last_exit.as_deref());
                     continue;
                 }
@@ -266,10 +288,34 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 reloading = Some((generation, 0, Instant::now()));
                 write_state(&workers, restarts, last_exit.as_deref());
             }
-            Some(pid) = ready.recv() => {
+            Some(said) = ready.recv() => match said {
+                Said::Recycle(pid) => {
+                if workers.get(&pid).is_some_and(|w| w.generation == generation && !w.retired) {
+                    tracing::info!(pid, "recycling a worker: starting its replacement");
+                    if let Some(w) = workers.get_mut(&pid) {
+                        w.retired = true;
+                    }
+                    let before: Vec<u32> = workers.keys().copied().collect();
+                    match spawn(generation, &mut workers) {
+                        Ok(()) => {
+                            if let Some(new) = workers.keys().find(|p| !before.contains(p)) {
+                                replacing.insert(*new, pid);
+                            }
+                        }
+                        Err(e) => tracing::error!("cannot start a worker: {e:#}"),
+                    }
+                    write_state(&workers, restarts, last_exit.as_deref());
+                }
+            }
+                Said::Ready(pid) => {
                 // A worker got as far as serving: whatever killed the last one was no crash loop.
                 ever_ready = true;
                 quick_deaths = 0;
+                if let Some(old) = replacing.remove(&pid) {
+                    if let Ok(old) = i32::try_from(old) {
+                        let _ = kill(Pid::from_raw(old), Signal::SIGTERM);
+                    }
+                }
                 let generation_of = workers.get(&pid).map(|w| w.generation);
                 if let Some((g, ready, since)) = reloading.as_mut() {
                     if generation_of == Some(*g) {
@@ -282,6 +328,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                     }
                 }
             }
+            },
             _ = usr1.recv() => signal_workers(&workers, |_| true, Signal::SIGUSR1),
             _ = term.recv() => break,
             _ = int.recv() => break,
@@ -379,18 +426,50 @@ pub fn worker_listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener
     Ok(listener)
 }
 
-/// In a worker: tells the supervisor it is serving (a byte into the inherited pipe).
-pub fn worker_ready() {
+/// In a worker: tells the supervisor it is serving (a byte into the inherited pipe), and, with
+/// `max_requests` or `max_rss_mb` set, asks once to be replaced when it passes either (checked
+/// every 200 ms; `requests` counts the requests served).
+pub fn worker_ready(
+    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    max_requests: u64,
+    max_rss_mb: u64,
+) {
     use std::io::Write as _;
     let Ok(fd) = std::env::var(READY_FD_ENV) else {
         return;
     };
-    if let Ok(mut pipe) = std::fs::OpenOptions::new()
+    let Ok(mut pipe) = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/self/fd/{fd}"))
-    {
-        let _ = pipe.write_all(b"r");
+    else {
+        return;
+    };
+    let _ = pipe.write_all(b"r");
+    if max_requests == 0 && max_rss_mb == 0 {
+        return;
     }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tick.tick().await;
+            let served = requests.load(std::sync::atomic::Ordering::Relaxed);
+            let rss_mb = resident_mb().unwrap_or(0);
+            if (max_requests > 0 && served >= max_requests)
+                || (max_rss_mb > 0 && rss_mb >= max_rss_mb)
+            {
+                tracing::info!(served, rss_mb, "asking to be recycled");
+                let _ = pipe.write_all(b"c");
+                return;
+            }
+        }
+    });
+}
+
+/// This process's resident memory in MiB (from `/proc/self/statm`).
+fn resident_mb() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096 / (1024 * 1024))
 }
 
 /// In a worker: SIGHUP is ignored (the supervisor reloads by replacing workers).

@@ -33,7 +33,8 @@ impl Drop for Server {
     }
 }
 
-/// Starts `rowgate serve ARGS --listen 127.0.0.1:PORT` in `dir` and waits until it answers.
+/// Starts `rowgate serve ARGS --listen 127.0.0.1:PORT` in `dir` and waits until it answers
+/// `/live` (the supervisor listens before its worker serves: a connect alone proves nothing).
 fn serve(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -55,12 +56,14 @@ fn serve(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if std::net::TcpStream::connect(&listen).is_ok() {
+        if std::net::TcpStream::connect(&listen).is_ok()
+            && get(&format!("{}/live", server.base)).0 == 200
+        {
             return server;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    panic!("rowgate did not start listening on {listen}");
+    panic!("rowgate did not start serving on {listen}");
 }
 
 fn signal(child: &Child, name: &str) {

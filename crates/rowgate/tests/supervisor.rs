@@ -352,6 +352,66 @@ fn reload_under_read_load_fails_no_request() {
     assert!(first.iter().all(|p| !alive(*p)), "old workers are gone");
 }
 
+/// A worker past `supervisor.max_requests` is replaced: the new one starts first, the old one
+/// drains; clients notice nothing.
+#[test]
+fn workers_are_recycled_after_max_requests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let db = dir.path().join("d.db");
+    rowgate::demo::init(&db, 10).expect("demo");
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        format!("{CONFIG}[supervisor]\nmax_requests = 200\n"),
+    )
+    .expect("config");
+    let pid_file = dir.path().join("rowgate.pid");
+    let child = Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--db",
+            "d.db",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--workers", "1", "--pid-file"])
+        .arg(&pid_file)
+        .env("ROWGATE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let s = Supervised {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        pid_file,
+        port,
+    };
+    wait_until(Duration::from_secs(20), || {
+        get(&format!("{}/live", s.base)) == 200
+    });
+    let first = worker_pids(&s);
+    let mut seen = std::collections::HashSet::new();
+    let (mut ok, mut failed) = (0, 0);
+    let started = Instant::now();
+    while seen.len() < 3 && started.elapsed() < Duration::from_secs(30) {
+        if get(&format!("{}/api/team/1", s.base)) == 200 {
+            ok += 1;
+        } else {
+            failed += 1;
+        }
+        seen.extend(worker_pids(&s));
+    }
+    assert!(
+        seen.len() >= 3,
+        "workers seen: {seen:?} after {ok} requests"
+    );
+    assert_eq!(failed, 0, "of {} requests", ok + failed);
+    assert!(first.iter().all(|p| !alive(*p)), "the first worker is gone");
+    assert_eq!(status(&s)["restarts"], 0, "recycling is no restart");
+}
+
 /// The supervisor killed outright: its workers exit within 2 s and the port is free for a new
 /// `serve`.
 #[test]
