@@ -11,6 +11,13 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rowgate");
 
+/// These tests load the two cores with several processes each: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Grants the anonymous role everything (these tests are about processes).
 const CONFIG: &str = "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\nops = [\"select\", \"insert\", \"update\", \"delete\"]\n";
 
@@ -60,9 +67,9 @@ fn start(dir: &Path, workers: usize, port: u16) -> Supervised {
         ])
         .args(["--workers", &workers.to_string(), "--pid-file"])
         .arg(&pid_file)
-        .env("ROWGATE_LOG", "warn")
+        .env("ROWGATE_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.log")).expect("log"))
         .spawn()
         .expect("serve");
     let s = Supervised {
@@ -76,6 +83,11 @@ fn start(dir: &Path, workers: usize, port: u16) -> Supervised {
     });
     wait_until(Duration::from_secs(5), || worker_pids(&s).len() == workers);
     s
+}
+
+/// The supervisor's log so far (for failure messages).
+fn log_of(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
 }
 
 fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) {
@@ -194,6 +206,7 @@ fn alive(pid: i32) -> bool {
 /// is back within a second each time.
 #[test]
 fn killed_workers_come_back_without_losing_acknowledged_writes() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start(dir.path(), 1, free_port());
     let supervisor = supervisor_pid(&s);
@@ -288,6 +301,7 @@ fn killed_workers_come_back_without_losing_acknowledged_writes() {
 /// pauses; the supervisor survives, and serves again once the configuration is fixed.
 #[test]
 fn crash_loop_backs_off_and_the_supervisor_survives() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start(dir.path(), 1, free_port());
     let supervisor = supervisor_pid(&s);
@@ -309,6 +323,7 @@ fn crash_loop_backs_off_and_the_supervisor_survives() {
 /// SIGHUP replaces the workers while clients keep reading: not one request fails.
 #[test]
 fn reload_under_read_load_fails_no_request() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start(dir.path(), 2, free_port());
     let supervisor = supervisor_pid(&s);
@@ -334,10 +349,19 @@ fn reload_under_read_load_fails_no_request() {
         std::thread::sleep(Duration::from_millis(300));
         let before = worker_pids(&s);
         signal(supervisor, "HUP");
-        wait_until(Duration::from_secs(10), || {
+        let replaced = Instant::now();
+        while {
             let now = worker_pids(&s);
-            now.len() == 2 && before.iter().all(|p| !now.contains(p))
-        });
+            !(now.len() == 2 && before.iter().all(|p| !now.contains(p)))
+        } {
+            assert!(
+                replaced.elapsed() < Duration::from_secs(20),
+                "workers not replaced: {:?}\n{}",
+                worker_pids(&s),
+                log_of(dir.path())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
@@ -356,6 +380,7 @@ fn reload_under_read_load_fails_no_request() {
 /// drains; clients notice nothing.
 #[test]
 fn workers_are_recycled_after_max_requests() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let db = dir.path().join("d.db");
@@ -416,6 +441,7 @@ fn workers_are_recycled_after_max_requests() {
 /// `serve`.
 #[test]
 fn workers_die_with_the_supervisor() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let mut s = start(dir.path(), 2, port);
