@@ -3,6 +3,8 @@
 //! supervisor survives; reloads under a read load fail no request; workers die with the
 //! supervisor and the port is free again. Pids come from the pid file and `rowgate status`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,28 +45,61 @@ fn free_port() -> u16 {
         .expect("port")
 }
 
-/// A demo database with an `acks` table, and `serve --workers N` on it.
+/// Where the test's data lives.
+#[derive(Clone)]
+enum Db {
+    /// `d.db` in the test's folder.
+    Sqlite,
+    /// A fresh database of the test cluster.
+    Postgres(String),
+}
+
+impl Db {
+    /// A PostgreSQL database of the test cluster, with the demo data.
+    fn postgres() -> Db {
+        let url = common::postgres::new_database();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(rowgate::demo::postgres::init(&url, 10))
+            .expect("demo init");
+        Db::Postgres(url)
+    }
+
+    /// What `--db` says, and where direct SQL goes.
+    fn location(&self, dir: &Path) -> PathBuf {
+        match self {
+            Db::Sqlite => dir.join("d.db"),
+            Db::Postgres(url) => PathBuf::from(url),
+        }
+    }
+}
+
+/// A demo database with an `acks` table, and `serve --workers N` on SQLite.
 fn start(dir: &Path, workers: usize, port: u16) -> Supervised {
-    let db = dir.join("d.db");
-    if !db.exists() {
-        rowgate::demo::init(&db, 10).expect("demo");
-        rusqlite::Connection::open(&db)
-            .and_then(|c| {
-                c.execute_batch("CREATE TABLE acks (id INTEGER PRIMARY KEY, note TEXT NOT NULL)")
-            })
-            .expect("table");
+    start_on(dir, workers, port, &Db::Sqlite)
+}
+
+/// As [`start`], on `db`.
+fn start_on(dir: &Path, workers: usize, port: u16, db: &Db) -> Supervised {
+    if !dir.join("rowgate.toml").exists() {
+        if let Db::Sqlite = db {
+            rowgate::demo::init(&dir.join("d.db"), 10).expect("demo");
+        }
+        common::db_exec(
+            &db.location(dir),
+            "CREATE TABLE acks (id BIGINT PRIMARY KEY, note TEXT NOT NULL)",
+        );
         std::fs::write(dir.join("rowgate.toml"), CONFIG).expect("config");
     }
     let pid_file = dir.join("rowgate.pid");
     let child = Command::new(BIN)
         .current_dir(dir)
-        .args([
-            "serve",
-            "--db",
-            "d.db",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
+        .arg("serve")
+        .arg("--db")
+        .arg(db.location(dir))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--workers", &workers.to_string(), "--pid-file"])
         .arg(&pid_file)
         .env("ROWGATE_LOG", "info")
@@ -207,8 +242,19 @@ fn alive(pid: i32) -> bool {
 #[test]
 fn killed_workers_come_back_without_losing_acknowledged_writes() {
     let _serial = one_at_a_time();
+    kill_workers_under_writes(&Db::Sqlite);
+}
+
+/// The same on PostgreSQL.
+#[test]
+fn killed_workers_come_back_on_postgres() {
+    let _serial = one_at_a_time();
+    kill_workers_under_writes(&Db::postgres());
+}
+
+fn kill_workers_under_writes(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = start(dir.path(), 1, free_port());
+    let s = start_on(dir.path(), 1, free_port(), db);
     let supervisor = supervisor_pid(&s);
     assert_eq!(status(&s)["supervisor_pid"], supervisor);
     let stop = Arc::new(AtomicBool::new(false));
@@ -279,22 +325,23 @@ fn killed_workers_come_back_without_losing_acknowledged_writes() {
         "only {} writes acknowledged",
         acked.len()
     );
-    let conn = rusqlite::Connection::open(dir.path().join("d.db")).expect("open");
-    let mut missing = 0;
-    for id in &acked {
-        let note: Option<String> = conn
-            .query_row("SELECT note FROM acks WHERE id = ?1", [id], |r| r.get(0))
-            .ok();
-        match note {
-            Some(n) if n.len() == 100 => {}
-            _ => missing += 1,
-        }
-    }
+    let stored: std::collections::HashMap<i64, usize> =
+        common::db_rows(&db.location(dir.path()), "SELECT id, note FROM acks")
+            .into_iter()
+            .filter_map(|r| {
+                let id = r[0].as_deref()?.parse().ok()?;
+                Some((id, r[1].as_deref().map_or(0, str::len)))
+            })
+            .collect();
+    let missing = acked
+        .iter()
+        .filter(|id| stored.get(id) != Some(&100))
+        .count();
     assert_eq!(missing, 0, "of {} acknowledged writes", acked.len());
-    let check: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity");
-    assert_eq!(check, "ok");
+    if let Db::Sqlite = db {
+        let check = common::db_rows(&db.location(dir.path()), "PRAGMA integrity_check");
+        assert_eq!(check[0][0].as_deref(), Some("ok"));
+    }
 }
 
 /// Workers that die before serving (a broken configuration on disk) are restarted with growing
