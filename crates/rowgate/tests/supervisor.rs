@@ -349,8 +349,19 @@ fn kill_workers_under_writes(db: &Db) {
 #[test]
 fn crash_loop_backs_off_and_the_supervisor_survives() {
     let _serial = one_at_a_time();
+    crash_loop(&Db::Sqlite);
+}
+
+/// The same on PostgreSQL.
+#[test]
+fn crash_loop_backs_off_on_postgres() {
+    let _serial = one_at_a_time();
+    crash_loop(&Db::postgres());
+}
+
+fn crash_loop(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = start(dir.path(), 1, free_port());
+    let s = start_on(dir.path(), 1, free_port(), db);
     let supervisor = supervisor_pid(&s);
     // From now on a new worker cannot start: its configuration does not load.
     std::fs::write(dir.path().join("rowgate.toml"), "[[grants]]\nrole = 1\n").expect("config");
@@ -371,8 +382,19 @@ fn crash_loop_backs_off_and_the_supervisor_survives() {
 #[test]
 fn reload_under_read_load_fails_no_request() {
     let _serial = one_at_a_time();
+    reload_under_reads(&Db::Sqlite);
+}
+
+/// The same on PostgreSQL.
+#[test]
+fn reload_under_read_load_on_postgres() {
+    let _serial = one_at_a_time();
+    reload_under_reads(&Db::postgres());
+}
+
+fn reload_under_reads(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = start(dir.path(), 2, free_port());
+    let s = start_on(dir.path(), 2, free_port(), db);
     let supervisor = supervisor_pid(&s);
     let stop = Arc::new(AtomicBool::new(false));
     let mut readers = Vec::new();
