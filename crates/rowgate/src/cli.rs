@@ -431,6 +431,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if workers == 0 {
         return serve_alone(&args.common, config);
     }
+    crate::supervisor::lean_allocator();
     let pid_file = args.pid_file.clone().or_else(|| {
         (!config.supervisor.pid_file.as_os_str().is_empty())
             .then(|| config.dir.resolve(&config.supervisor.pid_file))

@@ -93,6 +93,34 @@ struct WorkerState {
     uptime_s: u64,
 }
 
+/// mimalloc's option that commits (and touches) arena memory eagerly: worth it in a worker
+/// (`/data` ran ~12% faster with it), 5-6 MB of RSS for nothing in the supervisor.
+const EAGER_COMMIT_ENV: &str = "MIMALLOC_ARENA_EAGER_COMMIT";
+
+/// Set when the supervisor re-executed itself to turn eager commit off (its workers get the
+/// allocator's default back).
+const LEAN_ENV: &str = "ROWGATE_SUPERVISOR_LEAN";
+
+/// Re-executes the supervisor (same pid, same arguments) with mimalloc's eager arena commit
+/// off, unless the environment already says how to commit. mimalloc reads its options before
+/// `main`, so only a fresh `exec` can change them. Returns if the `exec` fails (the supervisor
+/// then runs as it is).
+pub fn lean_allocator() {
+    use std::os::unix::process::CommandExt as _;
+    if std::env::var_os(EAGER_COMMIT_ENV).is_some() || std::env::var_os(LEAN_ENV).is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let error = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(EAGER_COMMIT_ENV, "0")
+        .env(LEAN_ENV, "1")
+        .exec();
+    tracing::debug!("running without the lean allocator setting: {error}");
+}
+
 /// Binds `listen`, runs the workers until SIGTERM/SIGINT.
 pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -139,7 +167,12 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
             nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
         )
         .context("sharing the pipe with the worker")?;
-        let mut child = tokio::process::Command::new(exe)
+        let mut command = tokio::process::Command::new(exe);
+        if std::env::var_os(LEAN_ENV).is_some() {
+            // the setting was the supervisor's own: workers keep the allocator's default
+            command.env_remove(EAGER_COMMIT_ENV).env_remove(LEAN_ENV);
+        }
+        let mut child = command
             .args(&options.worker_args)
             .env("LISTEN_FDS", "1")
             .env("LISTEN_FDS_FIRST_FD", fd.to_string())
