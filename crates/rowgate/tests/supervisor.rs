@@ -20,6 +20,23 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `body(&Db)` as two tests, one per backend, each run one at a time.
+macro_rules! on_both_backends {
+    ($body:ident => $sqlite:ident, $postgres:ident) => {
+        #[test]
+        fn $sqlite() {
+            let _serial = one_at_a_time();
+            $body(&Db::Sqlite);
+        }
+
+        #[test]
+        fn $postgres() {
+            let _serial = one_at_a_time();
+            $body(&Db::postgres());
+        }
+    };
+}
+
 /// Grants the anonymous role everything (these tests are about processes).
 const CONFIG: &str = "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\nops = [\"select\", \"insert\", \"update\", \"delete\"]\n";
 
@@ -236,22 +253,11 @@ fn alive(pid: i32) -> bool {
             .contains(") Z ")
 }
 
+on_both_backends!(kill_workers_under_writes => killed_workers_come_back_without_losing_acknowledged_writes, killed_workers_come_back_on_postgres);
+
 /// Twenty worker kills (SIGKILL and SIGSEGV, alternating) under a continuous write load: every
 /// acknowledged write is in the database, the supervisor stays the same process, and service
 /// is back within a second each time.
-#[test]
-fn killed_workers_come_back_without_losing_acknowledged_writes() {
-    let _serial = one_at_a_time();
-    kill_workers_under_writes(&Db::Sqlite);
-}
-
-/// The same on PostgreSQL.
-#[test]
-fn killed_workers_come_back_on_postgres() {
-    let _serial = one_at_a_time();
-    kill_workers_under_writes(&Db::postgres());
-}
-
 fn kill_workers_under_writes(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start_on(dir.path(), 1, free_port(), db);
@@ -344,21 +350,10 @@ fn kill_workers_under_writes(db: &Db) {
     }
 }
 
+on_both_backends!(crash_loop => crash_loop_backs_off_and_the_supervisor_survives, crash_loop_backs_off_on_postgres);
+
 /// Workers that die before serving (a broken configuration on disk) are restarted with growing
 /// pauses; the supervisor survives, and serves again once the configuration is fixed.
-#[test]
-fn crash_loop_backs_off_and_the_supervisor_survives() {
-    let _serial = one_at_a_time();
-    crash_loop(&Db::Sqlite);
-}
-
-/// The same on PostgreSQL.
-#[test]
-fn crash_loop_backs_off_on_postgres() {
-    let _serial = one_at_a_time();
-    crash_loop(&Db::postgres());
-}
-
 fn crash_loop(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start_on(dir.path(), 1, free_port(), db);
@@ -378,20 +373,9 @@ fn crash_loop(db: &Db) {
     assert_eq!(supervisor_pid(&s), supervisor);
 }
 
+on_both_backends!(reload_under_reads => reload_under_read_load_fails_no_request, reload_under_read_load_on_postgres);
+
 /// SIGHUP replaces the workers while clients keep reading: not one request fails.
-#[test]
-fn reload_under_read_load_fails_no_request() {
-    let _serial = one_at_a_time();
-    reload_under_reads(&Db::Sqlite);
-}
-
-/// The same on PostgreSQL.
-#[test]
-fn reload_under_read_load_on_postgres() {
-    let _serial = one_at_a_time();
-    reload_under_reads(&Db::postgres());
-}
-
 fn reload_under_reads(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start_on(dir.path(), 2, free_port(), db);

@@ -51,6 +51,8 @@ pub struct Auth {
     pub policy: Policy,
     /// Failed token requests per client and per address.
     pub failures: FailureLimiter,
+    /// The principal of requests without a token (built once).
+    anonymous: Principal,
     /// Tokens verified before, so a client's next request skips the signature check.
     verified: std::sync::RwLock<HashMap<String, Verified>>,
 }
@@ -83,6 +85,11 @@ impl Auth {
             policy: Policy::compile(&config.grants)?,
             failures: FailureLimiter::new(config.auth.max_failures_per_minute),
             verified: std::sync::RwLock::new(HashMap::new()),
+            anonymous: Principal {
+                role: config.auth.anon_role.clone(),
+                claims: Arc::new(Map::new()),
+                anonymous: true,
+            },
         })
     }
 
@@ -99,11 +106,7 @@ impl Auth {
     /// token's role with a valid bearer token, else 401 `invalid_token`.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-            return Ok(Principal {
-                role: self.config.anon_role.clone(),
-                claims: Arc::new(Map::new()),
-                anonymous: true,
-            });
+            return Ok(self.anonymous.clone());
         };
         let invalid = |why: &str| {
             ApiError::new(ErrorCode::InvalidToken, "invalid bearer token").details(why.to_string())

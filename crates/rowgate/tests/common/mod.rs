@@ -88,30 +88,7 @@ impl TestServer {
             .expect("demo init");
         config.db.path = url.clone().into();
         config.db.pool_size = 8;
-        test_auth(&mut config, dir.path());
-        adjust(&mut config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let prefix = config.rest.prefix.clone();
-        let app = rowgate::cli::start(config).await.expect("start");
-        rowgate::cli::spawn_schema_watchers(&app);
-        let app_handle = app.clone();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(rowgate::server::run(listener, app, async move {
-            let _ = rx.await;
-        }));
-        TestServer {
-            addr,
-            base: format!("http://{addr}{prefix}"),
-            client: reqwest::Client::new(),
-            dir,
-            db_path: url.into(),
-            app: app_handle,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
+        Self::launch(dir, config, adjust, url.into()).await
     }
 
     /// Starts a server on a demo database in `dir` with `config` (adjusted by the test).
@@ -128,6 +105,17 @@ impl TestServer {
         rowgate::demo::init(&db_path, 200).expect("demo init");
         config.db.path = db_path.clone();
         config.db.readers = 2;
+        Self::launch(dir, config, adjust, db_path).await
+    }
+
+    /// Serves `config` (its database ready at `db_path`) on a free port, after the test's
+    /// adjustments.
+    async fn launch(
+        dir: tempfile::TempDir,
+        mut config: Config,
+        adjust: impl FnOnce(&mut Config),
+        db_path: std::path::PathBuf,
+    ) -> TestServer {
         test_auth(&mut config, dir.path());
         adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -337,7 +325,6 @@ pub fn write_config(
     rowgate::config::load(rowgate::config::Layer::File(&file), |_| None, &[])
 }
 
-/// GET `path` and return (status, JSON body).
 /// GETs `path` until the server answers 200 (a table created behind its back becomes reachable
 /// once the schema cache reloads), asserting that it answers 404 meanwhile; gives up after 10 s.
 pub async fn wait_until_served(s: &TestServer, path: &str) -> serde_json::Value {
@@ -352,6 +339,7 @@ pub async fn wait_until_served(s: &TestServer, path: &str) -> serde_json::Value 
     panic!("{path} was not served within 10 s");
 }
 
+/// GET `path` and return (status, JSON body).
 pub async fn get_json(s: &TestServer, path: &str) -> (u16, serde_json::Value) {
     let r = s.get(path).send().await.expect("request");
     let status = r.status().as_u16();
