@@ -25,6 +25,8 @@ pub enum Route {
     Item,
     /// `/oauth/token`.
     Token,
+    /// `/metrics`: Prometheus text.
+    Metrics,
 }
 
 /// Shared application state.
@@ -41,6 +43,8 @@ pub struct App {
     pub resources: ArcSwap<Resources>,
     /// Requests served so far (worker recycling).
     pub requests: Arc<std::sync::atomic::AtomicU64>,
+    /// What `/metrics` shows.
+    pub metrics: Arc<crate::observe::Metrics>,
 }
 
 impl App {
@@ -56,6 +60,7 @@ impl App {
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
         router.insert("/oauth/token", Route::Token)?;
+        router.insert("/metrics", Route::Metrics)?;
         let compiled = compile_resources(&config, &db).await?;
         let auth = Auth::new(&config)?;
         auth.refresh_clients(&db).await?;
@@ -69,6 +74,7 @@ impl App {
             router,
             resources: ArcSwap::from_pointee(compiled),
             requests: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            metrics: Arc::new(crate::observe::Metrics::new()),
         }))
     }
 

@@ -417,11 +417,14 @@ fn init_logging(filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log that cannot be written (disk full, file size limit) must not take the thread
+        // down: the fallback `eprintln!` that reports it panics when stderr fails too.
+        .log_internal_errors(false)
         .try_init();
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    if let Ok(supervisor) = std::env::var(crate::supervisor::WORKER_ENV) {
+    if let Ok(supervisor) = std::env::var(crate::worker::WORKER_ENV) {
         return serve_worker(&args.common, &supervisor);
     }
     let config = args.common.load()?;
@@ -470,6 +473,7 @@ fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
         );
         spawn_schema_watchers(&app);
         spawn_config_reloader(&app, args.clone());
+        crate::worker::ignore_signals(&[crate::worker::FILE_SIZE_LIMIT]);
         server::run(listener, app, shutdown_signal()).await
     })
 }
@@ -477,20 +481,25 @@ fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
 /// A worker under the supervisor: serves on the inherited socket until SIGTERM (then drains).
 /// SIGHUP is the supervisor's business (it replaces workers), so a worker ignores it.
 fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
-    let listener = crate::supervisor::worker_listener(supervisor)?;
+    let listener = crate::worker::listener(supervisor)?;
     let config = args.load()?;
     init_logging(&config.log);
     io_runtime()?.block_on(async move {
         let app = start(config).await?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         spawn_schema_watchers(&app);
-        crate::supervisor::ignore_hangup();
-        let recycle = &app.config.supervisor;
-        crate::supervisor::worker_ready(
-            app.requests.clone(),
-            recycle.max_requests,
-            recycle.max_rss_mb,
-        );
+        crate::worker::ignore_signals(&[
+            tokio::signal::unix::SignalKind::hangup(),
+            crate::worker::FILE_SIZE_LIMIT,
+        ]);
+        if let Some(link) = crate::worker::Link::open(app.metrics.clone()) {
+            let recycle = &app.config.supervisor;
+            link.ready(
+                app.requests.clone(),
+                recycle.max_requests,
+                recycle.max_rss_mb,
+            );
+        }
         server::run(listener, app, shutdown_signal()).await
     })
 }

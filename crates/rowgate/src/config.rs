@@ -33,6 +33,8 @@ pub struct Config {
     pub grants: Vec<GrantConfig>,
     /// Worker processes (`[supervisor]`), see [`crate::supervisor`].
     pub supervisor: SupervisorConfig,
+    /// Who may read `/metrics` (`[metrics]`), see [`crate::observe`].
+    pub metrics: MetricsConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -257,6 +259,29 @@ impl Default for SupervisorConfig {
     }
 }
 
+/// `[metrics]`: the Prometheus text at `/metrics`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `/metrics` at all.
+    pub enabled: bool,
+    /// Answer requests from loopback addresses without a token (turn off behind a proxy on
+    /// the same host, which makes every client look local).
+    pub loopback: bool,
+    /// Roles (from a bearer token) that may read the metrics from anywhere.
+    pub roles: Vec<String>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            enabled: true,
+            loopback: true,
+            roles: Vec::new(),
+        }
+    }
+}
+
 /// `[rest]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -300,6 +325,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             grants: Vec::new(),
             supervisor: SupervisorConfig::default(),
+            metrics: MetricsConfig::default(),
             dir: ConfigDir::default(),
         }
     }
@@ -457,6 +483,16 @@ pub const KEYS: &[Key] = &[
         name: "supervisor.max_rss_mb",
         env: "ROWGATE_SUPERVISOR_MAX_RSS_MB",
         doc: "replace a worker above this resident memory (0 = never)",
+    },
+    Key {
+        name: "metrics.enabled",
+        env: "ROWGATE_METRICS_ENABLED",
+        doc: "serve /metrics (Prometheus text)",
+    },
+    Key {
+        name: "metrics.loopback",
+        env: "ROWGATE_METRICS_LOOPBACK",
+        doc: "let loopback clients read /metrics without a token",
     },
     Key {
         name: "auth.secret_file",

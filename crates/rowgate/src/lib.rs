@@ -9,6 +9,8 @@
 //! - [`resources`]: custom resources declared in config (SQL → JSON or a template).
 //! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
 //! - [`demo`]: the deterministic demo database.
+//! - [`supervisor`]: the process that keeps workers running; [`worker`]: a worker's side of it.
+//! - [`observe`]: the metrics at `/metrics`.
 
 pub mod api;
 pub mod app;
@@ -19,8 +21,10 @@ pub mod db;
 pub mod demo;
 pub mod error;
 pub mod job;
+pub mod observe;
 pub mod openapi;
 pub mod resources;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
+pub mod worker;

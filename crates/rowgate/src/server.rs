@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use crate::api::respond::{error_response, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
 use crate::error::{ApiError, ErrorCode};
+use crate::observe::Metrics;
 use crate::{auth, openapi, resources};
 
 /// How long freshly accepted connections get to start their first request before a drain.
@@ -46,7 +47,6 @@ pub async fn run(
         // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
     let graceful = GracefulShutdown::new();
-    let open = Arc::new(AtomicUsize::new(0));
     let max_connections = limits.max_connections;
     tokio::pin!(shutdown);
     loop {
@@ -62,11 +62,13 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                if open.load(Ordering::Relaxed) >= max_connections {
+                if app.metrics.open_connections.load(Ordering::Relaxed) >= max_connections {
+                    app.metrics.refused();
                     tokio::spawn(refuse_connection(stream));
                     continue;
                 }
-                let counted = OpenConnection::new(&open);
+                app.metrics.accepted();
+                let counted = OpenConnection::new(app.metrics.clone());
                 let app = app.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
@@ -99,18 +101,18 @@ pub async fn run(
 }
 
 /// Counts an open connection while it lives.
-struct OpenConnection(Arc<AtomicUsize>);
+struct OpenConnection(Arc<Metrics>);
 
 impl OpenConnection {
-    fn new(open: &Arc<AtomicUsize>) -> OpenConnection {
-        open.fetch_add(1, Ordering::Relaxed);
-        OpenConnection(open.clone())
+    fn new(metrics: Arc<Metrics>) -> OpenConnection {
+        metrics.open_connections.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(metrics)
     }
 }
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.open_connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -144,6 +146,7 @@ pub async fn dispatch(app: &App, req: Request<Incoming>, peer: IpAddr) -> Respon
         Ok(reply) => reply.into_response(head),
         Err(err) => error_response(&err, head),
     };
+    app.metrics.response(response.status().as_u16());
     let millis = started.elapsed().as_secs_f64() * 1000.0;
     if let Ok(v) = HeaderValue::from_str(&format!("total;dur={millis:.3}")) {
         response.headers_mut().insert("server-timing", v);
@@ -205,6 +208,21 @@ async fn route(app: &App, req: Request<Incoming>, peer: IpAddr) -> Result<Reply,
                 &principal,
             )
             .await
+        }
+        Route::Metrics => {
+            let principal = app.auth.authenticate(&parts.headers)?;
+            crate::observe::check_access(&app.config.metrics, &principal, peer)?;
+            if !(parts.method == Method::GET || parts.method == Method::HEAD) {
+                return Err(ApiError::new(
+                    ErrorCode::MethodNotAllowed,
+                    "the metrics are read-only",
+                ));
+            }
+            Ok(Reply::raw(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                Bytes::from(app.metrics.render()),
+            ))
         }
         Route::Token => {
             let body = read_body(app, &parts, body).await?;

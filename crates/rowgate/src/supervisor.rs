@@ -31,11 +31,7 @@ use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-/// Environment variable that marks a worker process and names its supervisor's pid.
-pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
-
-/// Environment variable naming the worker's end of its readiness pipe.
-const READY_FD_ENV: &str = "ROWGATE_READY_FD";
+use crate::worker::{DOWN_FD_ENV, READY, RECYCLE, RESTARTS, UP_FD_ENV, WORKER_ENV};
 
 /// Longest pause before restarting a worker that keeps dying.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -64,13 +60,24 @@ struct Worker {
     generation: u64,
     /// Asked to be replaced (recycling) and told to drain: its exit is expected.
     retired: bool,
+    /// The supervisor's end of the pipe to the worker (non-blocking: a worker that does not
+    /// read loses messages rather than stalling the supervisor).
+    down: std::fs::File,
+}
+
+impl Worker {
+    /// Sends one line to the worker.
+    fn tell(&self, message: &str) {
+        use std::io::Write as _;
+        let _ = (&self.down).write_all(format!("{message}\n").as_bytes());
+    }
 }
 
 /// What a worker says through its pipe.
 enum Said {
-    /// `r`: it is serving.
+    /// `ready`: it is serving.
     Ready(u32),
-    /// `c`: it reached `max_requests` or `max_rss_mb`; start its replacement, then drain it.
+    /// `recycle`: it reached `max_requests` or `max_rss_mb`; start its replacement, then drain it.
     Recycle(u32),
 }
 
@@ -156,46 +163,54 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
     let (readies, mut ready) = mpsc::unbounded_channel::<Said>();
     let mut workers: HashMap<u32, Worker> = HashMap::new();
     let mut generation = 0u64;
-    let spawn = |generation: u64, workers: &mut HashMap<u32, Worker>| -> anyhow::Result<()> {
+    let spawn = |generation: u64,
+                 restarts: u64,
+                 workers: &mut HashMap<u32, Worker>|
+     -> anyhow::Result<()> {
         let exe = std::env::current_exe().context("finding the rowgate binary")?;
-        // The worker says it serves by writing a byte into this pipe (only it inherits the
-        // write end: the supervisor starts one process at a time and closes its copy at once).
-        let (ready_read, ready_write) =
+        // Two pipes per worker, a line per message (see `crate::worker`); only the worker
+        // inherits its ends: the supervisor starts one process at a time and closes its copies
+        // right after.
+        let (up_read, up_write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("making a pipe")?;
-        nix::fcntl::fcntl(
-            &ready_write,
-            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-        )
-        .context("sharing the pipe with the worker")?;
+        let (down_read, down_write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .context("making a pipe")?;
+        for end in [&up_write, &down_read] {
+            nix::fcntl::fcntl(
+                end,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )
+            .context("sharing a pipe with the worker")?;
+        }
         let mut command = tokio::process::Command::new(exe);
         if std::env::var_os(LEAN_ENV).is_some() {
             // the setting was the supervisor's own: workers keep the allocator's default
             command.env_remove(EAGER_COMMIT_ENV).env_remove(LEAN_ENV);
         }
+        let raw = |end: &std::os::fd::OwnedFd| std::os::fd::AsRawFd::as_raw_fd(end).to_string();
         let mut child = command
             .args(&options.worker_args)
             .env("LISTEN_FDS", "1")
             .env("LISTEN_FDS_FIRST_FD", fd.to_string())
             .env_remove("LISTEN_PID")
             .env(WORKER_ENV, std::process::id().to_string())
-            .env(
-                READY_FD_ENV,
-                std::os::fd::AsRawFd::as_raw_fd(&ready_write).to_string(),
-            )
+            .env(UP_FD_ENV, raw(&up_write))
+            .env(DOWN_FD_ENV, raw(&down_read))
             .kill_on_drop(false)
             .spawn()
             .context("starting a worker")?;
-        drop(ready_write);
+        drop((up_write, down_read));
         let pid = child.id().unwrap_or(0);
-        let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(ready_read)?;
+        let up = tokio::net::unix::pipe::Receiver::from_owned_fd(up_read)?;
         let readies = readies.clone();
         tokio::spawn(async move {
-            use tokio::io::AsyncReadExt as _;
-            let mut byte = [0u8; 1];
-            while matches!(pipe.read(&mut byte).await, Ok(1)) {
-                let said = match byte[0] {
-                    b'r' => Said::Ready(pid),
-                    b'c' => Said::Recycle(pid),
+            use tokio::io::AsyncBufReadExt as _;
+            let mut lines = tokio::io::BufReader::new(up).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let said = match line.as_str() {
+                    READY => Said::Ready(pid),
+                    RECYCLE => Said::Recycle(pid),
                     _ => continue,
                 };
                 if readies.send(said).is_err() {
@@ -203,14 +218,14 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 }
             }
         });
-        workers.insert(
-            pid,
-            Worker {
-                started: Instant::now(),
-                generation,
-                retired: false,
-            },
-        );
+        let worker = Worker {
+            started: Instant::now(),
+            generation,
+            retired: false,
+            down: std::fs::File::from(down_write),
+        };
+        worker.tell(&format!("{RESTARTS} {restarts}"));
+        workers.insert(pid, worker);
         let exits = exits.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
@@ -224,10 +239,10 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;
-    for _ in 0..options.workers {
-        spawn(generation, &mut workers)?;
-    }
     let mut restarts = 0u64;
+    for _ in 0..options.workers {
+        spawn(generation, restarts, &mut workers)?;
+    }
     let mut last_exit: Option<String> = None;
     let mut quick_deaths = 0u32;
     // Until a worker has said it serves, a worker's death means the server cannot start.
@@ -293,6 +308,9 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                     anyhow::bail!("a worker exited ({cause}) before it could serve (its error is above)");
                 }
                 restarts += 1;
+                for w in workers.values() {
+                    w.tell(&format!("{RESTARTS} {restarts}"));
+                }
                 tracing::warn!(pid, restarts, "worker exited ({cause}); starting another");
                 last_exit = Some(format!("worker {pid}: {cause}"));
                 if worker.started.elapsed() < QUICK_DEATH {
@@ -305,7 +323,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                     tracing::warn!("workers keep dying: waiting {pause:?} before the next start");
                     tokio::time::sleep(pause).await;
                 }
-                if let Err(e) = spawn(generation, &mut workers) {
+                if let Err(e) = spawn(generation, restarts, &mut workers) {
                     tracing::error!("cannot start a worker: {e:#}");
                 }
                 write_state(&workers, restarts, last_exit.as_deref());
@@ -314,7 +332,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 generation += 1;
                 tracing::info!(generation, "SIGHUP: starting fresh workers, then draining the old ones");
                 for _ in 0..options.workers {
-                    if let Err(e) = spawn(generation, &mut workers) {
+                    if let Err(e) = spawn(generation, restarts, &mut workers) {
                         tracing::error!("cannot start a worker: {e:#}");
                     }
                 }
@@ -329,7 +347,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                         w.retired = true;
                     }
                     let before: Vec<u32> = workers.keys().copied().collect();
-                    match spawn(generation, &mut workers) {
+                    match spawn(generation, restarts, &mut workers) {
                         Ok(()) => {
                             if let Some(new) = workers.keys().find(|p| !before.contains(p)) {
                                 replacing.insert(*new, pid);
@@ -442,74 +460,4 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     tmp.push(".tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
-}
-
-/// In a worker: dies with the supervisor (parent-death signal; if it is gone already, exits),
-/// and returns the inherited listening socket.
-pub fn worker_listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).context("setting the parent-death signal")?;
-    if nix::unistd::getppid().as_raw().to_string() != supervisor {
-        anyhow::bail!("the supervisor {supervisor} is gone");
-    }
-    let listener = listenfd::ListenFd::from_env()
-        .take_tcp_listener(0)
-        .context("taking the socket from the supervisor")?
-        .context("no socket was passed by the supervisor")?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
-}
-
-/// In a worker: tells the supervisor it is serving (a byte into the inherited pipe), and, with
-/// `max_requests` or `max_rss_mb` set, asks once to be replaced when it passes either (checked
-/// every 200 ms; `requests` counts the requests served).
-pub fn worker_ready(
-    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    max_requests: u64,
-    max_rss_mb: u64,
-) {
-    use std::io::Write as _;
-    let Ok(fd) = std::env::var(READY_FD_ENV) else {
-        return;
-    };
-    let Ok(mut pipe) = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/self/fd/{fd}"))
-    else {
-        return;
-    };
-    let _ = pipe.write_all(b"r");
-    if max_requests == 0 && max_rss_mb == 0 {
-        return;
-    }
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        loop {
-            tick.tick().await;
-            let served = requests.load(std::sync::atomic::Ordering::Relaxed);
-            let rss_mb = resident_mb().unwrap_or(0);
-            if (max_requests > 0 && served >= max_requests)
-                || (max_rss_mb > 0 && rss_mb >= max_rss_mb)
-            {
-                tracing::info!(served, rss_mb, "asking to be recycled");
-                let _ = pipe.write_all(b"c");
-                return;
-            }
-        }
-    });
-}
-
-/// This process's resident memory in MiB (from `/proc/self/statm`).
-fn resident_mb() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096 / (1024 * 1024))
-}
-
-/// In a worker: SIGHUP is ignored (the supervisor reloads by replacing workers).
-pub fn ignore_hangup() {
-    tokio::spawn(async {
-        if let Ok(mut hup) = signal(SignalKind::hangup()) {
-            while hup.recv().await.is_some() {}
-        }
-    });
 }

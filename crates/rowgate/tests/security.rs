@@ -1011,6 +1011,32 @@ fn master_secret_file() {
     assert_ne!(first.secrets.jwt_key, first.secrets.pepper);
 }
 
+/// Processes starting together (a supervisor's workers) with no secret file yet: exactly one
+/// creates it, and every one reads the same secret (once this failed with "File exists").
+#[test]
+fn master_secret_created_once_by_racing_starts() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = write_config(dir.path(), "", &[]).expect("config");
+        config.auth.secret_file = dir.path().join(format!("race{round}.secret"));
+        let config = std::sync::Arc::new(config);
+        let keys: Vec<[u8; 32]> = (0..6)
+            .map(|_| {
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    rowgate::auth::Auth::new(&config).map(|a| a.secrets.jwt_key)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("thread").expect("secret"))
+            .collect();
+        assert!(keys.iter().all(|k| *k == keys[0]), "round {round}");
+        let files = std::fs::read_dir(dir.path()).expect("dir").count();
+        assert_eq!(files, 2, "rowgate.toml and the secret, no temporary left");
+    }
+}
+
 /// Grants that do not compile are refused when the configuration loads.
 #[test]
 fn bad_grants_are_refused() {
@@ -1028,7 +1054,80 @@ fn bad_grants_are_refused() {
     }
 }
 
+/// `/metrics`: readable from loopback by default; with `metrics.loopback = false` only by the
+/// roles in `metrics.roles` (401 without a token, 403 with another role); 404 when disabled;
+/// read-only; its counters move with the traffic.
+async fn metrics_access(b: Backend) {
+    let s = TestServer::start(b).await;
+    let sample = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in {text}"))
+    };
+    let r = get_metrics(&s, None).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .expect("type")
+        .starts_with("text/plain; version=0.0.4"));
+    let before = r.text().await.expect("text");
+    let ok_before = sample(&before, "rowgate_http_responses_total{class=\"2xx\"");
+    let missing_before = sample(&before, "rowgate_http_responses_total{class=\"4xx\"");
+    for _ in 0..5 {
+        assert_eq!(
+            s.get("/team?limit=1").send().await.expect("get").status(),
+            200
+        );
+    }
+    assert_eq!(s.get("/nope").send().await.expect("get").status(), 404);
+    let after = get_metrics(&s, None).await.text().await.expect("text");
+    assert!(sample(&after, "rowgate_http_responses_total{class=\"2xx\"") >= ok_before + 6.0);
+    assert!(sample(&after, "rowgate_http_responses_total{class=\"4xx\"") > missing_before);
+    assert!(sample(&after, "rowgate_http_connections_open") >= 1.0);
+    assert!(sample(&after, "rowgate_process_resident_bytes") > 1e6);
+    let r = s
+        .client
+        .post(s.root_url("/metrics"))
+        .send()
+        .await
+        .expect("post");
+    common::assert_error(r, 405, "PGRST117").await;
+    s.stop().await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = "[metrics]\nloopback = false\nroles = [\"writer\"]\n[[grants]]\nrole = \"anon\"\ntables = [\"team\"]\nops = [\"select\"]\n";
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    let s = TestServer::start_in(b, dir, config, |_| {}).await;
+    let r = get_metrics(&s, None).await;
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    common::assert_error(r, 401, "RG401").await;
+    let (_, reader) = client_token(&s, "r", "reader").await;
+    let (_, writer) = client_token(&s, "w", "writer").await;
+    let r = get_metrics(&s, Some(&reader)).await;
+    common::assert_error(r, 403, "42501").await;
+    let r = get_metrics(&s, Some(&writer)).await;
+    assert_eq!(r.status(), 200);
+    s.stop().await;
+
+    let s = TestServer::start_with(b, |c| c.metrics.enabled = false).await;
+    let r = get_metrics(&s, None).await;
+    common::assert_error(r, 404, "RG404").await;
+    s.stop().await;
+}
+
+/// `GET /metrics`, with a bearer token when given.
+async fn get_metrics(s: &TestServer, token: Option<&str>) -> reqwest::Response {
+    let mut request = s.client.get(s.root_url("/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.expect("GET /metrics")
+}
+
 backend_tests!(
+    metrics_access,
     external_issuer,
     token_endpoint,
     bad_tokens,

@@ -100,6 +100,11 @@ fn start(dir: &Path, workers: usize, port: u16) -> Supervised {
 
 /// As [`start`], on `db`.
 fn start_on(dir: &Path, workers: usize, port: u16, db: &Db) -> Supervised {
+    start_with(dir, workers, port, db, "")
+}
+
+/// As [`start_on`], with `extra` appended to the configuration file.
+fn start_with(dir: &Path, workers: usize, port: u16, db: &Db, extra: &str) -> Supervised {
     if !dir.join("rowgate.toml").exists() {
         if let Db::Sqlite = db {
             rowgate::demo::init(&dir.join("d.db"), 10).expect("demo");
@@ -108,7 +113,7 @@ fn start_on(dir: &Path, workers: usize, port: u16, db: &Db) -> Supervised {
             &db.location(dir),
             "CREATE TABLE acks (id BIGINT PRIMARY KEY, note TEXT NOT NULL)",
         );
-        std::fs::write(dir.join("rowgate.toml"), CONFIG).expect("config");
+        std::fs::write(dir.join("rowgate.toml"), format!("{CONFIG}{extra}")).expect("config");
     }
     let pid_file = dir.join("rowgate.pid");
     let child = Command::new(BIN)
@@ -130,9 +135,15 @@ fn start_on(dir: &Path, workers: usize, port: u16, db: &Db) -> Supervised {
         pid_file,
         port,
     };
-    wait_until(Duration::from_secs(20), || {
-        get(&format!("{}/live", s.base)) == 200
-    });
+    let started = Instant::now();
+    while get(&format!("{}/live", s.base)) != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not serving after 20 s: {}",
+            log_of(dir)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     wait_until(Duration::from_secs(5), || worker_pids(&s).len() == workers);
     s
 }
@@ -168,10 +179,15 @@ mod ureq_like {
 
         /// The status, or 0 when the connection failed.
         pub fn send(&self, method: &str, url: &str, body: Option<&str>) -> u16 {
+            self.fetch(method, url, body).0
+        }
+
+        /// The status (0 when the connection failed) and the body.
+        pub fn fetch(&self, method: &str, url: &str, body: Option<&str>) -> (u16, String) {
             let rest = url.trim_start_matches("http://");
             let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
             let Ok(mut stream) = std::net::TcpStream::connect(host) else {
-                return 0;
+                return (0, String::new());
             };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
             let body = body.unwrap_or("");
@@ -180,17 +196,22 @@ mod ureq_like {
                 body.len()
             );
             if stream.write_all(request.as_bytes()).is_err() {
-                return 0;
+                return (0, String::new());
             }
             let mut answer = String::new();
             if stream.read_to_string(&mut answer).is_err() && answer.is_empty() {
-                return 0;
+                return (0, String::new());
             }
-            answer
+            let status = answer
                 .split(' ')
                 .nth(1)
                 .and_then(|s| s.parse().ok())
-                .unwrap_or(0)
+                .unwrap_or(0);
+            let body = answer
+                .split_once("\r\n\r\n")
+                .map(|(_, b)| b.to_string())
+                .unwrap_or_default();
+            (status, body)
         }
     }
 }
@@ -263,24 +284,7 @@ fn kill_workers_under_writes(db: &Db) {
     let s = start_on(dir.path(), 1, free_port(), db);
     let supervisor = supervisor_pid(&s);
     assert_eq!(status(&s)["supervisor_pid"], supervisor);
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(Vec::<i64>::new()));
-    let mut writers = Vec::new();
-    for w in 0..4i64 {
-        let (stop, acked, url) = (stop.clone(), acked.clone(), format!("{}/api/acks", s.base));
-        writers.push(std::thread::spawn(move || {
-            let agent = agent();
-            let mut n = 0i64;
-            while !stop.load(Ordering::Relaxed) {
-                let id = w * 1_000_000 + n;
-                n += 1;
-                let body = format!("{{\"id\": {id}, \"note\": \"{}\"}}", "x".repeat(100));
-                if agent.send("POST", &url, Some(&body)) == 201 {
-                    acked.lock().expect("lock").push(id);
-                }
-            }
-        }));
-    }
+    let load = WriteLoad::start(&s.base);
     let mut restart_ms = Vec::new();
     for round in 0..20 {
         std::thread::sleep(Duration::from_millis(150));
@@ -305,10 +309,7 @@ fn kill_workers_under_writes(db: &Db) {
         });
         restart_ms.push(killed.elapsed().as_secs_f64() * 1000.0);
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().expect("writer");
-    }
+    let acked = load.stop();
     assert_eq!(supervisor_pid(&s), supervisor);
     assert!(alive(supervisor));
     let state = status(&s);
@@ -324,15 +325,73 @@ fn kill_workers_under_writes(db: &Db) {
         p99 < 1000.0,
         "service back within 1 s each time: {restart_ms:?}"
     );
-    // Every acknowledged id is there, whole.
-    let acked = acked.lock().expect("lock").clone();
+    assert_eq!(
+        metric(&s, "rowgate_worker_restarts"),
+        state["restarts"].as_f64(),
+        "/metrics shows the supervisor's restart count"
+    );
+    assert_all_stored(&acked, db, dir.path());
+}
+
+/// POSTs from 4 threads into `acks`, each with a unique id, recording the acknowledged ones.
+struct WriteLoad {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<i64>>>,
+    writers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl WriteLoad {
+    fn start(base: &str) -> WriteLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::<i64>::new()));
+        let mut writers = Vec::new();
+        for w in 0..4i64 {
+            let (stop, acked, url) = (stop.clone(), acked.clone(), format!("{base}/api/acks"));
+            writers.push(std::thread::spawn(move || {
+                let agent = agent();
+                let mut n = 0i64;
+                while !stop.load(Ordering::Relaxed) {
+                    let id = w * 1_000_000 + n;
+                    n += 1;
+                    let body = format!("{{\"id\": {id}, \"note\": \"{}\"}}", "x".repeat(100));
+                    if agent.send("POST", &url, Some(&body)) == 201 {
+                        acked.lock().expect("lock").push(id);
+                    }
+                }
+            }));
+        }
+        WriteLoad {
+            stop,
+            acked,
+            writers,
+        }
+    }
+
+    /// How many writes were acknowledged so far.
+    fn acked(&self) -> usize {
+        self.acked.lock().expect("lock").len()
+    }
+
+    /// Stops the writers; the acknowledged ids.
+    fn stop(self) -> Vec<i64> {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in self.writers {
+            w.join().expect("writer");
+        }
+        let acked = self.acked.lock().expect("lock").clone();
+        acked
+    }
+}
+
+/// Every acknowledged id is in `acks`, whole; the SQLite file is intact.
+fn assert_all_stored(acked: &[i64], db: &Db, dir: &Path) {
     assert!(
         acked.len() > 100,
         "only {} writes acknowledged",
         acked.len()
     );
     let stored: std::collections::HashMap<i64, usize> =
-        common::db_rows(&db.location(dir.path()), "SELECT id, note FROM acks")
+        common::db_rows(&db.location(dir), "SELECT id, note FROM acks")
             .into_iter()
             .filter_map(|r| {
                 let id = r[0].as_deref()?.parse().ok()?;
@@ -345,9 +404,51 @@ fn kill_workers_under_writes(db: &Db) {
         .count();
     assert_eq!(missing, 0, "of {} acknowledged writes", acked.len());
     if let Db::Sqlite = db {
-        let check = common::db_rows(&db.location(dir.path()), "PRAGMA integrity_check");
+        let check = common::db_rows(&db.location(dir), "PRAGMA integrity_check");
         assert_eq!(check[0][0].as_deref(), Some("ok"));
     }
+}
+
+/// A worker's value of the `/metrics` series `name` (its first sample).
+fn metric(s: &Supervised, name: &str) -> Option<f64> {
+    let (status, text) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A write whose COMMIT fails with an I/O error (here EFBIG: the test lowers the worker's
+/// file-size limit under its feet) is not acknowledged: the worker exits with code 74 and the
+/// supervisor starts a fresh one, which serves writes again. No acknowledged write is lost.
+#[test]
+fn fatal_io_error_on_commit_exits_the_worker_without_acknowledging() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), 1, free_port());
+    let load = WriteLoad::start(&s.base);
+    wait_until(Duration::from_secs(10), || load.acked() > 200);
+    let worker = worker_pids(&s)[0];
+    let limited = Command::new("prlimit")
+        .args(["--pid", &worker.to_string(), "--fsize=1"])
+        .status()
+        .expect("prlimit (util-linux)");
+    assert!(limited.success());
+    wait_until(Duration::from_secs(10), || !alive(worker));
+    wait_until(Duration::from_secs(5), || {
+        worker_pids(&s).first().is_some_and(|p| *p != worker)
+    });
+    let before = load.acked();
+    wait_until(Duration::from_secs(10), || load.acked() > before + 100);
+    let acked = load.stop();
+    let log = log_of(dir.path());
+    assert!(
+        log.contains("worker exited (exit code 74)"),
+        "the worker exits on the I/O error, not by a signal: {log}"
+    );
+    assert_eq!(status(&s)["restarts"], 1);
+    assert_all_stored(&acked, &Db::Sqlite, dir.path());
 }
 
 on_both_backends!(crash_loop => crash_loop_backs_off_and_the_supervisor_survives, crash_loop_backs_off_on_postgres);
@@ -429,46 +530,19 @@ fn reload_under_reads(db: &Db) {
     assert!(first.iter().all(|p| !alive(*p)), "old workers are gone");
 }
 
+on_both_backends!(recycle => workers_are_recycled_after_max_requests, workers_are_recycled_on_postgres);
+
 /// A worker past `supervisor.max_requests` is replaced: the new one starts first, the old one
 /// drains; clients notice nothing.
-#[test]
-fn workers_are_recycled_after_max_requests() {
-    let _serial = one_at_a_time();
+fn recycle(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let db = dir.path().join("d.db");
-    rowgate::demo::init(&db, 10).expect("demo");
-    std::fs::write(
-        dir.path().join("rowgate.toml"),
-        format!("{CONFIG}[supervisor]\nmax_requests = 200\n"),
-    )
-    .expect("config");
-    let pid_file = dir.path().join("rowgate.pid");
-    let child = Command::new(BIN)
-        .current_dir(dir.path())
-        .args([
-            "serve",
-            "--db",
-            "d.db",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(["--workers", "1", "--pid-file"])
-        .arg(&pid_file)
-        .env("ROWGATE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let s = Supervised {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        pid_file,
-        port,
-    };
-    wait_until(Duration::from_secs(20), || {
-        get(&format!("{}/live", s.base)) == 200
-    });
+    let s = start_with(
+        dir.path(),
+        1,
+        free_port(),
+        db,
+        "[supervisor]\nmax_requests = 200\n",
+    );
     let first = worker_pids(&s);
     let mut seen = std::collections::HashSet::new();
     let (mut ok, mut failed) = (0, 0);
@@ -490,20 +564,20 @@ fn workers_are_recycled_after_max_requests() {
     assert_eq!(status(&s)["restarts"], 0, "recycling is no restart");
 }
 
+on_both_backends!(supervisor_killed => workers_die_with_the_supervisor, workers_die_with_the_supervisor_on_postgres);
+
 /// The supervisor killed outright: its workers exit within 2 s and the port is free for a new
 /// `serve`.
-#[test]
-fn workers_die_with_the_supervisor() {
-    let _serial = one_at_a_time();
+fn supervisor_killed(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let mut s = start(dir.path(), 2, port);
+    let mut s = start_on(dir.path(), 2, port, db);
     let workers = worker_pids(&s);
     signal(supervisor_pid(&s), "KILL");
     let _ = s.child.wait();
     wait_until(Duration::from_secs(2), || {
         workers.iter().all(|p| !alive(*p))
     });
-    let again = start(dir.path(), 1, s.port);
+    let again = start_on(dir.path(), 1, s.port, db);
     assert_eq!(get(&format!("{}/api/team/1", again.base)), 200);
 }

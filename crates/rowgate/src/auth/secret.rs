@@ -61,21 +61,39 @@ fn read_or_create(path: &Path) -> anyhow::Result<Vec<u8>> {
             Ok(secret)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let secret = random_string(32)?;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut file = options
-                .open(path)
-                .with_context(|| format!("creating the secret file {}", path.display()))?;
-            file.write_all(secret.as_bytes())
-                .and_then(|()| file.write_all(b"\n"))
-                .with_context(|| format!("writing the secret file {}", path.display()))?;
-            tracing::info!(file = %path.display(), "created a new master secret");
-            Ok(secret.into_bytes())
+            if create(path)? {
+                tracing::info!(file = %path.display(), "created a new master secret");
+            }
+            // ours, or the one another process (a sibling worker) linked in first
+            read_or_create(path)
         }
         Err(e) => Err(e).with_context(|| format!("reading the secret file {}", path.display())),
+    }
+}
+
+/// Writes a new secret to a private temporary file, then links it in place: the secret file
+/// appears whole or not at all, and when several processes start at once exactly one wins.
+/// Returns whether this process's secret was linked in.
+fn create(path: &Path) -> anyhow::Result<bool> {
+    let secret = random_string(32)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", random_string(6)?));
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut file| {
+        file.write_all(secret.as_bytes())?;
+        file.write_all(b"\n")?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("creating the secret file {}", path.display())),
     }
 }
 

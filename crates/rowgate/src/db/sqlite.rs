@@ -426,13 +426,29 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
                 Err(e) => completion(Err(map_error(e))),
             }
         }
-        let commit = run_cached(conn, "COMMIT").map_err(map_error);
+        let commit = run_cached(conn, "COMMIT");
+        if let Err(e) = &commit {
+            exit_on_io_error(e);
+        }
+        let commit = commit.map_err(map_error);
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }
         for completion in completions.drain(..) {
             completion(commit.clone());
         }
+    }
+}
+
+/// A COMMIT that failed with an I/O error (EIO from write or fsync, EFBIG, …) may have left
+/// the file in a state the page cache no longer describes; retrying could acknowledge a write
+/// that is not on disk (PostgreSQL's fsync lesson). The process exits at once with code 74
+/// (`EX_IOERR`) and answers none of the batch's requests: their clients see the connection
+/// close, and the supervisor starts a fresh worker that opens the database anew.
+fn exit_on_io_error(e: &rusqlite::Error) {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure) {
+        tracing::error!(error = %e, "fatal I/O error on COMMIT: exiting without acknowledging the batch");
+        std::process::exit(74);
     }
 }
 

@@ -1,0 +1,179 @@
+//! What a worker counts and shows at `/metrics` (Prometheus text format): responses by status
+//! class, connections, worker restarts (told by the supervisor), resident memory.
+//!
+//! Each worker process has its own numbers (a scrape through the shared port reaches one of
+//! them; each series carries the worker's `pid` label so they stay apart when summed). The
+//! counters are handles registered once, so counting costs one atomic add.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use metrics::{Counter, Gauge, Key, KeyName, Label, Level, Metadata, Recorder, SharedString};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use crate::auth::Principal;
+use crate::config::MetricsConfig;
+use crate::error::{ApiError, ErrorCode};
+
+static METADATA: Metadata<'static> = Metadata::new("rowgate", Level::INFO, Some(module_path!()));
+
+/// The worker's metrics.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    pid: String,
+    /// Responses by status class: 1xx .. 5xx.
+    responses: [Counter; 5],
+    /// Connections open now (also `limits.max_connections`' count).
+    pub open_connections: AtomicUsize,
+    accepted: Counter,
+    refused: Counter,
+    worker_restarts: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every series.
+    pub fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let pid = std::process::id().to_string();
+        let key = |name: &'static str, labels: Vec<Label>| {
+            let mut labels = labels;
+            labels.push(Label::new("pid", pid.clone()));
+            Key::from_parts(name, labels)
+        };
+        let describe = |name: &'static str, help: &'static str| {
+            recorder.describe_counter(
+                KeyName::from_const_str(name),
+                None,
+                SharedString::const_str(help),
+            );
+        };
+        describe(
+            "rowgate_http_responses_total",
+            "HTTP responses sent, by status class",
+        );
+        describe(
+            "rowgate_http_connections_total",
+            "client connections accepted",
+        );
+        describe(
+            "rowgate_http_connections_refused_total",
+            "connections answered 503 because limits.max_connections were open",
+        );
+        let responses = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
+            recorder.register_counter(
+                &key(
+                    "rowgate_http_responses_total",
+                    vec![Label::new("class", class)],
+                ),
+                &METADATA,
+            )
+        });
+        let accepted =
+            recorder.register_counter(&key("rowgate_http_connections_total", vec![]), &METADATA);
+        let refused = recorder.register_counter(
+            &key("rowgate_http_connections_refused_total", vec![]),
+            &METADATA,
+        );
+        recorder.describe_gauge(
+            KeyName::from_const_str("rowgate_worker_restarts"),
+            None,
+            SharedString::const_str(
+                "workers the supervisor restarted after an unexpected exit, since it started",
+            ),
+        );
+        let worker_restarts =
+            recorder.register_gauge(&key("rowgate_worker_restarts", vec![]), &METADATA);
+        Metrics {
+            recorder,
+            handle,
+            pid,
+            responses,
+            open_connections: AtomicUsize::new(0),
+            accepted,
+            refused,
+            worker_restarts,
+        }
+    }
+
+    /// Counts a response with this status.
+    pub fn response(&self, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.responses[class].increment(1);
+    }
+
+    /// Counts an accepted connection.
+    pub fn accepted(&self) {
+        self.accepted.increment(1);
+    }
+
+    /// Counts a connection refused for `limits.max_connections`.
+    pub fn refused(&self) {
+        self.refused.increment(1);
+    }
+
+    /// The supervisor's restart count.
+    pub fn set_worker_restarts(&self, n: u64) {
+        #[allow(clippy::cast_precision_loss)]
+        self.worker_restarts.set(n as f64);
+    }
+
+    /// The Prometheus text, with the gauges read now.
+    pub fn render(&self) -> String {
+        let gauge = |name: &'static str, value: f64| {
+            self.recorder
+                .register_gauge(
+                    &Key::from_parts(name, vec![Label::new("pid", self.pid.clone())]),
+                    &METADATA,
+                )
+                .set(value);
+        };
+        #[allow(clippy::cast_precision_loss)]
+        {
+            gauge(
+                "rowgate_http_connections_open",
+                self.open_connections.load(Ordering::Relaxed) as f64,
+            );
+            gauge(
+                "rowgate_process_resident_bytes",
+                resident_bytes().unwrap_or(0) as f64,
+            );
+        }
+        self.handle.render()
+    }
+}
+
+/// Whether `principal`, connecting from `peer`, may read `/metrics` (404 when they are off,
+/// so a disabled endpoint looks like none).
+pub fn check_access(
+    config: &MetricsConfig,
+    principal: &Principal,
+    peer: IpAddr,
+) -> Result<(), ApiError> {
+    if !config.enabled {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            "no such resource: /metrics",
+        ));
+    }
+    let local = config.loopback && peer.to_canonical().is_loopback();
+    if local || config.roles.contains(&principal.role) {
+        return Ok(());
+    }
+    Err(crate::auth::policy::denied(principal)
+        .details("/metrics is readable from loopback or by the roles in metrics.roles"))
+}
+
+/// This process's resident memory in bytes (from `/proc/self/statm`).
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

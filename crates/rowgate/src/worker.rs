@@ -1,0 +1,148 @@
+//! The worker's side of the supervisor: takes the inherited listening socket, dies with the
+//! supervisor, and talks to it over two inherited pipes, one line per message
+//! ([`crate::supervisor`] has the other side):
+//!
+//! - up (worker → supervisor): `ready` once serving; `recycle` past `max_requests` or
+//!   `max_rss_mb`;
+//! - down (supervisor → worker): `restarts N`, the supervisor's worker-restart count (shown
+//!   in `/metrics`).
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use nix::sys::signal::Signal;
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::observe::Metrics;
+
+/// Environment variable that marks a worker process and names its supervisor's pid.
+pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
+
+/// Environment variable naming the worker's end of the pipe to the supervisor.
+pub(crate) const UP_FD_ENV: &str = "ROWGATE_UP_FD";
+
+/// Environment variable naming the worker's end of the pipe from the supervisor.
+pub(crate) const DOWN_FD_ENV: &str = "ROWGATE_DOWN_FD";
+
+/// A worker's message to the supervisor: it is serving.
+pub(crate) const READY: &str = "ready";
+/// A worker's message to the supervisor: replace me, then drain me.
+pub(crate) const RECYCLE: &str = "recycle";
+/// The supervisor's message to its workers: `restarts N`.
+pub(crate) const RESTARTS: &str = "restarts";
+
+/// Dies with the supervisor (parent-death signal; if it is gone already, exits), and returns
+/// the inherited listening socket.
+pub fn listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).context("setting the parent-death signal")?;
+    if nix::unistd::getppid().as_raw().to_string() != supervisor {
+        anyhow::bail!("the supervisor {supervisor} is gone");
+    }
+    let listener = listenfd::ListenFd::from_env()
+        .take_tcp_listener(0)
+        .context("taking the socket from the supervisor")?
+        .context("no socket was passed by the supervisor")?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The worker's two pipes to its supervisor.
+pub struct Link {
+    up: Mutex<std::fs::File>,
+}
+
+impl Link {
+    /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
+    /// supervisor says into `metrics`.
+    pub fn open(metrics: Arc<Metrics>) -> Option<Arc<Link>> {
+        let up = inherited(UP_FD_ENV, true)?;
+        if let Some(down) = inherited(DOWN_FD_ENV, false) {
+            match tokio::net::unix::pipe::Receiver::from_file(down) {
+                Ok(down) => {
+                    tokio::spawn(listen(down, metrics));
+                }
+                Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
+            }
+        }
+        Some(Arc::new(Link { up: Mutex::new(up) }))
+    }
+
+    /// Sends one message line to the supervisor (a broken pipe means it is gone: ignored, the
+    /// parent-death signal follows).
+    pub fn say(&self, message: &str) {
+        if let Ok(mut up) = self.up.lock() {
+            let _ = up.write_all(format!("{message}\n").as_bytes());
+        }
+    }
+
+    /// Says `ready`, and, with `max_requests` or `max_rss_mb` set, asks once to be recycled
+    /// when the worker passes either (checked every 200 ms; `requests` counts requests).
+    pub fn ready(self: &Arc<Self>, requests: Arc<AtomicU64>, max_requests: u64, max_rss_mb: u64) {
+        self.say(READY);
+        if max_requests == 0 && max_rss_mb == 0 {
+            return;
+        }
+        let link = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                tick.tick().await;
+                let served = requests.load(Ordering::Relaxed);
+                let rss_mb = crate::observe::resident_bytes().unwrap_or(0) >> 20;
+                if (max_requests > 0 && served >= max_requests)
+                    || (max_rss_mb > 0 && rss_mb >= max_rss_mb)
+                {
+                    tracing::info!(served, rss_mb, "asking to be recycled");
+                    link.say(RECYCLE);
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The pipe end whose descriptor number the environment variable `name` holds, opened anew
+/// through `/proc/self/fd` (no unsafe descriptor adoption needed).
+fn inherited(name: &str, write: bool) -> Option<std::fs::File> {
+    let fd = std::env::var(name).ok()?;
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open(format!("/proc/self/fd/{fd}"))
+        .map_err(|e| tracing::warn!("cannot open the supervisor's pipe {name}={fd}: {e}"))
+        .ok()
+}
+
+/// Reads the supervisor's lines until the pipe closes.
+async fn listen(down: tokio::net::unix::pipe::Receiver, metrics: Arc<Metrics>) {
+    let mut lines = tokio::io::BufReader::new(down).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut words = line.split_whitespace();
+        match (
+            words.next(),
+            words.next().and_then(|n| n.parse::<u64>().ok()),
+        ) {
+            (Some(RESTARTS), Some(n)) => metrics.set_worker_restarts(n),
+            _ => tracing::debug!(line, "unknown message from the supervisor"),
+        }
+    }
+}
+
+/// Catches and ignores `signals` (through tokio's handler: no unsafe `sigaction`). A worker
+/// ignores SIGHUP (the supervisor reloads by replacing workers); every server ignores SIGXFSZ,
+/// so a write past the file-size limit fails with EFBIG, which the SQLite writer handles as a
+/// fatal I/O error (logged, exit 74), instead of killing the process with a core dump.
+pub fn ignore_signals(signals: &[tokio::signal::unix::SignalKind]) {
+    for kind in signals {
+        if let Ok(mut caught) = tokio::signal::unix::signal(*kind) {
+            tokio::spawn(async move { while caught.recv().await.is_some() {} });
+        }
+    }
+}
+
+/// SIGXFSZ (file size limit exceeded), which tokio does not name.
+pub const FILE_SIZE_LIMIT: tokio::signal::unix::SignalKind =
+    tokio::signal::unix::SignalKind::from_raw(nix::libc::SIGXFSZ);
