@@ -27,6 +27,8 @@ pub enum Route {
     Token,
     /// `/metrics`: Prometheus text.
     Metrics,
+    /// `/realtime`: WebSocket change feeds.
+    Realtime,
 }
 
 /// Shared application state.
@@ -45,6 +47,8 @@ pub struct App {
     pub requests: Arc<std::sync::atomic::AtomicU64>,
     /// What `/metrics` shows.
     pub metrics: Arc<crate::observe::Metrics>,
+    /// Change feeds (`None` when no table is realtime).
+    pub realtime: Option<Arc<crate::realtime::Realtime>>,
 }
 
 impl App {
@@ -61,6 +65,9 @@ impl App {
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
         router.insert("/oauth/token", Route::Token)?;
         router.insert("/metrics", Route::Metrics)?;
+        router.insert("/realtime", Route::Realtime)?;
+        let metrics = Arc::new(crate::observe::Metrics::new());
+        let realtime = crate::realtime::open(&config.realtime, &db, metrics.clone()).await?;
         let compiled = compile_resources(&config, &db).await?;
         let auth = Auth::new(&config)?;
         auth.refresh_clients(&db).await?;
@@ -74,7 +81,8 @@ impl App {
             router,
             resources: ArcSwap::from_pointee(compiled),
             requests: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            metrics: Arc::new(crate::observe::Metrics::new()),
+            metrics,
+            realtime,
         }))
     }
 

@@ -492,7 +492,15 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
             tokio::signal::unix::SignalKind::hangup(),
             crate::worker::FILE_SIZE_LIMIT,
         ]);
-        if let Some(link) = crate::worker::Link::open(app.metrics.clone()) {
+        let elsewhere = app.realtime.as_ref().map(|r| r.elsewhere.clone());
+        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), elsewhere) {
+            if let Some(realtime) = &app.realtime {
+                let announce = link.clone();
+                let _ = realtime
+                    .hub
+                    .announce
+                    .set(Box::new(move || announce.say(crate::worker::CHANGED)));
+            }
             let recycle = &app.config.supervisor;
             link.ready(
                 app.requests.clone(),
@@ -526,6 +534,7 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
     let db = open_database(&config).await?;
     let app = App::new(config, db).await?;
     crate::auth::spawn_client_refresher(app.auth.clone(), app.db.clone());
+    crate::realtime::spawn(&app);
     Ok(app)
 }
 

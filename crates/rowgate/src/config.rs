@@ -35,6 +35,8 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// Who may read `/metrics` (`[metrics]`), see [`crate::observe`].
     pub metrics: MetricsConfig,
+    /// Change feeds (`[realtime]`), see [`crate::realtime`].
+    pub realtime: RealtimeConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -282,6 +284,54 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[realtime]`: change feeds over WebSocket.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RealtimeConfig {
+    /// Tables whose changes are captured and can be subscribed to (`*`: every table); none
+    /// turns realtime off.
+    pub tables: Vec<String>,
+    /// Keep captured changes this long, in seconds (a client can resume within it).
+    pub retention_s: u64,
+    /// Keep at most this many captured changes.
+    pub retention_rows: u64,
+    /// Look for changes written outside this server this often, in milliseconds.
+    pub poll_ms: u64,
+    /// Prune the change log this often, in milliseconds.
+    pub prune_ms: u64,
+    /// Events waiting for one connection before it is closed (1013) as too slow.
+    pub queue: usize,
+    /// Tables one connection may subscribe to.
+    pub max_subscriptions: usize,
+    /// Largest client message in bytes (1009 beyond).
+    pub max_message_bytes: usize,
+    /// Client messages per second before the connection is closed (1008).
+    pub max_messages_per_s: u32,
+}
+
+impl RealtimeConfig {
+    /// Whether `table` is a realtime table.
+    pub fn covers(&self, table: &str) -> bool {
+        self.tables.iter().any(|t| t == "*" || t == table)
+    }
+}
+
+impl Default for RealtimeConfig {
+    fn default() -> Self {
+        RealtimeConfig {
+            tables: Vec::new(),
+            retention_s: 86_400,
+            retention_rows: 1_000_000,
+            poll_ms: 500,
+            prune_ms: 60_000,
+            queue: 1024,
+            max_subscriptions: 100,
+            max_message_bytes: 16_384,
+            max_messages_per_s: 100,
+        }
+    }
+}
+
 /// `[rest]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -326,6 +376,7 @@ impl Default for Config {
             grants: Vec::new(),
             supervisor: SupervisorConfig::default(),
             metrics: MetricsConfig::default(),
+            realtime: RealtimeConfig::default(),
             dir: ConfigDir::default(),
         }
     }
@@ -493,6 +544,46 @@ pub const KEYS: &[Key] = &[
         name: "metrics.loopback",
         env: "ROWGATE_METRICS_LOOPBACK",
         doc: "let loopback clients read /metrics without a token",
+    },
+    Key {
+        name: "realtime.retention_s",
+        env: "ROWGATE_REALTIME_RETENTION_S",
+        doc: "keep captured changes this long, in s",
+    },
+    Key {
+        name: "realtime.retention_rows",
+        env: "ROWGATE_REALTIME_RETENTION_ROWS",
+        doc: "keep at most this many captured changes",
+    },
+    Key {
+        name: "realtime.poll_ms",
+        env: "ROWGATE_REALTIME_POLL_MS",
+        doc: "look for outside writers' changes this often, in ms",
+    },
+    Key {
+        name: "realtime.prune_ms",
+        env: "ROWGATE_REALTIME_PRUNE_MS",
+        doc: "prune the change log this often, in ms",
+    },
+    Key {
+        name: "realtime.queue",
+        env: "ROWGATE_REALTIME_QUEUE",
+        doc: "events waiting per connection before it is closed (1013)",
+    },
+    Key {
+        name: "realtime.max_subscriptions",
+        env: "ROWGATE_REALTIME_MAX_SUBSCRIPTIONS",
+        doc: "tables one connection may subscribe to",
+    },
+    Key {
+        name: "realtime.max_message_bytes",
+        env: "ROWGATE_REALTIME_MAX_MESSAGE_BYTES",
+        doc: "largest client message (1009 beyond)",
+    },
+    Key {
+        name: "realtime.max_messages_per_s",
+        env: "ROWGATE_REALTIME_MAX_MESSAGES_PER_S",
+        doc: "client messages per second before closing (1008)",
     },
     Key {
         name: "auth.secret_file",

@@ -79,6 +79,8 @@ error_codes! {
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
     MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
     InvalidParameter => ("RG111", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource has the wrong type"),
+    RealtimeNotEnabled => ("RG420", StatusCode::BAD_REQUEST, Plan, "the table is not listed in realtime.tables"),
+    UpgradeRequired => ("RG426", StatusCode::UPGRADE_REQUIRED, Request, "the endpoint speaks WebSocket: send an Upgrade request"),
     Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
     Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
 }

@@ -10,7 +10,7 @@
 //! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
 //! - [`demo`]: the deterministic demo database.
 //! - [`supervisor`]: the process that keeps workers running; [`worker`]: a worker's side of it.
-//! - [`observe`]: the metrics at `/metrics`.
+//! - [`observe`]: the metrics at `/metrics`; [`realtime`]: change capture and WebSocket feeds.
 
 pub mod api;
 pub mod app;
@@ -23,6 +23,7 @@ pub mod error;
 pub mod job;
 pub mod observe;
 pub mod openapi;
+pub mod realtime;
 pub mod resources;
 pub mod schema;
 pub mod server;

@@ -1,5 +1,6 @@
 //! What a worker counts and shows at `/metrics` (Prometheus text format): responses by status
-//! class, connections, worker restarts (told by the supervisor), resident memory.
+//! class, connections, worker restarts (told by the supervisor), realtime connections and
+//! events, resident memory.
 //!
 //! Each worker process has its own numbers (a scrape through the shared port reaches one of
 //! them; each series carries the worker's `pid` label so they stay apart when summed). The
@@ -29,6 +30,11 @@ pub struct Metrics {
     accepted: Counter,
     refused: Counter,
     worker_restarts: Gauge,
+    /// Realtime connections open now.
+    realtime_connections: std::sync::atomic::AtomicI64,
+    realtime_changes: Counter,
+    realtime_frames: Counter,
+    realtime_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -91,7 +97,29 @@ impl Metrics {
         );
         let worker_restarts =
             recorder.register_gauge(&key("rowgate_worker_restarts", vec![]), &METADATA);
+        describe(
+            "rowgate_realtime_changes_total",
+            "captured changes read from the log and matched against subscriptions",
+        );
+        describe(
+            "rowgate_realtime_frames_total",
+            "event frames queued to realtime connections",
+        );
+        describe(
+            "rowgate_realtime_dropped_total",
+            "event frames not delivered because a connection fell too far behind (closed 1013)",
+        );
+        let realtime_changes =
+            recorder.register_counter(&key("rowgate_realtime_changes_total", vec![]), &METADATA);
+        let realtime_frames =
+            recorder.register_counter(&key("rowgate_realtime_frames_total", vec![]), &METADATA);
+        let realtime_dropped =
+            recorder.register_counter(&key("rowgate_realtime_dropped_total", vec![]), &METADATA);
         Metrics {
+            realtime_connections: std::sync::atomic::AtomicI64::new(0),
+            realtime_changes,
+            realtime_frames,
+            realtime_dropped,
             recorder,
             handle,
             pid,
@@ -119,6 +147,23 @@ impl Metrics {
         self.refused.increment(1);
     }
 
+    /// A realtime connection opened (`1`) or closed (`-1`).
+    pub fn realtime_connection(&self, delta: i64) {
+        self.realtime_connections
+            .fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// `changes` read from the log, `frames` queued to connections.
+    pub fn realtime_changes(&self, changes: u64, frames: u64) {
+        self.realtime_changes.increment(changes);
+        self.realtime_frames.increment(frames);
+    }
+
+    /// A frame not delivered to a connection that fell behind.
+    pub fn realtime_dropped(&self) {
+        self.realtime_dropped.increment(1);
+    }
+
     /// The supervisor's restart count.
     pub fn set_worker_restarts(&self, n: u64) {
         #[allow(clippy::cast_precision_loss)]
@@ -140,6 +185,10 @@ impl Metrics {
             gauge(
                 "rowgate_http_connections_open",
                 self.open_connections.load(Ordering::Relaxed) as f64,
+            );
+            gauge(
+                "rowgate_realtime_connections",
+                self.realtime_connections.load(Ordering::Relaxed) as f64,
             );
             gauge(
                 "rowgate_process_resident_bytes",

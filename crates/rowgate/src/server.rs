@@ -18,7 +18,6 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::api::respond::{error_response, Reply, Response};
@@ -46,7 +45,9 @@ pub async fn run(
         // bytes, so its automatic 400/414/431 answers to malformed requests are never sent (the
         // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
-    let graceful = GracefulShutdown::new();
+    // Set when draining: every connection finishes its request and closes; realtime sessions
+    // close with 1001.
+    let (draining, drained) = tokio::sync::watch::channel(false);
     let max_connections = limits.max_connections;
     tokio::pin!(shutdown);
     loop {
@@ -70,13 +71,24 @@ pub async fn run(
                 app.metrics.accepted();
                 let counted = OpenConnection::new(app.metrics.clone());
                 let app = app.clone();
+                let sessions = drained.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
-                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip()).await) }
+                    let sessions = sessions.clone();
+                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip(), sessions).await) }
                 });
-                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
+                let mut drain = drained.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    tokio::pin!(conn);
+                    let ended = tokio::select! {
+                        ended = conn.as_mut() => ended,
+                        () = async { let _ = drain.wait_for(|d| *d).await; } => {
+                            conn.as_mut().graceful_shutdown();
+                            conn.await
+                        }
+                    };
+                    if let Err(e) = ended {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                     drop(counted);
@@ -90,11 +102,16 @@ pub async fn run(
     // idle connections at once when draining: give such connections time to start theirs
     // (under a supervisor, the socket stays open in the other workers, so nothing else waits).
     tokio::time::sleep(ACCEPTED_GRACE).await;
+    let _ = draining.send(true);
     let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let open = || app.metrics.open_connections.load(Ordering::Relaxed);
+    let waited = tokio::time::timeout(drain, async {
+        while open() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    if waited.is_err() {
         tracing::warn!("drain timeout: closing the remaining connections");
     }
     Ok(())
@@ -137,12 +154,18 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     .await;
 }
 
-/// Routes one request and turns any error into its JSON answer.
-pub async fn dispatch(app: &App, req: Request<Incoming>, peer: IpAddr) -> Response {
+/// Routes one request and turns any error into its JSON answer (`draining` goes to realtime
+/// sessions, which close when it turns true).
+pub async fn dispatch(
+    app: &Arc<App>,
+    req: Request<Incoming>,
+    peer: IpAddr,
+    draining: tokio::sync::watch::Receiver<bool>,
+) -> Response {
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
-    let mut response = match route(app, req, peer).await {
+    let mut response = match route(app, req, peer, draining).await {
         Ok(reply) => reply.into_response(head),
         Err(err) => error_response(&err, head),
     };
@@ -154,8 +177,13 @@ pub async fn dispatch(app: &App, req: Request<Incoming>, peer: IpAddr) -> Respon
     response
 }
 
-async fn route(app: &App, req: Request<Incoming>, peer: IpAddr) -> Result<Reply, ApiError> {
-    let (parts, body) = req.into_parts();
+async fn route(
+    app: &Arc<App>,
+    req: Request<Incoming>,
+    peer: IpAddr,
+    draining: tokio::sync::watch::Receiver<bool>,
+) -> Result<Reply, ApiError> {
+    let (mut parts, body) = req.into_parts();
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
         return resources::handle(app, &parts, body, &principal).await;
@@ -209,6 +237,7 @@ async fn route(app: &App, req: Request<Incoming>, peer: IpAddr) -> Result<Reply,
             )
             .await
         }
+        Route::Realtime => crate::realtime::upgrade(app, &mut parts, draining),
         Route::Metrics => {
             let principal = app.auth.authenticate(&parts.headers)?;
             crate::observe::check_access(&app.config.metrics, &principal, peer)?;

@@ -31,7 +31,7 @@ use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::worker::{DOWN_FD_ENV, READY, RECYCLE, RESTARTS, UP_FD_ENV, WORKER_ENV};
+use crate::worker::{CHANGED, DOWN_FD_ENV, READY, RECYCLE, RESTARTS, UP_FD_ENV, WORKER_ENV};
 
 /// Longest pause before restarting a worker that keeps dying.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -79,6 +79,8 @@ enum Said {
     Ready(u32),
     /// `recycle`: it reached `max_requests` or `max_rss_mb`; start its replacement, then drain it.
     Recycle(u32),
+    /// `changed`: it committed captured changes; the other workers are told.
+    Changed(u32),
 }
 
 /// The state `rowgate status` shows.
@@ -211,6 +213,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 let said = match line.as_str() {
                     READY => Said::Ready(pid),
                     RECYCLE => Said::Recycle(pid),
+                    CHANGED => Said::Changed(pid),
                     _ => continue,
                 };
                 if readies.send(said).is_err() {
@@ -340,6 +343,13 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 write_state(&workers, restarts, last_exit.as_deref());
             }
             Some(said) = ready.recv() => match said {
+                Said::Changed(pid) => {
+                    for (other, w) in &workers {
+                        if *other != pid {
+                            w.tell(CHANGED);
+                        }
+                    }
+                }
                 Said::Recycle(pid) => {
                 if workers.get(&pid).is_some_and(|w| w.generation == generation && !w.retired) {
                     tracing::info!(pid, "recycling a worker: starting its replacement");

@@ -5,7 +5,9 @@
 //! - up (worker → supervisor): `ready` once serving; `recycle` past `max_requests` or
 //!   `max_rss_mb`;
 //! - down (supervisor → worker): `restarts N`, the supervisor's worker-restart count (shown
-//!   in `/metrics`).
+//!   in `/metrics`);
+//! - both ways: `changed`, this worker committed captured changes (up), another worker did
+//!   (down): the realtime tailer reads the change log at once.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncBufReadExt as _;
+use tokio::sync::Notify;
 
 use crate::observe::Metrics;
 
@@ -33,6 +36,8 @@ pub(crate) const READY: &str = "ready";
 pub(crate) const RECYCLE: &str = "recycle";
 /// The supervisor's message to its workers: `restarts N`.
 pub(crate) const RESTARTS: &str = "restarts";
+/// Either way: captured changes were committed (by this worker / by another one).
+pub(crate) const CHANGED: &str = "changed";
 
 /// Dies with the supervisor (parent-death signal; if it is gone already, exits), and returns
 /// the inherited listening socket.
@@ -56,13 +61,14 @@ pub struct Link {
 
 impl Link {
     /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
-    /// supervisor says into `metrics`.
-    pub fn open(metrics: Arc<Metrics>) -> Option<Arc<Link>> {
+    /// supervisor says: restart counts into `metrics`, other workers' changes into
+    /// `elsewhere`.
+    pub fn open(metrics: Arc<Metrics>, elsewhere: Option<Arc<Notify>>) -> Option<Arc<Link>> {
         let up = inherited(UP_FD_ENV, true)?;
         if let Some(down) = inherited(DOWN_FD_ENV, false) {
             match tokio::net::unix::pipe::Receiver::from_file(down) {
                 Ok(down) => {
-                    tokio::spawn(listen(down, metrics));
+                    tokio::spawn(listen(down, metrics, elsewhere));
                 }
                 Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
             }
@@ -117,7 +123,11 @@ fn inherited(name: &str, write: bool) -> Option<std::fs::File> {
 }
 
 /// Reads the supervisor's lines until the pipe closes.
-async fn listen(down: tokio::net::unix::pipe::Receiver, metrics: Arc<Metrics>) {
+async fn listen(
+    down: tokio::net::unix::pipe::Receiver,
+    metrics: Arc<Metrics>,
+    elsewhere: Option<Arc<Notify>>,
+) {
     let mut lines = tokio::io::BufReader::new(down).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let mut words = line.split_whitespace();
@@ -126,6 +136,11 @@ async fn listen(down: tokio::net::unix::pipe::Receiver, metrics: Arc<Metrics>) {
             words.next().and_then(|n| n.parse::<u64>().ok()),
         ) {
             (Some(RESTARTS), Some(n)) => metrics.set_worker_restarts(n),
+            (Some(CHANGED), None) => {
+                if let Some(elsewhere) = &elsewhere {
+                    elsewhere.notify_one();
+                }
+            }
             _ => tracing::debug!(line, "unknown message from the supervisor"),
         }
     }

@@ -7,7 +7,7 @@
 mod common;
 
 use base64::Engine as _;
-use common::{write_config, Backend, TestServer};
+use common::{client_token, token_request, write_config, Backend, TestServer};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
@@ -101,30 +101,6 @@ async fn setup(b: Backend) -> Setup {
         alice_id,
         bob,
     }
-}
-
-/// Adds a client (as `rowgate clients add` does) and gets a token for it over HTTP.
-async fn client_token(s: &TestServer, name: &str, role: &str) -> (String, String) {
-    let issued = rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, name, role, 3600)
-        .await
-        .expect("add client");
-    let r = token_request(s, &issued.client_id, &issued.client_secret).await;
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.expect("json");
-    (
-        issued.client_id,
-        body["access_token"].as_str().expect("token").to_string(),
-    )
-}
-
-async fn token_request(s: &TestServer, id: &str, secret: &str) -> reqwest::Response {
-    s.client
-        .post(s.root_url("/oauth/token"))
-        .basic_auth(id, Some(secret))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .expect("request")
 }
 
 /// The token endpoint: Basic and form client authentication, the RFC 6749 answers and errors,

@@ -581,3 +581,91 @@ fn supervisor_killed(db: &Db) {
     let again = start_on(dir.path(), 1, s.port, db);
     assert_eq!(get(&format!("{}/api/team/1", again.base)), 200);
 }
+
+/// Realtime across workers: with the outside-writer poll set to a minute, a change committed
+/// by one worker reaches subscribers on the other only through the supervisor's wake-up.
+#[test]
+fn realtime_changes_reach_subscribers_on_every_worker() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        2,
+        free_port(),
+        &Db::Sqlite,
+        "[realtime]\ntables = [\"acks\"]\npoll_ms = 60000\n",
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut sockets = Vec::new();
+        while sockets.len() < 40 {
+            let (mut ws, _) =
+                tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{}/realtime", s.port))
+                    .await
+                    .expect("websocket");
+            ws.send(Message::text(r#"{"type":"subscribe","table":"acks"}"#))
+                .await
+                .expect("subscribe");
+            let ack = ws.next().await.expect("ack").expect("ack");
+            assert!(ack.to_text().expect("text").contains("subscribed"), "{ack}");
+            sockets.push(ws);
+            if sockets.len() >= 4 && workers_holding_feeds(&s) >= 2 {
+                break;
+            }
+        }
+        assert_eq!(
+            workers_holding_feeds(&s),
+            2,
+            "subscribers on both workers ({} connections)",
+            sockets.len()
+        );
+        for id in 0..20 {
+            let body = format!("{{\"id\": {id}, \"note\": \"n\"}}");
+            assert_eq!(
+                agent().send("POST", &format!("{}/api/acks", s.base), Some(&body)),
+                201
+            );
+        }
+        for ws in &mut sockets {
+            let mut ids = Vec::new();
+            while ids.len() < 20 {
+                let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                    .await
+                    .expect("events well before the one-minute poll")
+                    .expect("open")
+                    .expect("frame");
+                if let Message::Text(text) = frame {
+                    let event: serde_json::Value =
+                        serde_json::from_str(text.as_str()).expect("json");
+                    ids.push(event["row"]["id"].as_i64().expect("id"));
+                }
+            }
+            assert_eq!(ids, (0..20).collect::<Vec<_>>());
+        }
+    });
+}
+
+/// How many workers hold realtime connections, from `/metrics` scraped over fresh connections
+/// (each lands on either worker).
+fn workers_holding_feeds(s: &Supervised) -> usize {
+    let mut holding = std::collections::HashSet::new();
+    for _ in 0..60 {
+        let (_, text) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("rowgate_realtime_connections{pid=\"") {
+                if let Some((pid, value)) = rest.split_once("\"} ") {
+                    if value.parse::<f64>().unwrap_or(0.0) > 0.0 {
+                        holding.insert(pid.to_string());
+                    }
+                }
+            }
+        }
+    }
+    holding.len()
+}

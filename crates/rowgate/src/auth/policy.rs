@@ -251,7 +251,7 @@ pub fn denied(principal: &Principal) -> ApiError {
 }
 
 /// Parses a grant's row filter: `col=op.value` terms joined by `&` (logic trees allowed).
-fn parse_filter(text: &str) -> anyhow::Result<Vec<Condition>> {
+pub fn parse_filter(text: &str) -> anyhow::Result<Vec<Condition>> {
     let pairs: Vec<(&str, &str)> = text
         .split('&')
         .filter(|p| !p.trim().is_empty())

@@ -94,6 +94,14 @@ impl Database {
         }
     }
 
+    /// Notified after this process commits a write (the realtime tailer's wake-up).
+    pub fn commits(&self) -> Arc<tokio::sync::Notify> {
+        match self {
+            Database::Sqlite(db) => db.commits(),
+            Database::Postgres(db) => db.commits.clone(),
+        }
+    }
+
     /// The SQLite backend, for what only it can do (checking custom resources' SQL at load).
     pub fn as_sqlite(&self) -> Option<&Sqlite> {
         match self {

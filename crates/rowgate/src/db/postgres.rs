@@ -115,6 +115,8 @@ pub struct Postgres {
     schema: ArcSwap<SchemaCache>,
     /// Fingerprint of the exposed relations and columns when the cache was read.
     fingerprint: ArcSwap<String>,
+    /// Notified after commits (unused until realtime capture runs on PostgreSQL).
+    pub(crate) commits: Arc<tokio::sync::Notify>,
 }
 
 /// A digest of the exposed relations and their columns: cheap to poll, changes with DDL.
@@ -225,6 +227,7 @@ impl Postgres {
             schemas: opts.schemas.clone(),
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
+            commits: Arc::new(tokio::sync::Notify::new()),
         })
     }
 

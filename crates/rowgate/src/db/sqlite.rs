@@ -52,6 +52,8 @@ pub struct Sqlite {
     readers: crossbeam_channel::Sender<ReadJob>,
     writer: crossbeam_channel::Sender<WriteJob>,
     schema: ArcSwap<SchemaCache>,
+    /// Notified after every COMMIT of the writer (realtime tails the change log on it).
+    commits: Arc<tokio::sync::Notify>,
 }
 
 /// Settings for [`Database::open`].
@@ -211,9 +213,11 @@ impl Sqlite {
                 })?;
         }
         let (write_tx, write_rx) = crossbeam_channel::unbounded::<WriteJob>();
+        let commits = Arc::new(tokio::sync::Notify::new());
+        let committed = commits.clone();
         std::thread::Builder::new()
             .name("rowgate-write".into())
-            .spawn(move || writer_loop(&writer, &write_rx))?;
+            .spawn(move || writer_loop(&writer, &write_rx, &committed))?;
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(Sqlite {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -222,7 +226,13 @@ impl Sqlite {
             readers: read_tx,
             writer: write_tx,
             schema: ArcSwap::from_pointee(schema),
+            commits,
         })
+    }
+
+    /// Notified after every COMMIT of this process's writer.
+    pub fn commits(&self) -> Arc<tokio::sync::Notify> {
+        self.commits.clone()
     }
 
     /// The current schema cache.
@@ -390,7 +400,11 @@ pub fn in_read_transaction<T>(
     result
 }
 
-fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
+fn writer_loop(
+    writer: &Conn,
+    rx: &crossbeam_channel::Receiver<WriteJob>,
+    committed: &tokio::sync::Notify,
+) {
     let conn = &writer.conn;
     let mut completions: Vec<Completion> = Vec::with_capacity(MAX_GROUP);
     while let Ok(first) = rx.recv() {
@@ -433,6 +447,8 @@ fn writer_loop(writer: &Conn, rx: &crossbeam_channel::Receiver<WriteJob>) {
         let commit = commit.map_err(map_error);
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
+        } else {
+            committed.notify_one();
         }
         for completion in completions.drain(..) {
             completion(commit.clone());

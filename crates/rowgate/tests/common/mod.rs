@@ -95,14 +95,28 @@ impl TestServer {
     pub async fn start_in(
         backend: Backend,
         dir: tempfile::TempDir,
-        mut config: Config,
+        config: Config,
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
         if backend == Backend::Postgres {
             return Self::start_postgres_with(dir, config, adjust).await;
         }
+        Self::start_sqlite_prepared(dir, config, "", adjust).await
+    }
+
+    /// Starts a server on a SQLite demo database in `dir` on which `setup` (SQL) has run
+    /// before the server opens it.
+    pub async fn start_sqlite_prepared(
+        dir: tempfile::TempDir,
+        mut config: Config,
+        setup: &str,
+        adjust: impl FnOnce(&mut Config),
+    ) -> TestServer {
         let db_path = dir.path().join("demo.db");
         rowgate::demo::init(&db_path, 200).expect("demo init");
+        if !setup.is_empty() {
+            db_exec(&db_path, setup);
+        }
         config.db.path = db_path.clone();
         config.db.readers = 2;
         Self::launch(dir, config, adjust, db_path).await
@@ -399,4 +413,29 @@ macro_rules! sqlite_tests {
             )*
         }
     };
+}
+
+/// Adds a client (as `rowgate clients add` does) and gets a token for it over HTTP.
+pub async fn client_token(s: &TestServer, name: &str, role: &str) -> (String, String) {
+    use serde_json::Value;
+    let issued = rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, name, role, 3600)
+        .await
+        .expect("add client");
+    let r = token_request(s, &issued.client_id, &issued.client_secret).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    (
+        issued.client_id,
+        body["access_token"].as_str().expect("token").to_string(),
+    )
+}
+
+pub async fn token_request(s: &TestServer, id: &str, secret: &str) -> reqwest::Response {
+    s.client
+        .post(s.root_url("/oauth/token"))
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .expect("request")
 }

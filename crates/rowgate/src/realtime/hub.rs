@@ -1,0 +1,283 @@
+//! The hub: the live subscriptions of one worker, by table, and the fan-out of captured changes
+//! to them. Changes are dispatched in log order under one lock, which is also taken to
+//! register a subscription, so a subscription is live exactly after the last dispatched id
+//! (no gap, no duplicate). Each change is matched in memory (`rowgate-query`'s evaluator, no
+//! query per subscriber) against the subscriptions of its table only, and serialised once per
+//! distinct (column view, event kind): subscribers with the same view get the same bytes.
+//!
+//! A subscriber whose outbound queue is full is not waited for: its connection is told to
+//! close (1013) and the others go on.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rowgate_query::ast::Condition;
+use serde_json::{Map, Value as Json};
+use tokio::sync::{mpsc, Notify};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::capture::{Change, Op};
+use super::protocol::{self, close, Kind};
+use crate::observe::Metrics;
+
+/// The columns a role may read of a table (`None`: all); interned, so equal views are one
+/// allocation and frames are cached per view.
+#[derive(Debug, PartialEq, Eq)]
+pub struct View {
+    columns: Option<HashSet<String>>,
+}
+
+impl View {
+    /// A view of the given readable columns (`None`: all).
+    pub fn new(columns: Option<HashSet<String>>) -> View {
+        View { columns }
+    }
+
+    fn project(&self, row: Option<&Map<String, Json>>) -> Option<Map<String, Json>> {
+        let row = row?;
+        Some(match &self.columns {
+            None => row.clone(),
+            Some(cols) => row
+                .iter()
+                .filter(|(k, _)| cols.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        })
+    }
+}
+
+/// One connection's side that the hub holds: its bounded queue and a way to close it.
+pub struct Outbox {
+    queue: mpsc::Sender<Message>,
+    /// Set once the connection must close (checked before every send, without the lock).
+    closed: std::sync::atomic::AtomicBool,
+    closing: Mutex<Option<(u16, &'static str)>>,
+    /// Woken when the connection must close.
+    pub wake: Notify,
+}
+
+impl Outbox {
+    /// An outbox with room for `capacity` frames, and its receiving end.
+    pub fn new(capacity: usize) -> (Arc<Outbox>, mpsc::Receiver<Message>) {
+        let (queue, frames) = mpsc::channel(capacity.max(1));
+        (
+            Arc::new(Outbox {
+                queue,
+                closed: std::sync::atomic::AtomicBool::new(false),
+                closing: Mutex::new(None),
+                wake: Notify::new(),
+            }),
+            frames,
+        )
+    }
+
+    /// Asks the connection to close with `code` (the first reason wins).
+    pub fn close(&self, code: u16, reason: &'static str) {
+        let mut closing = self.closing.lock().unwrap_or_else(|e| e.into_inner());
+        if closing.is_none() {
+            *closing = Some((code, reason));
+            self.closed.store(true, Ordering::Relaxed);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Why the connection must close, if it must.
+    pub fn closing(&self) -> Option<(u16, &'static str)> {
+        *self.closing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the connection was told to close.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, frame: &Message) -> bool {
+        match self.queue.try_send(frame.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(close::TRY_AGAIN, "too far behind: reconnect with since");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// A subscription as the hub keeps it.
+pub struct Subscription {
+    /// The connection's id.
+    pub connection: u64,
+    /// Its queue.
+    pub outbox: Arc<Outbox>,
+    /// The client's filter and the role's row filter, ANDed.
+    pub filter: Vec<Condition>,
+    /// The columns the role may read.
+    pub view: Arc<View>,
+    /// When the token runs out (Unix seconds).
+    pub expires: Option<u64>,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// The last change id dispatched.
+    last: i64,
+    tables: HashMap<String, Vec<Subscription>>,
+    views: HashMap<(String, String), Arc<View>>,
+}
+
+/// Every subscription of this worker.
+pub struct Hub {
+    registry: Mutex<Registry>,
+    next_connection: AtomicU64,
+    metrics: Arc<Metrics>,
+    /// Tells the supervisor (and so the other workers) that this worker committed changes.
+    pub announce: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Hub {
+    /// An empty hub, live after change `last`.
+    pub fn new(last: i64, metrics: Arc<Metrics>) -> Hub {
+        Hub {
+            registry: Mutex::new(Registry {
+                last,
+                ..Registry::default()
+            }),
+            next_connection: AtomicU64::new(1),
+            metrics,
+            announce: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fresh connection id.
+    pub fn connection_id(&self) -> u64 {
+        self.next_connection.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The last change id dispatched.
+    pub fn last(&self) -> i64 {
+        self.lock().last
+    }
+
+    /// The interned view of `columns` for `role` on `table`.
+    pub fn view(&self, role: &str, table: &str, columns: Option<HashSet<String>>) -> Arc<View> {
+        let mut registry = self.lock();
+        let key = (role.to_string(), table.to_string());
+        let fresh = View::new(columns);
+        match registry.views.get(&key) {
+            Some(v) if **v == fresh => v.clone(),
+            _ => {
+                let v = Arc::new(fresh);
+                registry.views.insert(key, v.clone());
+                v
+            }
+        }
+    }
+
+    /// Registers `sub` on `table` (replacing the connection's earlier one there); returns the
+    /// id it is live after.
+    pub fn subscribe(&self, table: &str, sub: Subscription) -> i64 {
+        let mut registry = self.lock();
+        let list = registry.tables.entry(table.to_string()).or_default();
+        list.retain(|s| s.connection != sub.connection);
+        list.push(sub);
+        registry.last
+    }
+
+    /// Removes the connection's subscription on `table`; whether there was one.
+    pub fn unsubscribe(&self, table: &str, connection: u64) -> bool {
+        let mut registry = self.lock();
+        let Some(list) = registry.tables.get_mut(table) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|s| s.connection != connection);
+        let removed = list.len() < before;
+        if list.is_empty() {
+            registry.tables.remove(table);
+        }
+        removed
+    }
+
+    /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions.
+    pub fn dispatch(&self, changes: &[Change]) {
+        let now = jsonwebtoken::get_current_timestamp();
+        let mut registry = self.lock();
+        let mut frames_out = 0u64;
+        for change in changes {
+            if change.id <= registry.last {
+                continue;
+            }
+            registry.last = change.id;
+            let Some(subs) = registry.tables.get(&change.table) else {
+                continue;
+            };
+            // frames of this change, per (view, kind)
+            let mut frames: Vec<(*const View, Kind, Message)> = Vec::new();
+            for sub in subs {
+                if sub.outbox.is_closed() {
+                    continue;
+                }
+                if sub.expires.is_some_and(|exp| now > exp) {
+                    sub.outbox.close(close::POLICY, "the token has expired");
+                    continue;
+                }
+                let Some(kind) = classify(change, &sub.filter) else {
+                    continue;
+                };
+                let view = Arc::as_ptr(&sub.view);
+                let frame = match frames.iter().find(|(v, k, _)| *v == view && *k == kind) {
+                    Some((_, _, frame)) => frame.clone(),
+                    None => {
+                        let frame = frame(change, kind, &sub.view);
+                        frames.push((view, kind, frame.clone()));
+                        frame
+                    }
+                };
+                if sub.outbox.send(&frame) {
+                    frames_out += 1;
+                } else {
+                    self.metrics.realtime_dropped();
+                }
+            }
+        }
+        drop(registry);
+        self.metrics
+            .realtime_changes(changes.len() as u64, frames_out);
+    }
+}
+
+/// What `change` means for a subscription with `filter`: `None` when it does not concern it.
+pub fn classify(change: &Change, filter: &[Condition]) -> Option<Kind> {
+    let matches = |row: Option<&Map<String, Json>>| {
+        row.is_some_and(|row| {
+            let lookup = |column: &str| row.get(column).map(crate::api::plan::json_value);
+            rowgate_query::eval::eval_all(filter, &lookup) == Ok(Some(true))
+        })
+    };
+    match change.op {
+        Op::Insert => matches(change.new.as_ref()).then_some(Kind::Insert),
+        Op::Delete => matches(change.old.as_ref()).then_some(Kind::Delete),
+        Op::Update => match (matches(change.old.as_ref()), matches(change.new.as_ref())) {
+            (true, true) => Some(Kind::Update),
+            (false, true) => Some(Kind::Enter),
+            (true, false) => Some(Kind::Leave),
+            (false, false) => None,
+        },
+    }
+}
+
+/// The event frame of `change` as `kind`, with the columns of `view`.
+pub fn frame(change: &Change, kind: Kind, view: &View) -> Message {
+    let row = match kind {
+        Kind::Insert | Kind::Update | Kind::Enter => view.project(change.new.as_ref()),
+        Kind::Delete => view.project(change.old.as_ref()),
+        Kind::Leave => None,
+    };
+    let key = view.project(change.key.as_ref());
+    Message::text(protocol::event(change.id, &change.table, kind, key, row))
+}

@@ -1,0 +1,267 @@
+//! Realtime change feeds: [`capture`] (triggers append every write to a change log in the
+//! same transaction), [`hub`] (this worker's subscriptions and the fan-out), [`session`] (one
+//! WebSocket connection, generic over Sink/Stream), [`protocol`] (the JSON messages), and here
+//! the set-up, the tailer that reads the log into the hub, and the WebSocket upgrade.
+//!
+//! The tailer wakes on this worker's own commits, on the supervisor's word that another worker
+//! committed, and every `realtime.poll_ms` (writers outside Rowgate); it prunes the log past
+//! `realtime.retention_s` / `retention_rows` every `realtime.prune_ms`.
+
+pub mod capture;
+pub mod hub;
+pub mod protocol;
+pub mod session;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use crate::api::respond::Reply;
+use crate::app::App;
+use crate::config::RealtimeConfig;
+use crate::db::Database;
+use crate::error::{ApiError, ErrorCode};
+use crate::observe::Metrics;
+use crate::schema::{SchemaCache, Table};
+use hub::Hub;
+
+/// Changes read from the log per query by the tailer.
+const TAIL_BATCH: usize = 1000;
+
+/// The realtime part of a running server.
+pub struct Realtime {
+    /// Subscriptions and fan-out.
+    pub hub: Hub,
+    /// Woken when another worker committed changes (the supervisor says so).
+    pub elsewhere: Arc<Notify>,
+}
+
+/// Sets up capture for the configured tables and returns the hub, live from the log's end
+/// (`None` when realtime is off).
+pub async fn open(
+    config: &RealtimeConfig,
+    db: &Database,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Option<Arc<Realtime>>> {
+    if config.tables.is_empty() {
+        return Ok(None);
+    }
+    let tables = realtime_tables(config, &db.schema())?;
+    capture::ensure(db, &tables).await?;
+    let head = capture::head(db)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the change log: {e}"))?;
+    Ok(Some(Arc::new(Realtime {
+        hub: Hub::new(head.last, metrics),
+        elsewhere: Arc::new(Notify::new()),
+    })))
+}
+
+/// The tables `config` names (`*`: every table), checked against the schema.
+fn realtime_tables(config: &RealtimeConfig, schema: &SchemaCache) -> anyhow::Result<Vec<Table>> {
+    if config.tables.iter().any(|t| t == "*") {
+        return Ok(schema
+            .tables
+            .values()
+            .filter(|t| !t.is_view)
+            .cloned()
+            .collect());
+    }
+    config
+        .tables
+        .iter()
+        .map(|name| match schema.table(name) {
+            Some(t) if t.is_view => anyhow::bail!(
+                "realtime.tables: {name:?} is a view; changes are captured on tables only"
+            ),
+            Some(t) => Ok(t.clone()),
+            None => anyhow::bail!("realtime.tables: no table {name:?} in the database"),
+        })
+        .collect()
+}
+
+/// Starts the tailer (and pruner) of `app`'s realtime feeds.
+pub fn spawn(app: &Arc<App>) {
+    let Some(realtime) = app.realtime.clone() else {
+        return;
+    };
+    let app = app.clone();
+    tokio::spawn(async move {
+        let config = &app.config.realtime;
+        let poll = Duration::from_millis(config.poll_ms.max(10));
+        let commits = app.db.commits();
+        let mut schema_version = app.db.schema().version;
+        let mut pruned = Instant::now();
+        loop {
+            let own = tokio::select! {
+                () = commits.notified() => true,
+                () = realtime.elsewhere.notified() => false,
+                () = tokio::time::sleep(poll) => false,
+            };
+            let version = app.db.schema().version;
+            if version != schema_version {
+                schema_version = version;
+                match realtime_tables(config, &app.db.schema()) {
+                    Ok(tables) => {
+                        if let Err(e) = capture::ensure(&app.db, &tables).await {
+                            tracing::warn!("realtime: capture not updated: {e:#}");
+                        }
+                    }
+                    Err(e) => tracing::warn!("realtime: {e:#}"),
+                }
+            }
+            tail(&app.db, &realtime.hub, own).await;
+            if pruned.elapsed() >= Duration::from_millis(config.prune_ms) {
+                pruned = Instant::now();
+                let max_age = config.retention_s.saturating_mul(1000);
+                match capture::prune(&app.db, max_age, config.retention_rows).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(changes = n, "realtime: change log pruned"),
+                    Err(e) => tracing::warn!("realtime: pruning failed: {e}"),
+                }
+            }
+        }
+    });
+}
+
+/// Reads every new change into the hub; tells the other workers when this worker wrote them.
+async fn tail(db: &Database, hub: &Hub, own: bool) {
+    loop {
+        match capture::fetch(db, hub.last(), None, None, TAIL_BATCH).await {
+            Ok(changes) if changes.is_empty() => return,
+            Ok(changes) => {
+                hub.dispatch(&changes);
+                if own {
+                    if let Some(announce) = hub.announce.get() {
+                        announce();
+                    }
+                }
+                if changes.len() < TAIL_BATCH {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("realtime: reading the change log failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// `GET /realtime`: checks the WebSocket handshake and the token (header, or `access_token`
+/// in the query for browsers), answers 101 and runs the session on the upgraded connection.
+pub fn upgrade(
+    app: &Arc<App>,
+    parts: &mut http::request::Parts,
+    draining: tokio::sync::watch::Receiver<bool>,
+) -> Result<Reply, ApiError> {
+    if app.realtime.is_none() {
+        return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
+            .hint("list tables in realtime.tables"));
+    }
+    let headers = &parts.headers;
+    let has = |name: header::HeaderName, word: &str| {
+        headers.get_all(name).iter().any(|v| {
+            v.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|part| part.trim().eq_ignore_ascii_case(word))
+            })
+        })
+    };
+    let key = headers.get(header::SEC_WEBSOCKET_KEY).cloned();
+    if parts.method != http::Method::GET
+        || !has(header::CONNECTION, "upgrade")
+        || !has(header::UPGRADE, "websocket")
+        || key.is_none()
+    {
+        return Err(ApiError::new(
+            ErrorCode::UpgradeRequired,
+            "/realtime speaks WebSocket: send a GET with Upgrade: websocket",
+        ));
+    }
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_none_or(|v| v.as_bytes() != b"13")
+    {
+        return Err(ApiError::new(
+            ErrorCode::UpgradeRequired,
+            "only WebSocket version 13 is spoken",
+        ));
+    }
+    let principal = app.auth.authenticate(&token_headers(parts))?;
+    let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(ApiError::internal("the connection cannot be upgraded"));
+    };
+    let settings = &app.config.realtime;
+    let mut ws_config = WebSocketConfig::default();
+    ws_config.read_buffer_size = 1024;
+    ws_config.write_buffer_size = 0;
+    ws_config.max_message_size = Some(settings.max_message_bytes);
+    ws_config.max_frame_size = Some(settings.max_message_bytes);
+    ws_config.max_write_buffer_size = 1 << 20;
+    let app = app.clone();
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!("realtime: upgrade failed: {e}");
+                return;
+            }
+        };
+        let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            Some(ws_config),
+        )
+        .await;
+        session::run(
+            socket,
+            session::Context {
+                app,
+                principal,
+                draining,
+            },
+        )
+        .await;
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(
+        key.as_ref().map_or(&[][..], HeaderValue::as_bytes),
+    );
+    Ok(Reply::empty(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, "websocket")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept))
+}
+
+/// The request's headers for authentication: its own, or an `Authorization` made from the
+/// `access_token` query parameter (browsers cannot set headers on a WebSocket).
+fn token_headers(parts: &http::request::Parts) -> HeaderMap {
+    let mut headers = parts.headers.clone();
+    if headers.contains_key(header::AUTHORIZATION) {
+        return headers;
+    }
+    let token = parts.uri.query().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "access_token")
+            .map(|(_, v)| v.into_owned())
+    });
+    if let Some(value) = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()) {
+        headers.insert(header::AUTHORIZATION, value);
+    }
+    headers
+}
+
+/// Checks `realtime.tables` against the schema (for `config check`).
+pub fn check(config: &RealtimeConfig, schema: &SchemaCache) -> anyhow::Result<()> {
+    if config.tables.is_empty() {
+        return Ok(());
+    }
+    realtime_tables(config, schema)
+        .map(|_| ())
+        .context("realtime")
+}

@@ -1,0 +1,428 @@
+//! One realtime connection: reads the client's messages, answers them, and writes the hub's
+//! frames from the connection's bounded queue. Generic over any `Sink` + `Stream` of WebSocket
+//! messages, so it runs the same over a socket or in a test.
+//!
+//! Order on `subscribe`: the subscription is registered (live after id L), `subscribed` is
+//! sent, then the replay of the missed events `(since, L]` from the log, then the queued live
+//! events (> L): in order, no gap, no duplicate.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{Sink, SinkExt as _, Stream, StreamExt as _};
+use http::{HeaderMap, HeaderValue};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use super::capture;
+use super::hub::{classify, frame, Outbox, Subscription};
+use super::protocol::{self, close, ClientMessage};
+use crate::app::App;
+use crate::auth::policy::{self, Op};
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+
+/// Changes read from the log per query while replaying.
+const REPLAY_BATCH: usize = 500;
+
+/// What a session starts with.
+pub struct Context {
+    /// The server.
+    pub app: Arc<App>,
+    /// Who the connection acts as (from the handshake; `auth` may change it).
+    pub principal: Principal,
+    /// Becomes true when the server drains: close with 1001.
+    pub draining: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Why the session ends.
+enum End {
+    /// The client closed or the socket failed.
+    Gone,
+    /// The server closes with this code and reason.
+    Close(u16, String),
+}
+
+/// Runs one connection until it closes.
+pub async fn run<S>(socket: S, mut ctx: Context)
+where
+    S: Sink<Message, Error = WsError> + Stream<Item = Result<Message, WsError>> + Unpin + Send,
+{
+    let Some(realtime) = ctx.app.realtime.clone() else {
+        return;
+    };
+    let hub = &realtime.hub;
+    let settings = ctx.app.config.realtime.clone();
+    let (mut sink, mut stream) = socket.split();
+    let (outbox, mut frames) = Outbox::new(settings.queue);
+    let connection = hub.connection_id();
+    let metrics = ctx.app.metrics.clone();
+    metrics.realtime_connection(1);
+    let mut session = Session {
+        app: ctx.app.clone(),
+        principal: ctx.principal.clone(),
+        outbox: outbox.clone(),
+        connection,
+        tables: HashMap::new(),
+        window: (Instant::now(), 0),
+    };
+    if *ctx.draining.borrow() {
+        let _ = sink
+            .send(close_frame(
+                close::GOING_AWAY,
+                "the server is shutting down",
+            ))
+            .await;
+        metrics.realtime_connection(-1);
+        return;
+    }
+    let end = loop {
+        tokio::select! {
+            biased;
+            () = outbox.wake.notified() => {
+                if let Some((code, reason)) = outbox.closing() {
+                    break End::Close(code, reason.into());
+                }
+            }
+            changed = ctx.draining.changed() => {
+                if changed.is_err() || *ctx.draining.borrow() {
+                    break End::Close(close::GOING_AWAY, "the server is shutting down".into());
+                }
+            }
+            Some(frame) = frames.recv() => {
+                // A client that stopped reading blocks this write once the socket's buffers
+                // are full; the hub then flags the connection, which ends the wait.
+                let written = tokio::select! {
+                    written = write_queued(&mut sink, frame, &mut frames) => written,
+                    () = outbox.wake.notified() => false,
+                };
+                if !written {
+                    match outbox.closing() {
+                        Some((code, reason)) => break End::Close(code, reason.into()),
+                        None => break End::Gone,
+                    }
+                }
+            }
+            message = stream.next() => match message {
+                None | Some(Ok(Message::Close(_))) => break End::Gone,
+                Some(Err(WsError::Capacity(_))) => {
+                    break End::Close(close::TOO_BIG, format!("messages are limited to {} bytes", settings.max_message_bytes));
+                }
+                Some(Err(_)) => break End::Gone,
+                Some(Ok(Message::Binary(_))) => {
+                    break End::Close(close::UNSUPPORTED, "only JSON text messages are understood".into());
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                    // tungstenite queued the pong: send it
+                    if sink.flush().await.is_err() {
+                        break End::Gone;
+                    }
+                }
+                Some(Ok(Message::Text(text))) => {
+                    match session.handle(text.as_str(), &mut sink, &settings).await {
+                        Ok(()) => {}
+                        Err(end) => break end,
+                    }
+                }
+            },
+        }
+    };
+    for table in session.tables.keys() {
+        hub.unsubscribe(table, connection);
+    }
+    if let End::Close(code, reason) = end {
+        // briefly: a client that does not read may never take the close frame
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            if sink.send(close_frame(code, &reason)).await.is_ok() {
+                // let the client answer the close
+                while let Some(Ok(_)) = stream.next().await {}
+            }
+        })
+        .await;
+    }
+    metrics.realtime_connection(-1);
+}
+
+/// Writes `first` and whatever else is queued, then flushes; false when the socket failed.
+async fn write_queued<K>(
+    sink: &mut K,
+    first: Message,
+    frames: &mut tokio::sync::mpsc::Receiver<Message>,
+) -> bool
+where
+    K: Sink<Message, Error = WsError> + Unpin,
+{
+    if sink.feed(first).await.is_err() {
+        return false;
+    }
+    while let Ok(frame) = frames.try_recv() {
+        if sink.feed(frame).await.is_err() {
+            return false;
+        }
+    }
+    sink.flush().await.is_ok()
+}
+
+/// Sends one text message.
+async fn say<K>(sink: &mut K, text: String) -> Result<(), End>
+where
+    K: Sink<Message, Error = WsError> + Unpin,
+{
+    sink.send(Message::text(text)).await.map_err(|_| End::Gone)
+}
+
+/// A close frame.
+fn close_frame(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: reason.to_string().into(),
+    }))
+}
+
+struct Session {
+    app: Arc<App>,
+    principal: Principal,
+    outbox: Arc<Outbox>,
+    connection: u64,
+    /// Subscribed tables (and the filter text, for the record).
+    tables: HashMap<String, Option<String>>,
+    /// Messages in the current second (flood guard).
+    window: (Instant, u32),
+}
+
+impl Session {
+    /// Handles one client message: `Err` ends the session with a close code.
+    async fn handle<K>(
+        &mut self,
+        text: &str,
+        sink: &mut K,
+        settings: &crate::config::RealtimeConfig,
+    ) -> Result<(), End>
+    where
+        K: Sink<Message, Error = WsError> + Unpin,
+    {
+        if self.window.0.elapsed() >= Duration::from_secs(1) {
+            self.window = (Instant::now(), 0);
+        }
+        self.window.1 += 1;
+        if self.window.1 > settings.max_messages_per_s {
+            return Err(End::Close(close::POLICY, "too many messages".into()));
+        }
+        let message: ClientMessage = serde_json::from_str(text)
+            .map_err(|e| End::Close(close::POLICY, format!("malformed message: {e}")))?;
+        match message {
+            ClientMessage::Ping => say(sink, protocol::PONG.to_string()).await,
+            ClientMessage::Auth { token } => {
+                if !self.tables.is_empty() {
+                    let err = ApiError::new(
+                        ErrorCode::InvalidBody,
+                        "authenticate before subscribing (unsubscribe everything first)",
+                    );
+                    return say(sink, protocol::error(&err, None)).await;
+                }
+                let mut headers = HeaderMap::new();
+                let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) else {
+                    return Err(End::Close(close::POLICY, "invalid bearer token".into()));
+                };
+                headers.insert(http::header::AUTHORIZATION, value);
+                match self.app.auth.authenticate(&headers) {
+                    Ok(principal) => {
+                        self.principal = principal;
+                        say(sink, protocol::authenticated(&self.principal.role)).await
+                    }
+                    Err(e) => Err(End::Close(close::POLICY, e.message)),
+                }
+            }
+            ClientMessage::Unsubscribe { table } => {
+                if self.tables.remove(&table).is_some() {
+                    if let Some(realtime) = &self.app.realtime {
+                        realtime.hub.unsubscribe(&table, self.connection);
+                    }
+                }
+                say(sink, protocol::unsubscribed(&table)).await
+            }
+            ClientMessage::Subscribe {
+                table,
+                filter,
+                since,
+            } => {
+                if !self.tables.contains_key(&table)
+                    && self.tables.len() >= settings.max_subscriptions
+                {
+                    let err = ApiError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "at most {} subscriptions per connection",
+                            settings.max_subscriptions
+                        ),
+                    );
+                    return say(sink, protocol::error(&err, Some(&table))).await;
+                }
+                match self.subscribe(&table, filter.as_deref(), since, sink).await {
+                    Ok(()) => {
+                        self.tables.insert(table, filter);
+                        Ok(())
+                    }
+                    Err(Failure::Refused(err)) => {
+                        say(sink, protocol::error(&err, Some(&table))).await
+                    }
+                    Err(Failure::End(end)) => Err(end),
+                }
+            }
+        }
+    }
+
+    /// Checks, registers and replays one subscription.
+    async fn subscribe<K>(
+        &mut self,
+        table: &str,
+        filter_text: Option<&str>,
+        since: Option<i64>,
+        sink: &mut K,
+    ) -> Result<(), Failure>
+    where
+        K: Sink<Message, Error = WsError> + Unpin,
+    {
+        let app = &self.app;
+        let realtime = app.realtime.clone().ok_or_else(|| {
+            Failure::Refused(ApiError::new(ErrorCode::NotFound, "realtime is off"))
+        })?;
+        let hub = &realtime.hub;
+        if !app.config.realtime.covers(table) {
+            return Err(Failure::Refused(
+                ApiError::new(
+                    ErrorCode::RealtimeNotEnabled,
+                    format!("table {table:?} is not a realtime table"),
+                )
+                .hint("list it in realtime.tables"),
+            ));
+        }
+        let schema = app.db.schema();
+        let Some(shape) = schema.table(table) else {
+            return Err(Failure::Refused(ApiError::new(
+                ErrorCode::TableNotFound,
+                format!("no table {table:?}"),
+            )));
+        };
+        let grant = app
+            .auth
+            .policy
+            .check(&self.principal, table, Op::Select)
+            .map_err(Failure::Refused)?;
+        let mut filter = match filter_text.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(text) => policy::parse_filter(text).map_err(|e| {
+                Failure::Refused(
+                    ApiError::new(ErrorCode::QueryParse, "the filter could not be parsed")
+                        .details(format!("{e:#}")),
+                )
+            })?,
+            None => Vec::new(),
+        };
+        for condition in &filter {
+            for column in policy::columns_of(condition) {
+                if shape.column(column).is_none() || !grant.readable(column) {
+                    return Err(Failure::Refused(ApiError::new(
+                        ErrorCode::ColumnNotFound,
+                        format!("no readable column {column:?} in {table:?}"),
+                    )));
+                }
+            }
+        }
+        // What only the database can evaluate (JSON paths, PostgreSQL operators) is refused.
+        let nulls = |_: &str| Some(rowgate_query::ast::Value::Null);
+        if let Err(e) = rowgate_query::eval::eval_all(&filter, &nulls) {
+            return Err(Failure::Refused(
+                ApiError::new(
+                    ErrorCode::QueryParse,
+                    "the filter cannot be used for events",
+                )
+                .details(e.to_string()),
+            ));
+        }
+        filter.extend(
+            grant
+                .row_filter(&self.principal)
+                .map_err(Failure::Refused)?,
+        );
+        let readable: Option<HashSet<String>> = shape
+            .columns
+            .iter()
+            .any(|c| !grant.readable(&c.name))
+            .then(|| {
+                shape
+                    .columns
+                    .iter()
+                    .filter(|c| grant.readable(&c.name))
+                    .map(|c| c.name.clone())
+                    .collect()
+            });
+        let view = hub.view(&self.principal.role, table, readable);
+        let subscription = Subscription {
+            connection: self.connection,
+            outbox: self.outbox.clone(),
+            filter: filter.clone(),
+            view: view.clone(),
+            expires: self
+                .principal
+                .claims
+                .get("exp")
+                .and_then(serde_json::Value::as_u64)
+                .map(|exp| exp + crate::auth::token::LEEWAY_S),
+        };
+        let last = hub.subscribe(table, subscription);
+        let sent = |r: Result<(), WsError>| r.map_err(|_| Failure::End(End::Gone));
+        sent(
+            sink.send(Message::text(protocol::subscribed(table, last)))
+                .await,
+        )?;
+        let Some(since) = since.filter(|s| *s < last) else {
+            return Ok(());
+        };
+        let head = capture::head(&app.db)
+            .await
+            .map_err(|e| Failure::End(End::Close(close::TRY_AGAIN, e.message)))?;
+        if since < head.pruned_through {
+            return sent(
+                sink.send(Message::text(protocol::resync(
+                    table,
+                    since,
+                    head.pruned_through,
+                )))
+                .await,
+            );
+        }
+        let mut after = since;
+        loop {
+            let changes = capture::fetch(
+                &app.db,
+                after,
+                Some(last),
+                Some(table.to_string()),
+                REPLAY_BATCH,
+            )
+            .await
+            .map_err(|e| Failure::End(End::Close(close::TRY_AGAIN, e.message)))?;
+            let Some(newest) = changes.last().map(|c| c.id) else {
+                break;
+            };
+            for change in &changes {
+                if let Some(kind) = classify(change, &filter) {
+                    sent(sink.feed(frame(change, kind, &view)).await)?;
+                }
+            }
+            sent(sink.flush().await)?;
+            after = newest;
+        }
+        Ok(())
+    }
+}
+
+/// A subscription that did not happen.
+enum Failure {
+    /// Refused with an error message; the connection stays.
+    Refused(ApiError),
+    /// The connection ends.
+    End(End),
+}

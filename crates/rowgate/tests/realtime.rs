@@ -1,0 +1,632 @@
+//! Realtime change feeds through a real server and real WebSocket connections (SQLite):
+//! insert/update/delete events, filters with enter/leave, resume with `since`, `resync` past
+//! retention, row filters and column grants applied to events, writes from outside the server,
+//! concurrent writers (every event once, in order), a stalled consumer closed while others go
+//! on, bad client messages closed with the right code, and close 1001 on shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{write_config, TestServer};
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// How long a test waits for a frame that must come.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+const CONFIG: &str = r#"
+[realtime]
+tables = ["team", "notes"]
+poll_ms = 100
+{extra}
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+
+[[grants]]
+role = "owner"
+tables = ["notes"]
+ops = ["select", "insert", "update", "delete"]
+filter = "owner=eq.@sub"
+
+[[grants]]
+role = "reader"
+tables = ["team"]
+ops = ["select"]
+read_columns = ["team_id", "name"]
+"#;
+
+/// A server with CONFIG (`extra` added to its `[realtime]` section) and a `notes` table.
+async fn server(extra: &str) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &CONFIG.replace("{extra}", extra), &[]).expect("config");
+    TestServer::start_sqlite_prepared(
+        dir,
+        config,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL)",
+        |_| {},
+    )
+    .await
+}
+
+async fn connect(s: &TestServer, query: &str) -> Socket {
+    let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/realtime{query}", s.addr))
+        .await
+        .expect("websocket");
+    socket
+}
+
+async fn send(socket: &mut Socket, message: Value) {
+    socket
+        .send(Message::text(message.to_string()))
+        .await
+        .expect("send");
+}
+
+/// The next text frame as JSON (panics on close or after PATIENCE).
+async fn next(socket: &mut Socket) -> Value {
+    loop {
+        let message = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("a frame in time")
+            .expect("open")
+            .expect("frame");
+        match message {
+            Message::Text(text) => return serde_json::from_str(text.as_str()).expect("json"),
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Waits for the close frame and returns its code.
+async fn closed_with(socket: &mut Socket) -> u16 {
+    loop {
+        match tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("closed in time")
+        {
+            Some(Ok(Message::Close(Some(frame)))) => return frame.code.into(),
+            Some(Ok(_)) => {}
+            other => panic!("no close frame: {other:?}"),
+        }
+    }
+}
+
+/// Subscribes and returns the id the subscription is live after.
+async fn subscribe(
+    socket: &mut Socket,
+    table: &str,
+    filter: Option<&str>,
+    since: Option<i64>,
+) -> i64 {
+    let mut message = json!({"type": "subscribe", "table": table});
+    if let Some(filter) = filter {
+        message["filter"] = json!(filter);
+    }
+    if let Some(since) = since {
+        message["since"] = json!(since);
+    }
+    send(socket, message).await;
+    let ack = next(socket).await;
+    assert_eq!(ack["type"], "subscribed", "{ack}");
+    assert_eq!(ack["table"], table);
+    ack["last"].as_i64().expect("last")
+}
+
+async fn write(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) {
+    let mut request = s.client.request(method, s.url(path));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let r = request.send().await.expect("request");
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+}
+
+/// Insert, update and delete through the API arrive as events with the row, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_update_delete_events() {
+    let s = server("").await;
+    let mut ws = connect(&s, "").await;
+    let last = subscribe(&mut ws, "team", None, None).await;
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/team",
+        Some(json!({"team_id": 100, "name": "New", "points": 1})),
+    )
+    .await;
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.100",
+        Some(json!({"points": 2})),
+    )
+    .await;
+    write(&s, reqwest::Method::DELETE, "/team?team_id=eq.100", None).await;
+    let insert = next(&mut ws).await;
+    assert_eq!(insert["type"], "event");
+    assert_eq!(insert["op"], "insert");
+    assert_eq!(insert["table"], "team");
+    assert_eq!(insert["key"], json!({"team_id": 100}));
+    assert_eq!(
+        insert["row"],
+        json!({"team_id": 100, "name": "New", "points": 1})
+    );
+    assert!(insert["id"].as_i64().expect("id") > last);
+    let update = next(&mut ws).await;
+    assert_eq!(update["op"], "update");
+    assert_eq!(update["row"]["points"], 2);
+    let delete = next(&mut ws).await;
+    assert_eq!(delete["op"], "delete");
+    assert_eq!(delete["row"]["points"], 2, "the deleted row as it was");
+    let ids: Vec<i64> = [&insert, &update, &delete]
+        .iter()
+        .map(|e| e["id"].as_i64().expect("id"))
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    send(&mut ws, json!({"type": "ping"})).await;
+    assert_eq!(next(&mut ws).await, json!({"type": "pong"}));
+    s.stop().await;
+}
+
+/// A filter selects events; an update that moves a row into the filter is `enter` (with the
+/// row), out of it `leave` (key only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_enter_and_leave() {
+    let s = server("").await;
+    let mut ws = connect(&s, "").await;
+    subscribe(&mut ws, "team", Some("points=gt.10&name=like.F*"), None).await;
+    let post =
+        |id: i64, name: &str, points: i64| json!({"team_id": id, "name": name, "points": points});
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/team",
+        Some(post(200, "Fast", 5)),
+    )
+    .await; // not in
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/team",
+        Some(post(201, "Slow", 50)),
+    )
+    .await; // not in
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.200",
+        Some(json!({"points": 20})),
+    )
+    .await; // enter
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.200",
+        Some(json!({"points": 30})),
+    )
+    .await; // update
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.200",
+        Some(json!({"points": 3})),
+    )
+    .await; // leave
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/team",
+        Some(post(202, "Fine", 11)),
+    )
+    .await; // insert
+    let enter = next(&mut ws).await;
+    assert_eq!(
+        (enter["op"].as_str(), enter["row"]["points"].as_i64()),
+        (Some("enter"), Some(20))
+    );
+    let update = next(&mut ws).await;
+    assert_eq!(
+        (update["op"].as_str(), update["row"]["points"].as_i64()),
+        (Some("update"), Some(30))
+    );
+    let leave = next(&mut ws).await;
+    assert_eq!(leave["op"], "leave");
+    assert_eq!(leave["key"], json!({"team_id": 200}));
+    assert!(leave.get("row").is_none(), "{leave}");
+    let insert = next(&mut ws).await;
+    assert_eq!(
+        (insert["op"].as_str(), insert["row"]["team_id"].as_i64()),
+        (Some("insert"), Some(202))
+    );
+    // bad filters are refused with an error frame; the connection stays
+    for (filter, code) in [
+        ("nope=eq.1", "PGRST204"),
+        ("points=zz.1", "PGRST100"),
+        ("name->>x=eq.1", "PGRST100"),
+    ] {
+        send(
+            &mut ws,
+            json!({"type": "subscribe", "table": "team", "filter": filter}),
+        )
+        .await;
+        let error = next(&mut ws).await;
+        assert_eq!(error["type"], "error", "{filter}: {error}");
+        assert_eq!(error["code"], code, "{filter}: {error}");
+    }
+    for (table, code) in [("employee", "RG420"), ("missing", "RG420")] {
+        send(&mut ws, json!({"type": "subscribe", "table": table})).await;
+        let error = next(&mut ws).await;
+        assert_eq!(error["code"], code, "{table}: {error}");
+    }
+    send(&mut ws, json!({"type": "unsubscribe", "table": "team"})).await;
+    assert_eq!(
+        next(&mut ws).await,
+        json!({"type": "unsubscribed", "table": "team"})
+    );
+    s.stop().await;
+}
+
+/// A client that reconnects with `since` gets what it missed, in order, then live events; a
+/// `since` older than the retained log gets `resync`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_with_since_and_resync_past_retention() {
+    let s = server("retention_rows = 5\nprune_ms = 200\n").await;
+    let mut ws = connect(&s, "").await;
+    let start = subscribe(&mut ws, "team", None, None).await;
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.1",
+        Some(json!({"points": 1000})),
+    )
+    .await;
+    let seen = next(&mut ws).await["id"].as_i64().expect("id");
+    drop(ws);
+    for points in 1001..1004 {
+        write(
+            &s,
+            reqwest::Method::PATCH,
+            "/team?team_id=eq.1",
+            Some(json!({"points": points})),
+        )
+        .await;
+    }
+    let mut ws = connect(&s, "").await;
+    let last = subscribe(&mut ws, "team", None, Some(seen)).await;
+    let mut replayed = Vec::new();
+    for _ in 0..3 {
+        let e = next(&mut ws).await;
+        replayed.push((
+            e["id"].as_i64().expect("id"),
+            e["row"]["points"].as_i64().expect("points"),
+        ));
+    }
+    assert_eq!(
+        replayed.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![1001, 1002, 1003]
+    );
+    assert!(
+        replayed[0].0 > seen && replayed[2].0 <= last,
+        "{replayed:?} after {seen}, up to {last}"
+    );
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.1",
+        Some(json!({"points": 1004})),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["row"]["points"], 1004);
+    // more than retention_rows changes later, the start is gone
+    for points in 0..12 {
+        write(
+            &s,
+            reqwest::Method::PATCH,
+            "/team?team_id=eq.2",
+            Some(json!({"points": points})),
+        )
+        .await;
+    }
+    let mut pruned = false;
+    for _ in 0..50 {
+        let through = s.int("SELECT through FROM _rowgate_changes_pruned");
+        if through > start + 1 {
+            pruned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(pruned, "the log was pruned");
+    let mut late = connect(&s, "").await;
+    subscribe(&mut late, "team", None, Some(start)).await;
+    let resync = next(&mut late).await;
+    assert_eq!(resync["type"], "resync", "{resync}");
+    assert_eq!(resync["since"], start);
+    s.stop().await;
+}
+
+/// Row filters and column grants apply to events: an owner sees only its notes; a reader sees
+/// only the columns it may read; a role without the grant is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_rules_apply_to_events() {
+    let s = server("").await;
+    let (alice_id, alice_token) = common::client_token(&s, "alice", "owner").await;
+    let (bob_id, bob_token) = common::client_token(&s, "bob", "owner").await;
+    let (_, reader_token) = common::client_token(&s, "r", "reader").await;
+    let mut alice = connect(&s, &format!("?access_token={alice_token}")).await;
+    let mut bob = connect(&s, "").await;
+    send(&mut bob, json!({"type": "auth", "token": bob_token})).await;
+    assert_eq!(
+        next(&mut bob).await,
+        json!({"type": "authenticated", "role": "owner"})
+    );
+    subscribe(&mut alice, "notes", None, None).await;
+    subscribe(&mut bob, "notes", None, None).await;
+    for (id, owner) in [(1, &alice_id), (2, &bob_id), (3, &alice_id)] {
+        write(
+            &s,
+            reqwest::Method::POST,
+            "/notes",
+            Some(json!({"id": id, "owner": owner, "body": "b"})),
+        )
+        .await;
+    }
+    assert_eq!(next(&mut alice).await["row"]["id"], 1);
+    assert_eq!(next(&mut bob).await["row"]["id"], 2);
+    assert_eq!(next(&mut alice).await["row"]["id"], 3);
+    // an owner change moves a note out of alice's view: leave, key only
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/notes?id=eq.3",
+        Some(json!({"owner": bob_id})),
+    )
+    .await;
+    let leave = next(&mut alice).await;
+    assert_eq!(
+        (leave["op"].as_str(), &leave["key"]),
+        (Some("leave"), &json!({"id": 3}))
+    );
+    assert!(leave.get("row").is_none());
+    let enter = next(&mut bob).await;
+    assert_eq!(
+        (enter["op"].as_str(), enter["row"]["owner"].as_str()),
+        (Some("enter"), Some(bob_id.as_str()))
+    );
+
+    let mut reader = connect(&s, &format!("?access_token={reader_token}")).await;
+    subscribe(&mut reader, "team", None, None).await;
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.3",
+        Some(json!({"points": 7})),
+    )
+    .await;
+    let e = next(&mut reader).await;
+    assert_eq!(
+        e["row"],
+        json!({"team_id": 3, "name": e["row"]["name"]}),
+        "no points column"
+    );
+    send(
+        &mut reader,
+        json!({"type": "subscribe", "table": "team", "filter": "points=gt.1"}),
+    )
+    .await;
+    assert_eq!(
+        next(&mut reader).await["code"],
+        "PGRST204",
+        "points is not readable"
+    );
+    send(&mut reader, json!({"type": "subscribe", "table": "notes"})).await;
+    assert_eq!(next(&mut reader).await["code"], "42501");
+    // a bad token at the handshake is an HTTP 401
+    let refused =
+        tokio_tungstenite::connect_async(format!("ws://{}/realtime?access_token=nope", s.addr))
+            .await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!("expected 401, got {other:?}"),
+    }
+    s.stop().await;
+}
+
+/// Writes from another program (a plain SQLite connection) are captured by the triggers and
+/// delivered (the tailer's poll finds them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_writers_produce_events() {
+    let s = server("").await;
+    let mut ws = connect(&s, "").await;
+    subscribe(&mut ws, "team", None, None).await;
+    s.exec("INSERT INTO team (team_id, name, points) VALUES (300, 'Outside', 9)");
+    let e = next(&mut ws).await;
+    assert_eq!(
+        (e["op"].as_str(), e["row"]["name"].as_str()),
+        (Some("insert"), Some("Outside"))
+    );
+    s.stop().await;
+}
+
+/// Eight writers at once, three subscribers: each receives every event exactly once, in
+/// increasing id order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_every_event_once_in_order() {
+    let s = server("").await;
+    let mut subscribers = Vec::new();
+    for _ in 0..3 {
+        let mut ws = connect(&s, "").await;
+        subscribe(&mut ws, "notes", None, None).await;
+        subscribers.push(ws);
+    }
+    let mut writers = Vec::new();
+    for w in 0..8i64 {
+        let (client, url) = (s.client.clone(), s.url("/notes"));
+        writers.push(tokio::spawn(async move {
+            for n in 0..25i64 {
+                let r = client
+                    .post(&url)
+                    .json(&json!({"id": w * 1000 + n, "owner": "x", "body": "y"}))
+                    .send()
+                    .await
+                    .expect("post");
+                assert_eq!(r.status(), 201);
+            }
+        }));
+    }
+    for w in writers {
+        w.await.expect("writer");
+    }
+    for ws in &mut subscribers {
+        let mut ids = Vec::new();
+        let mut rows = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let e = next(ws).await;
+            ids.push(e["id"].as_i64().expect("id"));
+            rows.insert(e["row"]["id"].as_i64().expect("row id"));
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order");
+        assert_eq!(rows.len(), 200, "every row once");
+    }
+    s.stop().await;
+}
+
+/// A consumer that stops reading is cut off once its queue is full (with close 1013 when the
+/// frame still fits in its socket); a reading one gets every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_consumer_is_closed_others_unaffected() {
+    let s = server("queue = 64\n").await;
+    let mut stalled = connect(&s, "").await;
+    let mut reading = connect(&s, "").await;
+    subscribe(&mut stalled, "notes", None, None).await;
+    subscribe(&mut reading, "notes", None, None).await;
+    let big = "x".repeat(64 * 1024);
+    let writer = {
+        let (client, url, big) = (s.client.clone(), s.url("/notes"), big.clone());
+        tokio::spawn(async move {
+            for id in 0..400 {
+                let r = client
+                    .post(&url)
+                    .json(&json!({"id": id, "owner": "x", "body": big}))
+                    .send()
+                    .await
+                    .expect("post");
+                assert_eq!(r.status(), 201);
+            }
+        })
+    };
+    for expected in 0..400 {
+        assert_eq!(next(&mut reading).await["row"]["id"], expected);
+    }
+    writer.await.expect("writer");
+    // the stalled one reads now: what its socket held, then the end
+    let mut received = 0;
+    let mut close_code = None;
+    loop {
+        match tokio::time::timeout(PATIENCE, stalled.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Text(_))) => received += 1,
+            Some(Ok(Message::Close(frame))) => {
+                close_code = frame.map(|f| u16::from(f.code));
+                break;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => break,
+        }
+    }
+    assert!(received < 400, "cut off: {received} of 400 events");
+    assert!(
+        close_code.is_none_or(|c| c == 1013),
+        "close code {close_code:?}"
+    );
+    let metrics = s
+        .client
+        .get(s.root_url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("rowgate_realtime_dropped_total") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    s.stop().await;
+}
+
+/// Malformed, binary, oversized and flooding messages close the connection with 1008, 1003,
+/// 1009 and 1008.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_client_messages_are_closed() {
+    let s = server("max_message_bytes = 1024\nmax_messages_per_s = 20\n").await;
+    let mut ws = connect(&s, "").await;
+    ws.send(Message::text("{not json")).await.expect("send");
+    assert_eq!(closed_with(&mut ws).await, 1008);
+    let mut ws = connect(&s, "").await;
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "table": "team", "extra": 1}),
+    )
+    .await;
+    assert_eq!(closed_with(&mut ws).await, 1008, "unknown fields");
+    let mut ws = connect(&s, "").await;
+    ws.send(Message::binary(vec![1u8, 2, 3]))
+        .await
+        .expect("send");
+    assert_eq!(closed_with(&mut ws).await, 1003);
+    let mut ws = connect(&s, "").await;
+    ws.send(Message::text("x".repeat(4096)))
+        .await
+        .expect("send");
+    assert_eq!(closed_with(&mut ws).await, 1009);
+    let mut ws = connect(&s, "").await;
+    for _ in 0..100 {
+        if ws.send(Message::text("{\"type\":\"ping\"}")).await.is_err() {
+            break;
+        }
+    }
+    let code = loop {
+        match tokio::time::timeout(PATIENCE, ws.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Close(Some(frame)))) => break u16::from(frame.code),
+            Some(Ok(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(code, 1008, "flooding");
+    // a plain GET is told to upgrade
+    let r = s
+        .client
+        .get(s.root_url("/realtime"))
+        .send()
+        .await
+        .expect("get");
+    common::assert_error(r, 426, "RG426").await;
+    s.stop().await;
+}
+
+/// On shutdown, open feeds are closed with 1001 (going away: reconnect and resume).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_feeds_with_going_away() {
+    let s = server("").await;
+    let mut ws = connect(&s, "").await;
+    subscribe(&mut ws, "team", None, None).await;
+    let stopping = tokio::spawn(s.stop());
+    assert_eq!(closed_with(&mut ws).await, 1001);
+    stopping.await.expect("stopped");
+}
