@@ -29,6 +29,8 @@ pub enum Route {
     Metrics,
     /// `/realtime`: WebSocket change feeds.
     Realtime,
+    /// `/realtime/sse`: one table's changes as Server-Sent Events.
+    RealtimeEvents,
 }
 
 /// Shared application state.
@@ -66,6 +68,7 @@ impl App {
         router.insert("/oauth/token", Route::Token)?;
         router.insert("/metrics", Route::Metrics)?;
         router.insert("/realtime", Route::Realtime)?;
+        router.insert("/realtime/sse", Route::RealtimeEvents)?;
         let metrics = Arc::new(crate::observe::Metrics::new());
         let realtime = crate::realtime::open(&config.realtime, &db, metrics.clone()).await?;
         let compiled = compile_resources(&config, &db).await?;

@@ -401,6 +401,7 @@ fn check(config: &Config) -> anyhow::Result<()> {
         if !problems.is_empty() {
             anyhow::bail!("grants: {}", problems.join("\n"));
         }
+        crate::realtime::check(&config.realtime, &schema)?;
     }
     println!(
         "configuration OK: {} custom resources, {} grants, {against} database {}",

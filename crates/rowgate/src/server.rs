@@ -238,6 +238,7 @@ async fn route(
             .await
         }
         Route::Realtime => crate::realtime::upgrade(app, &mut parts, draining),
+        Route::RealtimeEvents => crate::realtime::sse::open(app, &parts, draining),
         Route::Metrics => {
             let principal = app.auth.authenticate(&parts.headers)?;
             crate::observe::check_access(&app.config.metrics, &principal, peer)?;

@@ -1,4 +1,5 @@
-//! Realtime change feeds through a real server and real WebSocket connections (SQLite):
+//! Realtime change feeds through a real server and real WebSocket connections, on both
+//! backends:
 //! insert/update/delete events, filters with enter/leave, resume with `since`, `resync` past
 //! retention, row filters and column grants applied to events, writes from outside the server,
 //! concurrent writers (every event once, in order), a stalled consumer closed while others go
@@ -8,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{write_config, TestServer};
+use common::{write_config, Backend, TestServer};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -43,10 +44,11 @@ read_columns = ["team_id", "name"]
 "#;
 
 /// A server with CONFIG (`extra` added to its `[realtime]` section) and a `notes` table.
-async fn server(extra: &str) -> TestServer {
+async fn server(b: Backend, extra: &str) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &CONFIG.replace("{extra}", extra), &[]).expect("config");
-    TestServer::start_sqlite_prepared(
+    TestServer::start_prepared(
+        b,
         dir,
         config,
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL)",
@@ -130,9 +132,8 @@ async fn write(s: &TestServer, method: reqwest::Method, path: &str, body: Option
 }
 
 /// Insert, update and delete through the API arrive as events with the row, in order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn insert_update_delete_events() {
-    let s = server("").await;
+async fn insert_update_delete_events(b: Backend) {
+    let s = server(b, "").await;
     let mut ws = connect(&s, "").await;
     let last = subscribe(&mut ws, "team", None, None).await;
     write(
@@ -178,9 +179,8 @@ async fn insert_update_delete_events() {
 
 /// A filter selects events; an update that moves a row into the filter is `enter` (with the
 /// row), out of it `leave` (key only).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_enter_and_leave() {
-    let s = server("").await;
+async fn filters_enter_and_leave(b: Backend) {
+    let s = server(b, "").await;
     let mut ws = connect(&s, "").await;
     subscribe(&mut ws, "team", Some("points=gt.10&name=like.F*"), None).await;
     let post =
@@ -276,9 +276,8 @@ async fn filters_enter_and_leave() {
 
 /// A client that reconnects with `since` gets what it missed, in order, then live events; a
 /// `since` older than the retained log gets `resync`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resume_with_since_and_resync_past_retention() {
-    let s = server("retention_rows = 5\nprune_ms = 200\n").await;
+async fn resume_with_since_and_resync_past_retention(b: Backend) {
+    let s = server(b, "retention_rows = 5\nprune_ms = 200\n").await;
     let mut ws = connect(&s, "").await;
     let start = subscribe(&mut ws, "team", None, None).await;
     write(
@@ -337,7 +336,10 @@ async fn resume_with_since_and_resync_past_retention() {
     }
     let mut pruned = false;
     for _ in 0..50 {
-        let through = s.int("SELECT through FROM _rowgate_changes_pruned");
+        let through = s.int(match b {
+            Backend::Sqlite => "SELECT through FROM _rowgate_changes_pruned",
+            Backend::Postgres => "SELECT through FROM rowgate.changes_pruned",
+        });
         if through > start + 1 {
             pruned = true;
             break;
@@ -355,9 +357,8 @@ async fn resume_with_since_and_resync_past_retention() {
 
 /// Row filters and column grants apply to events: an owner sees only its notes; a reader sees
 /// only the columns it may read; a role without the grant is refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn access_rules_apply_to_events() {
-    let s = server("").await;
+async fn access_rules_apply_to_events(b: Backend) {
+    let s = server(b, "").await;
     let (alice_id, alice_token) = common::client_token(&s, "alice", "owner").await;
     let (bob_id, bob_token) = common::client_token(&s, "bob", "owner").await;
     let (_, reader_token) = common::client_token(&s, "r", "reader").await;
@@ -442,9 +443,8 @@ async fn access_rules_apply_to_events() {
 
 /// Writes from another program (a plain SQLite connection) are captured by the triggers and
 /// delivered (the tailer's poll finds them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn outside_writers_produce_events() {
-    let s = server("").await;
+async fn outside_writers_produce_events(b: Backend) {
+    let s = server(b, "").await;
     let mut ws = connect(&s, "").await;
     subscribe(&mut ws, "team", None, None).await;
     s.exec("INSERT INTO team (team_id, name, points) VALUES (300, 'Outside', 9)");
@@ -458,9 +458,8 @@ async fn outside_writers_produce_events() {
 
 /// Eight writers at once, three subscribers: each receives every event exactly once, in
 /// increasing id order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_writers_every_event_once_in_order() {
-    let s = server("").await;
+async fn concurrent_writers_every_event_once_in_order(b: Backend) {
+    let s = server(b, "").await;
     let mut subscribers = Vec::new();
     for _ in 0..3 {
         let mut ws = connect(&s, "").await;
@@ -501,18 +500,17 @@ async fn concurrent_writers_every_event_once_in_order() {
 
 /// A consumer that stops reading is cut off once its queue is full (with close 1013 when the
 /// frame still fits in its socket); a reading one gets every event.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_consumer_is_closed_others_unaffected() {
-    let s = server("queue = 64\n").await;
+async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
+    let s = server(b, "queue = 128\n").await;
     let mut stalled = connect(&s, "").await;
     let mut reading = connect(&s, "").await;
     subscribe(&mut stalled, "notes", None, None).await;
     subscribe(&mut reading, "notes", None, None).await;
-    let big = "x".repeat(64 * 1024);
+    let big = "x".repeat(32 * 1024);
     let writer = {
         let (client, url, big) = (s.client.clone(), s.url("/notes"), big.clone());
         tokio::spawn(async move {
-            for id in 0..400 {
+            for id in 0..600 {
                 let r = client
                     .post(&url)
                     .json(&json!({"id": id, "owner": "x", "body": big}))
@@ -523,7 +521,7 @@ async fn stalled_consumer_is_closed_others_unaffected() {
             }
         })
     };
-    for expected in 0..400 {
+    for expected in 0..600 {
         assert_eq!(next(&mut reading).await["row"]["id"], expected);
     }
     writer.await.expect("writer");
@@ -544,7 +542,7 @@ async fn stalled_consumer_is_closed_others_unaffected() {
             Some(Err(_)) | None => break,
         }
     }
-    assert!(received < 400, "cut off: {received} of 400 events");
+    assert!(received < 600, "cut off: {received} of 600 events");
     assert!(
         close_code.is_none_or(|c| c == 1013),
         "close code {close_code:?}"
@@ -569,9 +567,8 @@ async fn stalled_consumer_is_closed_others_unaffected() {
 
 /// Malformed, binary, oversized and flooding messages close the connection with 1008, 1003,
 /// 1009 and 1008.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_client_messages_are_closed() {
-    let s = server("max_message_bytes = 1024\nmax_messages_per_s = 20\n").await;
+async fn bad_client_messages_are_closed(b: Backend) {
+    let s = server(b, "max_message_bytes = 1024\nmax_messages_per_s = 20\n").await;
     let mut ws = connect(&s, "").await;
     ws.send(Message::text("{not json")).await.expect("send");
     assert_eq!(closed_with(&mut ws).await, 1008);
@@ -621,12 +618,195 @@ async fn bad_client_messages_are_closed() {
 }
 
 /// On shutdown, open feeds are closed with 1001 (going away: reconnect and resume).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_closes_feeds_with_going_away() {
-    let s = server("").await;
+async fn shutdown_closes_feeds_with_going_away(b: Backend) {
+    let s = server(b, "").await;
     let mut ws = connect(&s, "").await;
     subscribe(&mut ws, "team", None, None).await;
     let stopping = tokio::spawn(s.stop());
     assert_eq!(closed_with(&mut ws).await, 1001);
     stopping.await.expect("stopped");
 }
+
+/// Two nodes on one database: a change written through either reaches subscribers of both
+/// (PostgreSQL: through the database's NOTIFY; SQLite: the file's log, found by the poll).
+async fn nodes_share_changes(b: Backend) {
+    let a = server(b, "").await;
+    let config = write_config(a.dir.path(), &CONFIG.replace("{extra}", ""), &[]).expect("config");
+    let other = TestServer::start_beside(&a, config).await;
+    let mut on_a = connect(&a, "").await;
+    let mut on_other = connect(&other, "").await;
+    subscribe(&mut on_a, "team", None, None).await;
+    subscribe(&mut on_other, "team", None, None).await;
+    write(
+        &other,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.4",
+        Some(json!({"points": 44})),
+    )
+    .await;
+    write(
+        &a,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.5",
+        Some(json!({"points": 55})),
+    )
+    .await;
+    for ws in [&mut on_a, &mut on_other] {
+        let first = next(ws).await;
+        let second = next(ws).await;
+        assert_eq!(
+            (
+                first["row"]["points"].as_i64(),
+                second["row"]["points"].as_i64()
+            ),
+            (Some(44), Some(55))
+        );
+    }
+    other.stop().await;
+    a.stop().await;
+}
+
+/// An open Server-Sent Events stream, read message by message.
+struct EventStream {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl EventStream {
+    async fn open(s: &TestServer, query: &str, last_event_id: Option<i64>) -> EventStream {
+        let mut request = s.client.get(s.root_url(&format!("/realtime/sse{query}")));
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id.to_string());
+        }
+        let r = request.send().await.expect("sse");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "text/event-stream");
+        EventStream {
+            body: Box::pin(r.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next message's fields (`event`, `id`, `data` parsed as JSON).
+    async fn next(&mut self) -> (Option<String>, Option<i64>, Value) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let message: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    message
+                        .lines()
+                        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                        .map(str::to_string)
+                };
+                let Some(data) = field("data") else {
+                    continue; // retry: and comments
+                };
+                return (
+                    field("event"),
+                    field("id").and_then(|i| i.parse().ok()),
+                    serde_json::from_str(&data).expect("json data"),
+                );
+            }
+            let chunk = tokio::time::timeout(PATIENCE, self.body.next())
+                .await
+                .expect("a message in time")
+                .expect("open")
+                .expect("chunk");
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        }
+    }
+}
+
+/// Server-Sent Events: `subscribed`, then events with `id:` (the WebSocket event JSON);
+/// `Last-Event-ID` (what a browser sends when it reconnects) replays what was missed; requests
+/// that cannot subscribe get a JSON error before any stream; shutdown ends with `close` 1001.
+async fn server_sent_events(b: Backend) {
+    let s = server(b, "").await;
+    let mut feed = EventStream::open(&s, "?table=team&filter=points=gt.1000", None).await;
+    let (event, _, ack) = feed.next().await;
+    assert_eq!(
+        (event.as_deref(), ack["type"].as_str()),
+        (Some("subscribed"), Some("subscribed"))
+    );
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.6",
+        Some(json!({"points": 5})),
+    )
+    .await; // not in
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.7",
+        Some(json!({"points": 2001})),
+    )
+    .await;
+    let (event, id, data) = feed.next().await;
+    assert_eq!(event, None, "events are unnamed messages");
+    assert_eq!(
+        (data["op"].as_str(), data["row"]["team_id"].as_i64()),
+        (Some("enter"), Some(7))
+    );
+    assert_eq!(id, data["id"].as_i64());
+    let seen = id.expect("id");
+    drop(feed);
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.7",
+        Some(json!({"points": 2002})),
+    )
+    .await;
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.8",
+        Some(json!({"points": 2003})),
+    )
+    .await;
+    let mut again = EventStream::open(&s, "?table=team&filter=points=gt.1000", Some(seen)).await;
+    assert_eq!(again.next().await.0.as_deref(), Some("subscribed"));
+    let missed: Vec<i64> = [again.next().await, again.next().await]
+        .iter()
+        .map(|(_, _, d)| d["row"]["points"].as_i64().expect("points"))
+        .collect();
+    assert_eq!(missed, vec![2002, 2003]);
+    for (query, status, code) in [
+        ("", 400, "PGRST100"),
+        ("?table=employee", 400, "RG420"),
+        ("?table=team&filter=nope=eq.1", 400, "PGRST204"),
+        ("?table=team&since=abc", 400, "PGRST100"),
+        ("?table=team&access_token=bad", 401, "PGRST301"),
+    ] {
+        let r = s
+            .client
+            .get(s.root_url(&format!("/realtime/sse{query}")))
+            .send()
+            .await
+            .expect("get");
+        common::assert_error(r, status, code).await;
+    }
+    let stopping = tokio::spawn(s.stop());
+    let (event, _, data) = again.next().await;
+    assert_eq!(
+        (event.as_deref(), data["code"].as_i64()),
+        (Some("close"), Some(1001))
+    );
+    stopping.await.expect("stopped");
+}
+
+backend_tests!(
+    server_sent_events,
+    nodes_share_changes,
+    insert_update_delete_events,
+    filters_enter_and_leave,
+    resume_with_since_and_resync_past_retention,
+    access_rules_apply_to_events,
+    outside_writers_produce_events,
+    concurrent_writers_every_event_once_in_order,
+    stalled_consumer_is_closed_others_unaffected,
+    bad_client_messages_are_closed,
+    shutdown_closes_feeds_with_going_away,
+);

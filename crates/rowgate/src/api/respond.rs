@@ -9,14 +9,35 @@ use sha2::{Digest, Sha256};
 use super::request::MediaType;
 use crate::error::ApiError;
 
-/// The HTTP response type of the whole server.
-pub type Response = http::Response<Full<Bytes>>;
+/// The HTTP response type of the whole server: a whole body, or a stream (Server-Sent Events).
+pub type Response = http::Response<Body>;
+
+/// A response body: whole, or chunks from a channel.
+pub type Body = http_body_util::Either<Full<Bytes>, Streamed>;
+
+/// A body whose chunks come from a channel, ending when the sender is dropped.
+pub struct Streamed(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Streamed {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
 
 /// An answer under construction.
 pub struct Reply {
     status: StatusCode,
     content_type: Option<HeaderValue>,
     body: Bytes,
+    stream: Option<tokio::sync::mpsc::Receiver<Bytes>>,
     headers: Vec<(HeaderName, HeaderValue)>,
     applied: Vec<String>,
 }
@@ -28,6 +49,7 @@ impl Reply {
             status,
             content_type: Some(HeaderValue::from_static(media.content_type())),
             body,
+            stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
         }
@@ -44,6 +66,7 @@ impl Reply {
             status,
             content_type: Some(content_type),
             body,
+            stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
         }
@@ -55,8 +78,21 @@ impl Reply {
             status,
             content_type: None,
             body: Bytes::new(),
+            stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
+        }
+    }
+
+    /// An answer whose body is streamed from `chunks` (ends when their sender is dropped).
+    pub fn stream(
+        status: StatusCode,
+        content_type: HeaderValue,
+        chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> Reply {
+        Reply {
+            stream: Some(chunks),
+            ..Reply::typed(status, content_type, Bytes::new())
         }
     }
 
@@ -87,8 +123,12 @@ impl Reply {
 
     /// The HTTP response; `head` drops the body (HEAD requests).
     pub fn into_response(self, head: bool) -> Response {
-        let body = if head { Bytes::new() } else { self.body };
-        let mut response = http::Response::new(Full::new(body));
+        let body = match self.stream {
+            Some(chunks) if !head => Body::Right(Streamed(chunks)),
+            _ if head => Body::Left(Full::new(Bytes::new())),
+            _ => Body::Left(Full::new(self.body)),
+        };
+        let mut response = http::Response::new(body);
         *response.status_mut() = self.status;
         let headers = response.headers_mut();
         if let Some(ct) = self.content_type {
@@ -109,7 +149,7 @@ impl Reply {
 /// An error as an HTTP response.
 pub fn error_response(err: &ApiError, head: bool) -> Response {
     let body = if head { Bytes::new() } else { err.body() };
-    let mut response = http::Response::new(Full::new(body));
+    let mut response = http::Response::new(Body::Left(Full::new(body)));
     *response.status_mut() = err.status();
     response
         .headers_mut()

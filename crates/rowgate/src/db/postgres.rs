@@ -60,10 +60,21 @@ pub async fn listen_for_reloads(
     url: &str,
     reload: &tokio::sync::mpsc::Sender<()>,
 ) -> anyhow::Result<()> {
+    listen(url, RELOAD_CHANNEL, |payload| {
+        if payload == RELOAD_PAYLOAD {
+            let _ = reload.try_send(());
+        }
+    })
+    .await
+}
+
+/// Listens on `channel` of the database at `url` and calls `on` with the payload of every
+/// notification, until the connection ends (returns why).
+pub async fn listen(url: &str, channel: &str, mut on: impl FnMut(&str)) -> anyhow::Result<()> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls)
         .await
         .context("cannot connect to PostgreSQL")?;
-    let listen = format!("LISTEN {RELOAD_CHANNEL}");
+    let listen = format!("LISTEN {channel}");
     let mut listening = Box::pin(client.batch_execute(&listen));
     // Drive the connection while LISTEN runs, then keep reading its notifications.
     let mut listened = false;
@@ -82,8 +93,8 @@ pub async fn listen_for_reloads(
         .await;
         match message {
             Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
-                if n.channel() == RELOAD_CHANNEL && n.payload() == RELOAD_PAYLOAD {
-                    let _ = reload.try_send(());
+                if n.channel() == channel {
+                    on(n.payload());
                 }
             }
             Some(Ok(_)) => {}
@@ -236,7 +247,7 @@ impl Postgres {
         self.schema.load_full()
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
         self.pool.get().await.map_err(|e| {
             tracing::warn!(error = %e, "no PostgreSQL connection");
             ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")

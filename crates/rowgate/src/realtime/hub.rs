@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
 use tokio::sync::{mpsc, Notify};
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::capture::{Change, Op};
 use super::protocol::{self, close, Kind};
@@ -47,9 +47,18 @@ impl View {
     }
 }
 
+/// One event, serialised once and shared by every subscriber with the same view.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The change's id.
+    pub id: i64,
+    /// The event JSON (see [`protocol::event`]).
+    pub json: Utf8Bytes,
+}
+
 /// One connection's side that the hub holds: its bounded queue and a way to close it.
 pub struct Outbox {
-    queue: mpsc::Sender<Message>,
+    queue: mpsc::Sender<Event>,
     /// Set once the connection must close (checked before every send, without the lock).
     closed: std::sync::atomic::AtomicBool,
     closing: Mutex<Option<(u16, &'static str)>>,
@@ -59,7 +68,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// An outbox with room for `capacity` frames, and its receiving end.
-    pub fn new(capacity: usize) -> (Arc<Outbox>, mpsc::Receiver<Message>) {
+    pub fn new(capacity: usize) -> (Arc<Outbox>, mpsc::Receiver<Event>) {
         let (queue, frames) = mpsc::channel(capacity.max(1));
         (
             Arc::new(Outbox {
@@ -92,7 +101,7 @@ impl Outbox {
         self.closed.load(Ordering::Relaxed)
     }
 
-    fn send(&self, frame: &Message) -> bool {
+    fn send(&self, frame: &Event) -> bool {
         match self.queue.try_send(frame.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -217,7 +226,7 @@ impl Hub {
                 continue;
             };
             // frames of this change, per (view, kind)
-            let mut frames: Vec<(*const View, Kind, Message)> = Vec::new();
+            let mut frames: Vec<(*const View, Kind, Event)> = Vec::new();
             for sub in subs {
                 if sub.outbox.is_closed() {
                     continue;
@@ -271,13 +280,16 @@ pub fn classify(change: &Change, filter: &[Condition]) -> Option<Kind> {
     }
 }
 
-/// The event frame of `change` as `kind`, with the columns of `view`.
-pub fn frame(change: &Change, kind: Kind, view: &View) -> Message {
+/// The event of `change` as `kind`, with the columns of `view`.
+pub fn frame(change: &Change, kind: Kind, view: &View) -> Event {
     let row = match kind {
         Kind::Insert | Kind::Update | Kind::Enter => view.project(change.new.as_ref()),
         Kind::Delete => view.project(change.old.as_ref()),
         Kind::Leave => None,
     };
     let key = view.project(change.key.as_ref());
-    Message::text(protocol::event(change.id, &change.table, kind, key, row))
+    Event {
+        id: change.id,
+        json: protocol::event(change.id, &change.table, kind, key, row).into(),
+    }
 }

@@ -1,7 +1,9 @@
 //! Realtime change feeds: [`capture`] (triggers append every write to a change log in the
-//! same transaction), [`hub`] (this worker's subscriptions and the fan-out), [`session`] (one
-//! WebSocket connection, generic over Sink/Stream), [`protocol`] (the JSON messages), and here
-//! the set-up, the tailer that reads the log into the hub, and the WebSocket upgrade.
+//! same transaction), [`hub`] (this worker's subscriptions and the fan-out), [`subscribe`]
+//! (checks of a subscription request, replay), [`session`] (one WebSocket connection, generic
+//! over Sink/Stream), [`sse`] (one Server-Sent Events stream), [`protocol`] (the JSON
+//! messages), and here the set-up, the tailer that reads the log into the hub, and the
+//! WebSocket upgrade.
 //!
 //! The tailer wakes on this worker's own commits, on the supervisor's word that another worker
 //! committed, and every `realtime.poll_ms` (writers outside Rowgate); it prunes the log past
@@ -11,6 +13,8 @@ pub mod capture;
 pub mod hub;
 pub mod protocol;
 pub mod session;
+pub mod sse;
+pub mod subscribe;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,6 +94,26 @@ pub fn spawn(app: &Arc<App>) {
     let Some(realtime) = app.realtime.clone() else {
         return;
     };
+    let location = app.config.db.path.to_string_lossy().into_owned();
+    if crate::cli::is_postgres_url(&location) {
+        // every node's tailer is woken by the capture trigger's NOTIFY
+        let elsewhere = realtime.elsewhere.clone();
+        tokio::spawn(async move {
+            loop {
+                let listened =
+                    crate::db::postgres::listen(&location, capture::postgres::CHANNEL, |_| {
+                        elsewhere.notify_one();
+                    })
+                    .await;
+                if let Err(e) = listened {
+                    tracing::debug!(error = %e, "realtime notifications: reconnecting");
+                }
+                // changes committed while the connection was down are found by the poll
+                elsewhere.notify_one();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
     let app = app.clone();
     tokio::spawn(async move {
         let config = &app.config.realtime;
@@ -239,8 +263,8 @@ pub fn upgrade(
 }
 
 /// The request's headers for authentication: its own, or an `Authorization` made from the
-/// `access_token` query parameter (browsers cannot set headers on a WebSocket).
-fn token_headers(parts: &http::request::Parts) -> HeaderMap {
+/// `access_token` query parameter (browsers cannot set headers on a WebSocket or EventSource).
+pub(crate) fn token_headers(parts: &http::request::Parts) -> HeaderMap {
     let mut headers = parts.headers.clone();
     if headers.contains_key(header::AUTHORIZATION) {
         return headers;

@@ -6,7 +6,7 @@
 //! sent, then the replay of the missed events `(since, L]` from the log, then the queued live
 //! events (> L): in order, no gap, no duplicate.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,16 +16,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::capture;
-use super::hub::{classify, frame, Outbox, Subscription};
+use super::hub::{Event, Outbox, Subscription};
 use super::protocol::{self, close, ClientMessage};
+use super::subscribe::{prepare, Replay};
 use crate::app::App;
-use crate::auth::policy::{self, Op};
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
-
-/// Changes read from the log per query while replaying.
-const REPLAY_BATCH: usize = 500;
 
 /// What a session starts with.
 pub struct Context {
@@ -148,17 +144,17 @@ where
 /// Writes `first` and whatever else is queued, then flushes; false when the socket failed.
 async fn write_queued<K>(
     sink: &mut K,
-    first: Message,
-    frames: &mut tokio::sync::mpsc::Receiver<Message>,
+    first: Event,
+    frames: &mut tokio::sync::mpsc::Receiver<Event>,
 ) -> bool
 where
     K: Sink<Message, Error = WsError> + Unpin,
 {
-    if sink.feed(first).await.is_err() {
+    if sink.feed(Message::Text(first.json)).await.is_err() {
         return false;
     }
-    while let Ok(frame) = frames.try_recv() {
-        if sink.feed(frame).await.is_err() {
+    while let Ok(event) = frames.try_recv() {
+        if sink.feed(Message::Text(event.json)).await.is_err() {
             return false;
         }
     }
@@ -289,89 +285,18 @@ impl Session {
         let realtime = app.realtime.clone().ok_or_else(|| {
             Failure::Refused(ApiError::new(ErrorCode::NotFound, "realtime is off"))
         })?;
-        let hub = &realtime.hub;
-        if !app.config.realtime.covers(table) {
-            return Err(Failure::Refused(
-                ApiError::new(
-                    ErrorCode::RealtimeNotEnabled,
-                    format!("table {table:?} is not a realtime table"),
-                )
-                .hint("list it in realtime.tables"),
-            ));
-        }
-        let schema = app.db.schema();
-        let Some(shape) = schema.table(table) else {
-            return Err(Failure::Refused(ApiError::new(
-                ErrorCode::TableNotFound,
-                format!("no table {table:?}"),
-            )));
-        };
-        let grant = app
-            .auth
-            .policy
-            .check(&self.principal, table, Op::Select)
+        let prepared = prepare(app, &realtime.hub, &self.principal, table, filter_text)
             .map_err(Failure::Refused)?;
-        let mut filter = match filter_text.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(text) => policy::parse_filter(text).map_err(|e| {
-                Failure::Refused(
-                    ApiError::new(ErrorCode::QueryParse, "the filter could not be parsed")
-                        .details(format!("{e:#}")),
-                )
-            })?,
-            None => Vec::new(),
-        };
-        for condition in &filter {
-            for column in policy::columns_of(condition) {
-                if shape.column(column).is_none() || !grant.readable(column) {
-                    return Err(Failure::Refused(ApiError::new(
-                        ErrorCode::ColumnNotFound,
-                        format!("no readable column {column:?} in {table:?}"),
-                    )));
-                }
-            }
-        }
-        // What only the database can evaluate (JSON paths, PostgreSQL operators) is refused.
-        let nulls = |_: &str| Some(rowgate_query::ast::Value::Null);
-        if let Err(e) = rowgate_query::eval::eval_all(&filter, &nulls) {
-            return Err(Failure::Refused(
-                ApiError::new(
-                    ErrorCode::QueryParse,
-                    "the filter cannot be used for events",
-                )
-                .details(e.to_string()),
-            ));
-        }
-        filter.extend(
-            grant
-                .row_filter(&self.principal)
-                .map_err(Failure::Refused)?,
+        let last = realtime.hub.subscribe(
+            table,
+            Subscription {
+                connection: self.connection,
+                outbox: self.outbox.clone(),
+                filter: prepared.filter.clone(),
+                view: prepared.view.clone(),
+                expires: prepared.expires,
+            },
         );
-        let readable: Option<HashSet<String>> = shape
-            .columns
-            .iter()
-            .any(|c| !grant.readable(&c.name))
-            .then(|| {
-                shape
-                    .columns
-                    .iter()
-                    .filter(|c| grant.readable(&c.name))
-                    .map(|c| c.name.clone())
-                    .collect()
-            });
-        let view = hub.view(&self.principal.role, table, readable);
-        let subscription = Subscription {
-            connection: self.connection,
-            outbox: self.outbox.clone(),
-            filter: filter.clone(),
-            view: view.clone(),
-            expires: self
-                .principal
-                .claims
-                .get("exp")
-                .and_then(serde_json::Value::as_u64)
-                .map(|exp| exp + crate::auth::token::LEEWAY_S),
-        };
-        let last = hub.subscribe(table, subscription);
         let sent = |r: Result<(), WsError>| r.map_err(|_| Failure::End(End::Gone));
         sent(
             sink.send(Message::text(protocol::subscribed(table, last)))
@@ -380,42 +305,25 @@ impl Session {
         let Some(since) = since.filter(|s| *s < last) else {
             return Ok(());
         };
-        let head = capture::head(&app.db)
-            .await
-            .map_err(|e| Failure::End(End::Close(close::TRY_AGAIN, e.message)))?;
-        if since < head.pruned_through {
-            return sent(
-                sink.send(Message::text(protocol::resync(
-                    table,
-                    since,
-                    head.pruned_through,
-                )))
-                .await,
-            );
+        let unavailable = |e: ApiError| Failure::End(End::Close(close::TRY_AGAIN, e.message));
+        let mut replay = Replay::start(app, since, last).await.map_err(unavailable)?;
+        if let Replay::Resync(head) = replay {
+            let text = protocol::resync(table, since, head.pruned_through);
+            return sent(sink.send(Message::text(text)).await);
         }
-        let mut after = since;
         loop {
-            let changes = capture::fetch(
-                &app.db,
-                after,
-                Some(last),
-                Some(table.to_string()),
-                REPLAY_BATCH,
-            )
-            .await
-            .map_err(|e| Failure::End(End::Close(close::TRY_AGAIN, e.message)))?;
-            let Some(newest) = changes.last().map(|c| c.id) else {
-                break;
-            };
-            for change in &changes {
-                if let Some(kind) = classify(change, &filter) {
-                    sent(sink.feed(frame(change, kind, &view)).await)?;
-                }
+            let batch = replay
+                .next_batch(app, table, &prepared)
+                .await
+                .map_err(unavailable)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for event in batch {
+                sent(sink.feed(Message::Text(event.json)).await)?;
             }
             sent(sink.flush().await)?;
-            after = newest;
         }
-        Ok(())
     }
 }
 

@@ -79,16 +79,10 @@ impl TestServer {
     /// As [`TestServer::start_postgres`], keeping `dir` (the configuration's folder) alive.
     async fn start_postgres_with(
         dir: tempfile::TempDir,
-        mut config: Config,
+        config: Config,
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
-        let url = postgres::new_database();
-        rowgate::demo::postgres::init(&url, 200)
-            .await
-            .expect("demo init");
-        config.db.path = url.clone().into();
-        config.db.pool_size = 8;
-        Self::launch(dir, config, adjust, url.into()).await
+        Self::start_prepared(Backend::Postgres, dir, config, "", adjust).await
     }
 
     /// Starts a server on a demo database in `dir` with `config` (adjusted by the test).
@@ -98,27 +92,53 @@ impl TestServer {
         config: Config,
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
-        if backend == Backend::Postgres {
-            return Self::start_postgres_with(dir, config, adjust).await;
-        }
-        Self::start_sqlite_prepared(dir, config, "", adjust).await
+        Self::start_prepared(backend, dir, config, "", adjust).await
     }
 
-    /// Starts a server on a SQLite demo database in `dir` on which `setup` (SQL) has run
-    /// before the server opens it.
-    pub async fn start_sqlite_prepared(
+    /// A second server (another node) on `other`'s database, with `config`.
+    pub async fn start_beside(other: &TestServer, mut config: Config) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // the same master secret: tokens of one node work on the other
+        std::fs::copy(
+            other.dir.path().join("rowgate.secret"),
+            dir.path().join("rowgate.secret"),
+        )
+        .expect("secret");
+        config.db.path = other.db_path.clone();
+        config.db.pool_size = 8;
+        config.db.readers = 2;
+        Self::launch(dir, config, |_| {}, other.db_path.clone()).await
+    }
+
+    /// Starts a server on a demo database (a SQLite file in `dir`, or a fresh PostgreSQL
+    /// database) on which `setup` (SQL) has run before the server opens it.
+    pub async fn start_prepared(
+        backend: Backend,
         dir: tempfile::TempDir,
         mut config: Config,
         setup: &str,
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
-        let db_path = dir.path().join("demo.db");
-        rowgate::demo::init(&db_path, 200).expect("demo init");
+        let db_path = match backend {
+            Backend::Postgres => {
+                let url = postgres::new_database();
+                rowgate::demo::postgres::init(&url, 200)
+                    .await
+                    .expect("demo init");
+                config.db.pool_size = 8;
+                std::path::PathBuf::from(url)
+            }
+            Backend::Sqlite => {
+                let path = dir.path().join("demo.db");
+                rowgate::demo::init(&path, 200).expect("demo init");
+                config.db.readers = 2;
+                path
+            }
+        };
         if !setup.is_empty() {
             db_exec(&db_path, setup);
         }
         config.db.path = db_path.clone();
-        config.db.readers = 2;
         Self::launch(dir, config, adjust, db_path).await
     }
 

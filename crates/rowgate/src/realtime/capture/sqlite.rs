@@ -1,19 +1,14 @@
-//! Change capture in the database: triggers on every realtime table append
-//! `(id, table, op, key, new row, old row, time)` to a change log in the same transaction as
-//! the write, so writes from any client — this server, another worker, the `sqlite3` shell —
-//! are captured. Ids are monotonic and follow commit order (SQLite has one writer at a time).
-//!
-//! SQLite: `_rowgate_changes` (hidden from the API like every `_rowgate_` table), triggers
+//! Change capture on SQLite: `_rowgate_changes` (hidden from the API like every `_rowgate_` table), triggers
 //! `_rowgate_rt_{insert,update,delete}_<table>`. The triggers are re-created only when their
 //! text changes (a schema change), so workers starting together converge without DDL loops.
 //! Rows are JSON built by the trigger: booleans as `true`/`false`, JSON columns as JSON, blobs
 //! as hex. The trigger SQL uses only functions of SQLite 3.38+, so older shells can write too.
 
 use rusqlite::{params, Connection, OptionalExtension as _};
-use serde_json::{Map, Value as Json};
 
-use crate::db::{map_error, Database};
-use crate::error::{ApiError, ErrorCode};
+use super::{object, Change, Head, Op};
+use crate::db::{map_error, Sqlite};
+use crate::error::ApiError;
 use crate::schema::{JsonKind, Table};
 
 /// The change log.
@@ -22,67 +17,9 @@ const LOG: &str = "_rowgate_changes";
 /// Prefix of the capture triggers' names.
 const TRIGGER_PREFIX: &str = "_rowgate_rt_";
 
-/// What happened to a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// A new row.
-    Insert,
-    /// A changed row (old and new).
-    Update,
-    /// A removed row.
-    Delete,
-}
-
-impl Op {
-    fn parse(text: &str) -> Option<Op> {
-        match text {
-            "insert" => Some(Op::Insert),
-            "update" => Some(Op::Update),
-            "delete" => Some(Op::Delete),
-            _ => None,
-        }
-    }
-
-    /// As the trigger names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Insert => "insert",
-            Op::Update => "update",
-            Op::Delete => "delete",
-        }
-    }
-}
-
-/// One captured change.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// Position in the log (monotonic).
-    pub id: i64,
-    /// Table name.
-    pub table: String,
-    /// What happened.
-    pub op: Op,
-    /// The primary key (`None` for a keyless table).
-    pub key: Option<Map<String, Json>>,
-    /// The row after (insert, update).
-    pub new: Option<Map<String, Json>>,
-    /// The row before (update, delete).
-    pub old: Option<Map<String, Json>>,
-}
-
-/// Where the log stands: its last id, and the last id pruned (events up to it are gone).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Head {
-    /// The newest change's id (0: none yet).
-    pub last: i64,
-    /// Changes up to this id were pruned.
-    pub pruned_through: i64,
-}
-
 /// Creates the change log and the triggers of `tables` (and drops triggers of tables no longer
 /// listed). Writes only what differs, so a second call changes nothing.
-pub async fn ensure(db: &Database, tables: &[Table]) -> anyhow::Result<()> {
-    let sqlite = sqlite_only(db)?;
+pub async fn ensure(sqlite: &Sqlite, tables: &[Table]) -> anyhow::Result<()> {
     let wanted: Vec<(String, String)> = tables
         .iter()
         .flat_map(|t| {
@@ -143,13 +80,12 @@ pub async fn ensure(db: &Database, tables: &[Table]) -> anyhow::Result<()> {
 /// Up to `limit` changes after `after`, oldest first (of `table` only, when given, and not
 /// past `upto`).
 pub async fn fetch(
-    db: &Database,
+    sqlite: &Sqlite,
     after: i64,
     upto: Option<i64>,
     table: Option<String>,
     limit: usize,
 ) -> Result<Vec<Change>, ApiError> {
-    let sqlite = db.as_sqlite().ok_or_else(unsupported)?;
     sqlite
         .read(move |conn| {
             let mut stmt = conn
@@ -198,8 +134,7 @@ pub async fn fetch(
 }
 
 /// The log's last id and pruning mark.
-pub async fn head(db: &Database) -> Result<Head, ApiError> {
-    let sqlite = db.as_sqlite().ok_or_else(unsupported)?;
+pub async fn head(sqlite: &Sqlite) -> Result<Head, ApiError> {
     sqlite
         .read(|conn| {
             let last: i64 = conn
@@ -234,23 +169,17 @@ pub async fn head(db: &Database) -> Result<Head, ApiError> {
         .await
 }
 
-/// Deletes changes older than `max_age_ms` or beyond the newest `max_rows`; returns how many.
-pub async fn prune(db: &Database, max_age_ms: u64, max_rows: u64) -> Result<usize, ApiError> {
-    let sqlite = db.as_sqlite().ok_or_else(unsupported)?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let cutoff = now_ms.saturating_sub(i64::try_from(max_age_ms).unwrap_or(i64::MAX));
-    let keep = i64::try_from(max_rows).unwrap_or(i64::MAX);
+/// Deletes the oldest changes past the retention (a chunk at a time); returns how many.
+pub async fn prune(sqlite: &Sqlite, cutoff_ms: i64, keep: i64) -> Result<usize, ApiError> {
     sqlite
         .write(move |conn| {
             let through: Option<i64> = conn
                 .query_row(
                     &format!(
-                        "SELECT max(id) FROM {LOG}
+                        "SELECT max(id) FROM (SELECT id, at FROM {LOG} ORDER BY id LIMIT 10000)
                          WHERE at < ?1 OR id <= (SELECT max(id) FROM {LOG}) - ?2"
                     ),
-                    params![cutoff, keep],
+                    params![cutoff_ms, keep],
                     |r| r.get(0),
                 )
                 .map_err(map_error)?;
@@ -268,25 +197,6 @@ pub async fn prune(db: &Database, max_age_ms: u64, max_rows: u64) -> Result<usiz
             Ok(deleted)
         })
         .await
-}
-
-fn unsupported() -> ApiError {
-    ApiError::new(
-        ErrorCode::Unavailable,
-        "realtime change capture is not available on this database",
-    )
-}
-
-fn sqlite_only(db: &Database) -> anyhow::Result<&crate::db::Sqlite> {
-    db.as_sqlite()
-        .ok_or_else(|| anyhow::anyhow!("realtime is not available on PostgreSQL yet"))
-}
-
-fn object(text: &str) -> Option<Map<String, Json>> {
-    match serde_json::from_str(text) {
-        Ok(Json::Object(map)) => Some(map),
-        _ => None,
-    }
 }
 
 fn table_exists(conn: &Connection) -> rusqlite::Result<bool> {

@@ -1,0 +1,212 @@
+//! Change capture on PostgreSQL: `rowgate.changes` and one trigger `rowgate_rt` per realtime
+//! table calling `rowgate.capture(name, key columns…)`, which appends `to_jsonb` of the rows
+//! and `NOTIFY rowgate_changes` (the tailers' wake-up, on every node).
+//!
+//! A sequence alone does not give commit order (a transaction that took id 10 may commit after
+//! the one that took 11, and a reader past 11 would skip 10), so the trigger first takes a
+//! transaction-scoped advisory lock: transactions that write realtime tables commit one after
+//! another from their first captured row on, and ids follow commit order. Writes to other
+//! tables are not affected.
+
+use tokio_postgres::types::ToSql;
+
+use super::{Change, Head, Op};
+use crate::db::postgres::map_error;
+use crate::db::Postgres;
+use crate::error::ApiError;
+use crate::schema::Table;
+
+/// The channel the capture trigger notifies.
+pub const CHANNEL: &str = "rowgate_changes";
+
+/// Advisory lock keys: capture order, and set-up (several nodes may start together).
+const CAPTURE_LOCK: i64 = 0x726f_7767_6174_6501;
+const SETUP_LOCK: i64 = 0x726f_7767_6174_6502;
+
+fn setup_sql() -> String {
+    format!(
+        "CREATE SCHEMA IF NOT EXISTS rowgate;
+         CREATE TABLE IF NOT EXISTS rowgate.changes (
+           id bigserial PRIMARY KEY,
+           tbl text NOT NULL,
+           op text NOT NULL,
+           pk jsonb,
+           new jsonb,
+           old jsonb,
+           at bigint NOT NULL);
+         CREATE TABLE IF NOT EXISTS rowgate.changes_pruned (through bigint NOT NULL);
+         INSERT INTO rowgate.changes_pruned (through)
+           SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM rowgate.changes_pruned);
+         CREATE OR REPLACE FUNCTION rowgate.capture() RETURNS trigger
+         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+         DECLARE
+           after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
+           before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END;
+           key jsonb;
+         BEGIN
+           PERFORM pg_advisory_xact_lock({CAPTURE_LOCK});
+           IF TG_NARGS > 1 THEN
+             SELECT jsonb_object_agg(k, coalesce(after, before) -> k) INTO key
+               FROM unnest(TG_ARGV[1:TG_NARGS - 1]) AS k;
+           END IF;
+           INSERT INTO rowgate.changes (tbl, op, pk, new, old, at)
+             VALUES (TG_ARGV[0], lower(TG_OP), key, after, before,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+           PERFORM pg_notify('{CHANNEL}', '');
+           RETURN NULL;
+         END
+         $fn$;"
+    )
+}
+
+/// Creates the log, the capture function and the triggers of `tables`; drops the triggers of
+/// tables no longer listed. One node at a time (advisory lock), in one transaction.
+pub async fn ensure(db: &Postgres, tables: &[Table]) -> anyhow::Result<()> {
+    let mut client = db.client().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tx = client.build_transaction().read_only(false).start().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
+        .await?;
+    tx.batch_execute(&setup_sql()).await?;
+    let wanted: Vec<String> = tables.iter().map(|t| qualified(&t.name)).collect();
+    let unlisted = tx
+        .query(
+            "SELECT t.tgrelid::regclass::text FROM pg_trigger t
+             WHERE t.tgname = 'rowgate_rt'
+               AND NOT t.tgrelid = ANY (SELECT to_regclass(w) FROM unnest($1::text[]) w)",
+            &[&wanted],
+        )
+        .await?;
+    for row in unlisted {
+        let relation: String = row.get(0);
+        tx.batch_execute(&format!("DROP TRIGGER IF EXISTS rowgate_rt ON {relation}"))
+            .await?;
+    }
+    for table in tables {
+        let mut args = vec![literal(&table.name)];
+        args.extend(table.primary_key.iter().map(|k| literal(k)));
+        tx.batch_execute(&format!(
+            "CREATE OR REPLACE TRIGGER rowgate_rt AFTER INSERT OR UPDATE OR DELETE ON {} \
+             FOR EACH ROW EXECUTE FUNCTION rowgate.capture({})",
+            qualified(&table.name),
+            args.join(", ")
+        ))
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Changes after `after` (up to `upto`, of `table` when given), oldest first.
+pub async fn fetch(
+    db: &Postgres,
+    after: i64,
+    upto: Option<i64>,
+    table: Option<String>,
+    limit: usize,
+) -> Result<Vec<Change>, ApiError> {
+    let client = db.client().await?;
+    let upto = upto.unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let params: [&(dyn ToSql + Sync); 4] = [&after, &upto, &table, &limit];
+    let rows = client
+        .query(
+            "SELECT id, tbl, op, pk::text, new::text, old::text FROM rowgate.changes
+             WHERE id > $1 AND id <= $2 AND ($3::text IS NULL OR tbl = $3)
+             ORDER BY id LIMIT $4",
+            &params,
+        )
+        .await
+        .map_err(map_error)?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let op: String = r.get(2);
+            Some(Change {
+                id: r.get(0),
+                table: r.get(1),
+                op: Op::parse(&op)?,
+                key: r
+                    .get::<_, Option<String>>(3)
+                    .as_deref()
+                    .and_then(super::object),
+                new: r
+                    .get::<_, Option<String>>(4)
+                    .as_deref()
+                    .and_then(super::object),
+                old: r
+                    .get::<_, Option<String>>(5)
+                    .as_deref()
+                    .and_then(super::object),
+            })
+        })
+        .collect())
+}
+
+/// The last id given (the sequence, also past pruned rows) and the pruning mark.
+pub async fn head(db: &Postgres) -> Result<Head, ApiError> {
+    let client = db.client().await?;
+    let row = client
+        .query_one(
+            "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+                       FROM rowgate.changes_id_seq),
+                    (SELECT coalesce(max(through), 0) FROM rowgate.changes_pruned)",
+            &[],
+        )
+        .await
+        .map_err(map_error)?;
+    Ok(Head {
+        last: row.get(0),
+        pruned_through: row.get(1),
+    })
+}
+
+/// Deletes the oldest changes past the retention (a chunk at a time); returns how many.
+pub async fn prune(db: &Postgres, cutoff_ms: i64, keep: i64) -> Result<usize, ApiError> {
+    let mut client = db.client().await?;
+    let tx = client
+        .build_transaction()
+        .read_only(false)
+        .start()
+        .await
+        .map_err(map_error)?;
+    let through: Option<i64> = tx
+        .query_one(
+            "SELECT max(id) FROM (SELECT id, at FROM rowgate.changes ORDER BY id LIMIT 10000) o
+             WHERE at < $1 OR id <= (SELECT max(id) FROM rowgate.changes) - $2",
+            &[&cutoff_ms, &keep],
+        )
+        .await
+        .map_err(map_error)?
+        .get(0);
+    let Some(through) = through else {
+        return Ok(0);
+    };
+    let deleted = tx
+        .execute("DELETE FROM rowgate.changes WHERE id <= $1", &[&through])
+        .await
+        .map_err(map_error)?;
+    tx.execute(
+        "UPDATE rowgate.changes_pruned SET through = greatest(through, $1)",
+        &[&through],
+    )
+    .await
+    .map_err(map_error)?;
+    tx.commit().await.map_err(map_error)?;
+    Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+}
+
+/// A table's name as the schema cache has it (`name` or `schema.name`), quoted for SQL.
+fn qualified(name: &str) -> String {
+    match name.split_once('.') {
+        Some((schema, table)) => format!("{}.{}", quote(schema), quote(table)),
+        None => quote(name),
+    }
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}

@@ -1,0 +1,164 @@
+//! What a subscription request must pass, and the replay of what a client missed: shared by
+//! the WebSocket sessions and the Server-Sent Events streams.
+//!
+//! [`prepare`] checks a request against the configuration, the schema cache and the role's
+//! grant (table realtime, `select` granted, filter columns present and readable, filter
+//! evaluable in memory) and returns the filter to match (the client's AND the role's row
+//! filter), the column view and when the token runs out. [`replay`] reads `(since, last]` from
+//! the log in batches.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rowgate_query::ast::Condition;
+
+use super::capture::{self, Head};
+use super::hub::{classify, frame, Event, Hub, View};
+use crate::app::App;
+use crate::auth::policy::{self, Op};
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+
+/// Changes read from the log per query while replaying.
+const REPLAY_BATCH: usize = 500;
+
+/// A subscription request that passed the checks.
+pub struct Prepared {
+    /// The client's filter and the role's row filter.
+    pub filter: Vec<Condition>,
+    /// The columns the role may read.
+    pub view: Arc<View>,
+    /// When the token runs out (Unix seconds, with the verification leeway).
+    pub expires: Option<u64>,
+}
+
+/// Checks a request to follow `table` with `filter_text` as `principal`.
+pub fn prepare(
+    app: &App,
+    hub: &Hub,
+    principal: &Principal,
+    table: &str,
+    filter_text: Option<&str>,
+) -> Result<Prepared, ApiError> {
+    if !app.config.realtime.covers(table) {
+        return Err(ApiError::new(
+            ErrorCode::RealtimeNotEnabled,
+            format!("table {table:?} is not a realtime table"),
+        )
+        .hint("list it in realtime.tables"));
+    }
+    let schema = app.db.schema();
+    let Some(shape) = schema.table(table) else {
+        return Err(ApiError::new(
+            ErrorCode::TableNotFound,
+            format!("no table {table:?}"),
+        ));
+    };
+    let grant = app.auth.policy.check(principal, table, Op::Select)?;
+    let mut filter = match filter_text.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(text) => policy::parse_filter(text).map_err(|e| {
+            ApiError::new(ErrorCode::QueryParse, "the filter could not be parsed")
+                .details(format!("{e:#}"))
+        })?,
+        None => Vec::new(),
+    };
+    for condition in &filter {
+        for column in policy::columns_of(condition) {
+            if shape.column(column).is_none() || !grant.readable(column) {
+                return Err(ApiError::new(
+                    ErrorCode::ColumnNotFound,
+                    format!("no readable column {column:?} in {table:?}"),
+                ));
+            }
+        }
+    }
+    // What only the database can evaluate (JSON paths, PostgreSQL operators) is refused.
+    let nulls = |_: &str| Some(rowgate_query::ast::Value::Null);
+    if let Err(e) = rowgate_query::eval::eval_all(&filter, &nulls) {
+        return Err(ApiError::new(
+            ErrorCode::QueryParse,
+            "the filter cannot be used for events",
+        )
+        .details(e.to_string()));
+    }
+    filter.extend(grant.row_filter(principal)?);
+    let readable: Option<HashSet<String>> = shape
+        .columns
+        .iter()
+        .any(|c| !grant.readable(&c.name))
+        .then(|| {
+            shape
+                .columns
+                .iter()
+                .filter(|c| grant.readable(&c.name))
+                .map(|c| c.name.clone())
+                .collect()
+        });
+    Ok(Prepared {
+        filter,
+        view: hub.view(&principal.role, table, readable),
+        expires: principal
+            .claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+            .map(|exp| exp + crate::auth::token::LEEWAY_S),
+    })
+}
+
+/// What a client that saw event `since` missed of `table`, up to `last`.
+pub enum Replay {
+    /// Events after `since` were pruned (up to this id): the client must re-read.
+    Resync(Head),
+    /// The missed events, read in batches by [`Replay::next_batch`].
+    Events {
+        /// The newest id already read.
+        after: i64,
+        /// Where the live stream takes over.
+        last: i64,
+    },
+}
+
+impl Replay {
+    /// Starts a replay (reads where the log stands).
+    pub async fn start(app: &App, since: i64, last: i64) -> Result<Replay, ApiError> {
+        let head = capture::head(&app.db).await?;
+        Ok(if since < head.pruned_through {
+            Replay::Resync(head)
+        } else {
+            Replay::Events { after: since, last }
+        })
+    }
+
+    /// The next batch of matching events (empty: done).
+    pub async fn next_batch(
+        &mut self,
+        app: &App,
+        table: &str,
+        prepared: &Prepared,
+    ) -> Result<Vec<Event>, ApiError> {
+        let Replay::Events { after, last } = self else {
+            return Ok(Vec::new());
+        };
+        loop {
+            let changes = capture::fetch(
+                &app.db,
+                *after,
+                Some(*last),
+                Some(table.to_string()),
+                REPLAY_BATCH,
+            )
+            .await?;
+            let Some(newest) = changes.last().map(|c| c.id) else {
+                return Ok(Vec::new());
+            };
+            *after = newest;
+            let events: Vec<Event> = changes
+                .iter()
+                .filter_map(|c| classify(c, &prepared.filter).map(|k| frame(c, k, &prepared.view)))
+                .collect();
+            if !events.is_empty() {
+                return Ok(events);
+            }
+        }
+    }
+}
