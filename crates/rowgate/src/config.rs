@@ -307,6 +307,9 @@ pub struct RealtimeConfig {
     pub max_message_bytes: usize,
     /// Client messages per second before the connection is closed (1008).
     pub max_messages_per_s: u32,
+    /// Ping every connection this often, in seconds; a WebSocket client that answers nothing
+    /// for two rounds is closed (0: never).
+    pub ping_s: u64,
 }
 
 impl RealtimeConfig {
@@ -328,6 +331,7 @@ impl Default for RealtimeConfig {
             max_subscriptions: 100,
             max_message_bytes: 16_384,
             max_messages_per_s: 100,
+            ping_s: 30,
         }
     }
 }
@@ -584,6 +588,11 @@ pub const KEYS: &[Key] = &[
         name: "realtime.max_messages_per_s",
         env: "ROWGATE_REALTIME_MAX_MESSAGES_PER_S",
         doc: "client messages per second before closing (1008)",
+    },
+    Key {
+        name: "realtime.ping_s",
+        env: "ROWGATE_REALTIME_PING_S",
+        doc: "ping every realtime connection this often, in s (0 = never)",
     },
     Key {
         name: "auth.secret_file",

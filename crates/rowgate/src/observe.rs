@@ -32,6 +32,8 @@ pub struct Metrics {
     worker_restarts: Gauge,
     /// Realtime connections open now.
     realtime_connections: std::sync::atomic::AtomicI64,
+    /// Events waiting in realtime connections' queues (read at scrape time).
+    realtime_queued: AtomicUsize,
     realtime_changes: Counter,
     realtime_frames: Counter,
     realtime_dropped: Counter,
@@ -117,6 +119,7 @@ impl Metrics {
             recorder.register_counter(&key("rowgate_realtime_dropped_total", vec![]), &METADATA);
         Metrics {
             realtime_connections: std::sync::atomic::AtomicI64::new(0),
+            realtime_queued: AtomicUsize::new(0),
             realtime_changes,
             realtime_frames,
             realtime_dropped,
@@ -151,6 +154,11 @@ impl Metrics {
     pub fn realtime_connection(&self, delta: i64) {
         self.realtime_connections
             .fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Events waiting in realtime connections' queues now.
+    pub fn set_realtime_queued(&self, n: usize) {
+        self.realtime_queued.store(n, Ordering::Relaxed);
     }
 
     /// `changes` read from the log, `frames` queued to connections.
@@ -189,6 +197,10 @@ impl Metrics {
             gauge(
                 "rowgate_realtime_connections",
                 self.realtime_connections.load(Ordering::Relaxed) as f64,
+            );
+            gauge(
+                "rowgate_realtime_queued",
+                self.realtime_queued.load(Ordering::Relaxed) as f64,
             );
             gauge(
                 "rowgate_process_resident_bytes",

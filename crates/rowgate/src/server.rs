@@ -248,6 +248,9 @@ async fn route(
                     "the metrics are read-only",
                 ));
             }
+            if let Some(realtime) = &app.realtime {
+                app.metrics.set_realtime_queued(realtime.hub.queued());
+            }
             Ok(Reply::raw(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

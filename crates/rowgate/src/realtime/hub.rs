@@ -59,10 +59,13 @@ pub struct Event {
 /// One connection's side that the hub holds: its bounded queue and a way to close it.
 pub struct Outbox {
     queue: mpsc::Sender<Event>,
+    capacity: usize,
     /// Set once the connection must close (checked before every send, without the lock).
     closed: std::sync::atomic::AtomicBool,
     closing: Mutex<Option<(u16, &'static str)>>,
-    /// Woken when the connection must close.
+    /// Set by the sweeper: time to ping the client (and to check that it answered).
+    ping: std::sync::atomic::AtomicBool,
+    /// Woken when the connection must close or ping.
     pub wake: Notify,
 }
 
@@ -73,8 +76,10 @@ impl Outbox {
         (
             Arc::new(Outbox {
                 queue,
+                capacity: capacity.max(1),
                 closed: std::sync::atomic::AtomicBool::new(false),
                 closing: Mutex::new(None),
+                ping: std::sync::atomic::AtomicBool::new(false),
                 wake: Notify::new(),
             }),
             frames,
@@ -94,6 +99,27 @@ impl Outbox {
     /// Why the connection must close, if it must.
     pub fn closing(&self) -> Option<(u16, &'static str)> {
         *self.closing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the connection to ping its client.
+    pub fn ping(&self) {
+        self.ping.store(true, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// Whether a ping was asked for (and clears the request).
+    pub fn take_ping(&self) -> bool {
+        self.ping.swap(false, Ordering::Relaxed)
+    }
+
+    /// Whether a ping was asked for and not yet taken.
+    pub fn ping_pending(&self) -> bool {
+        self.ping.load(Ordering::Relaxed)
+    }
+
+    /// Events waiting in the queue.
+    pub fn queued(&self) -> usize {
+        self.capacity.saturating_sub(self.queue.capacity())
     }
 
     /// Whether the connection was told to close.
@@ -138,6 +164,8 @@ struct Registry {
 /// Every subscription of this worker.
 pub struct Hub {
     registry: Mutex<Registry>,
+    /// Every open connection (the sweeper pings them; `/metrics` sums their queues).
+    connections: Mutex<HashMap<u64, std::sync::Weak<Outbox>>>,
     next_connection: AtomicU64,
     metrics: Arc<Metrics>,
     /// Tells the supervisor (and so the other workers) that this worker committed changes.
@@ -152,6 +180,7 @@ impl Hub {
                 last,
                 ..Registry::default()
             }),
+            connections: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
             metrics,
             announce: OnceLock::new(),
@@ -162,9 +191,44 @@ impl Hub {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A fresh connection id.
-    pub fn connection_id(&self) -> u64 {
-        self.next_connection.fetch_add(1, Ordering::Relaxed)
+    /// Registers a new connection's outbox; returns its id.
+    pub fn connect(&self, outbox: &Arc<Outbox>) -> u64 {
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        self.open_connections().insert(id, Arc::downgrade(outbox));
+        id
+    }
+
+    /// Forgets a closed connection (and its subscriptions on `tables`).
+    pub fn disconnect<'a>(&self, connection: u64, tables: impl IntoIterator<Item = &'a String>) {
+        for table in tables {
+            self.unsubscribe(table, connection);
+        }
+        self.open_connections().remove(&connection);
+    }
+
+    fn open_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, std::sync::Weak<Outbox>>> {
+        self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks every connection to ping its client (the one sweeper: no timer per connection).
+    pub fn sweep(&self) {
+        let outboxes: Vec<Arc<Outbox>> = self
+            .open_connections()
+            .values()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for outbox in outboxes {
+            outbox.ping();
+        }
+    }
+
+    /// Events waiting in all connections' queues.
+    pub fn queued(&self) -> usize {
+        self.open_connections()
+            .values()
+            .filter_map(std::sync::Weak::upgrade)
+            .map(|o| o.queued())
+            .sum()
     }
 
     /// The last change id dispatched.

@@ -114,6 +114,19 @@ pub fn spawn(app: &Arc<App>) {
             }
         });
     }
+    if app.config.realtime.ping_s > 0 {
+        // one sweeper pings every connection; a WebSocket client silent for two rounds is closed
+        let realtime = realtime.clone();
+        let every = Duration::from_secs(app.config.realtime.ping_s);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                realtime.hub.sweep();
+            }
+        });
+    }
     let app = app.clone();
     tokio::spawn(async move {
         let config = &app.config.realtime;

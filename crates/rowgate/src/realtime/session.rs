@@ -53,7 +53,7 @@ where
     let settings = ctx.app.config.realtime.clone();
     let (mut sink, mut stream) = socket.split();
     let (outbox, mut frames) = Outbox::new(settings.queue);
-    let connection = hub.connection_id();
+    let connection = hub.connect(&outbox);
     let metrics = ctx.app.metrics.clone();
     metrics.realtime_connection(1);
     let mut session = Session {
@@ -64,6 +64,8 @@ where
         tables: HashMap::new(),
         window: (Instant::now(), 0),
     };
+    let ping_every = Duration::from_secs(settings.ping_s);
+    let mut heard = Instant::now();
     if *ctx.draining.borrow() {
         let _ = sink
             .send(close_frame(
@@ -81,6 +83,14 @@ where
                 if let Some((code, reason)) = outbox.closing() {
                     break End::Close(code, reason.into());
                 }
+                if outbox.take_ping() {
+                    if heard.elapsed() > ping_every * 2 {
+                        break End::Close(close::GOING_AWAY, "no answer to pings".into());
+                    }
+                    if sink.send(Message::Ping(Default::default())).await.is_err() {
+                        break End::Gone;
+                    }
+                }
             }
             changed = ctx.draining.changed() => {
                 if changed.is_err() || *ctx.draining.borrow() {
@@ -90,10 +100,24 @@ where
             Some(frame) = frames.recv() => {
                 // A client that stopped reading blocks this write once the socket's buffers
                 // are full; the hub then flags the connection, which ends the wait.
-                let written = tokio::select! {
-                    written = write_queued(&mut sink, frame, &mut frames) => written,
-                    () = outbox.wake.notified() => false,
+                let written = {
+                    let write = write_queued(&mut sink, frame, &mut frames);
+                    tokio::pin!(write);
+                    loop {
+                        tokio::select! {
+                            written = &mut write => break written,
+                            () = outbox.wake.notified() => {
+                                if outbox.is_closed() {
+                                    break false;
+                                }
+                            }
+                        }
+                    }
                 };
+                if outbox.ping_pending() {
+                    // the sweeper's wake-up went to the write above: keep it for the loop
+                    outbox.wake.notify_one();
+                }
                 if !written {
                     match outbox.closing() {
                         Some((code, reason)) => break End::Close(code, reason.into()),
@@ -101,7 +125,9 @@ where
                     }
                 }
             }
-            message = stream.next() => match message {
+            message = stream.next() => {
+                heard = Instant::now();
+                match message {
                 None | Some(Ok(Message::Close(_))) => break End::Gone,
                 Some(Err(WsError::Capacity(_))) => {
                     break End::Close(close::TOO_BIG, format!("messages are limited to {} bytes", settings.max_message_bytes));
@@ -122,12 +148,10 @@ where
                         Err(end) => break end,
                     }
                 }
-            },
+            }},
         }
     };
-    for table in session.tables.keys() {
-        hub.unsubscribe(table, connection);
-    }
+    hub.disconnect(connection, session.tables.keys());
     if let End::Close(code, reason) = end {
         // briefly: a client that does not read may never take the close frame
         let _ = tokio::time::timeout(Duration::from_secs(1), async {

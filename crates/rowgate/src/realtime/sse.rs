@@ -75,7 +75,7 @@ pub fn open(
     let principal = app.auth.authenticate(&super::token_headers(parts))?;
     let prepared = prepare(app, &realtime.hub, &principal, &table, param("filter"))?;
     let (outbox, frames) = Outbox::new(app.config.realtime.queue);
-    let connection = realtime.hub.connection_id();
+    let connection = realtime.hub.connect(&outbox);
     let last = realtime.hub.subscribe(
         &table,
         Subscription {
@@ -98,7 +98,7 @@ pub fn open(
         };
         feed.run(&app, &table, &prepared, since, last).await;
         if let Some(realtime) = &app.realtime {
-            realtime.hub.unsubscribe(&table, connection);
+            realtime.hub.disconnect(connection, [&table]);
         }
         app.metrics.realtime_connection(-1);
     });
@@ -173,6 +173,11 @@ impl Feed {
                         self.close(code, reason).await;
                         return;
                     }
+                    // a comment line keeps proxies from timing the stream out; a client that
+                    // is gone fails the write
+                    if self.outbox.take_ping() && !self.put(Bytes::from_static(b": ping\n\n")).await {
+                        return;
+                    }
                 }
                 changed = self.draining.changed() => {
                     if changed.is_err() || *self.draining.borrow() {
@@ -193,10 +198,23 @@ impl Feed {
     /// Hands a chunk to the response body; false when the client is gone or the connection
     /// was flagged while the client did not read.
     async fn put(&mut self, chunk: Bytes) -> bool {
-        tokio::select! {
-            sent = self.body.send(chunk) => sent.is_ok(),
-            () = self.outbox.wake.notified() => false,
+        let send = self.body.send(chunk);
+        tokio::pin!(send);
+        let sent = loop {
+            tokio::select! {
+                sent = &mut send => break sent.is_ok(),
+                () = self.outbox.wake.notified() => {
+                    if self.outbox.is_closed() {
+                        break false;
+                    }
+                }
+            }
+        };
+        if self.outbox.ping_pending() {
+            // the sweeper's wake-up went to this send: keep it for the loop
+            self.outbox.wake.notify_one();
         }
+        sent
     }
 
     /// Ends the stream with `event: close` (if the client still reads).
