@@ -17,6 +17,21 @@ use tokio_tungstenite::tungstenite::Message;
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// Any WebSocket, over a socket or in memory.
+trait Ws:
+    futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error>
+    + futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+    + Unpin
+{
+}
+
+impl<T> Ws for T where
+    T: futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error>
+        + futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+        + Unpin
+{
+}
+
 /// How long a test waits for a frame that must come.
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -64,7 +79,7 @@ async fn connect(s: &TestServer, query: &str) -> Socket {
     socket
 }
 
-async fn send(socket: &mut Socket, message: Value) {
+async fn send(socket: &mut impl Ws, message: Value) {
     socket
         .send(Message::text(message.to_string()))
         .await
@@ -72,7 +87,7 @@ async fn send(socket: &mut Socket, message: Value) {
 }
 
 /// The next text frame as JSON (panics on close or after PATIENCE).
-async fn next(socket: &mut Socket) -> Value {
+async fn next(socket: &mut impl Ws) -> Value {
     loop {
         let message = tokio::time::timeout(PATIENCE, socket.next())
             .await
@@ -88,7 +103,7 @@ async fn next(socket: &mut Socket) -> Value {
 }
 
 /// Waits for the close frame and returns its code.
-async fn closed_with(socket: &mut Socket) -> u16 {
+async fn closed_with(socket: &mut impl Ws) -> u16 {
     loop {
         match tokio::time::timeout(PATIENCE, socket.next())
             .await
@@ -103,7 +118,7 @@ async fn closed_with(socket: &mut Socket) -> u16 {
 
 /// Subscribes and returns the id the subscription is live after.
 async fn subscribe(
-    socket: &mut Socket,
+    socket: &mut impl Ws,
     table: &str,
     filter: Option<&str>,
     since: Option<i64>,
@@ -833,7 +848,52 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
     s.stop().await;
 }
 
-sqlite_tests!(silent_clients_are_closed_by_the_sweeper);
+/// The session is generic over Sink/Stream: here it runs over an in-memory pipe, no socket
+/// and no HTTP upgrade, and behaves the same.
+async fn session_runs_without_a_socket(b: Backend) {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let s = server(b, "").await;
+    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    let server_ws =
+        tokio_tungstenite::WebSocketStream::from_raw_socket(server_end, Role::Server, None).await;
+    let (_draining, drained) = tokio::sync::watch::channel(false);
+    let principal = s
+        .app
+        .auth
+        .authenticate(&http::HeaderMap::new())
+        .expect("anonymous");
+    tokio::spawn(rowgate::realtime::session::run(
+        server_ws,
+        rowgate::realtime::session::Context {
+            app: s.app.clone(),
+            principal,
+            draining: drained,
+        },
+    ));
+    let mut client =
+        tokio_tungstenite::WebSocketStream::from_raw_socket(client_end, Role::Client, None).await;
+    subscribe(&mut client, "team", None, None).await;
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/team?team_id=eq.9",
+        Some(json!({"points": 99})),
+    )
+    .await;
+    let e = next(&mut client).await;
+    assert_eq!(
+        (e["op"].as_str(), e["row"]["points"].as_i64()),
+        (Some("update"), Some(99))
+    );
+    send(&mut client, json!({"type": "nonsense"})).await;
+    assert_eq!(closed_with(&mut client).await, 1008);
+    s.stop().await;
+}
+
+sqlite_tests!(
+    silent_clients_are_closed_by_the_sweeper,
+    session_runs_without_a_socket
+);
 
 backend_tests!(
     server_sent_events,

@@ -193,11 +193,15 @@ where
     sink.send(Message::text(text)).await.map_err(|_| End::Gone)
 }
 
-/// A close frame.
+/// A close frame; the reason is cut to the 123 bytes a control frame can carry.
 fn close_frame(code: u16, reason: &str) -> Message {
+    let mut cut = reason.len().min(123);
+    while !reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
     Message::Close(Some(CloseFrame {
         code: CloseCode::from(code),
-        reason: reason.to_string().into(),
+        reason: reason[..cut].to_string().into(),
     }))
 }
 
