@@ -8,13 +8,13 @@
 //! A subscriber whose outbound queue is full is not waited for: its connection is told to
 //! close (1013) and the others go on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::capture::{Change, Op};
@@ -56,34 +56,37 @@ pub struct Event {
     pub json: Utf8Bytes,
 }
 
-/// One connection's side that the hub holds: its bounded queue and a way to close it.
+/// One connection's side that the hub holds: its bounded queue and a way to close it. The
+/// queue is a plain deque that allocates only while events wait (an idle connection holds no
+/// queue memory: it counts at 100k connections).
 pub struct Outbox {
-    queue: mpsc::Sender<Event>,
+    queue: Mutex<VecDeque<Event>>,
     capacity: usize,
     /// Set once the connection must close (checked before every send, without the lock).
     closed: std::sync::atomic::AtomicBool,
     closing: Mutex<Option<(u16, &'static str)>>,
     /// Set by the sweeper: time to ping the client (and to check that it answered).
     ping: std::sync::atomic::AtomicBool,
-    /// Woken when the connection must close or ping.
+    /// Woken when events wait, or the connection must close or ping.
     pub wake: Notify,
 }
 
 impl Outbox {
-    /// An outbox with room for `capacity` frames, and its receiving end.
-    pub fn new(capacity: usize) -> (Arc<Outbox>, mpsc::Receiver<Event>) {
-        let (queue, frames) = mpsc::channel(capacity.max(1));
-        (
-            Arc::new(Outbox {
-                queue,
-                capacity: capacity.max(1),
-                closed: std::sync::atomic::AtomicBool::new(false),
-                closing: Mutex::new(None),
-                ping: std::sync::atomic::AtomicBool::new(false),
-                wake: Notify::new(),
-            }),
-            frames,
-        )
+    /// An outbox with room for `capacity` events.
+    pub fn new(capacity: usize) -> Arc<Outbox> {
+        Arc::new(Outbox {
+            queue: Mutex::new(VecDeque::new()),
+            capacity: capacity.max(1),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            closing: Mutex::new(None),
+            ping: std::sync::atomic::AtomicBool::new(false),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Takes every waiting event (oldest first).
+    pub fn take(&self) -> VecDeque<Event> {
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Asks the connection to close with `code` (the first reason wins).
@@ -119,7 +122,7 @@ impl Outbox {
 
     /// Events waiting in the queue.
     pub fn queued(&self) -> usize {
-        self.capacity.saturating_sub(self.queue.capacity())
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Whether the connection was told to close.
@@ -128,14 +131,19 @@ impl Outbox {
     }
 
     fn send(&self, frame: &Event) -> bool {
-        match self.queue.try_send(frame.clone()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.close(close::TRY_AGAIN, "too far behind: reconnect with since");
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.len() >= self.capacity {
+            drop(queue);
+            self.close(close::TRY_AGAIN, "too far behind: reconnect with since");
+            return false;
         }
+        let was_empty = queue.is_empty();
+        queue.push_back(frame.clone());
+        drop(queue);
+        if was_empty {
+            self.wake.notify_one();
+        }
+        true
     }
 }
 

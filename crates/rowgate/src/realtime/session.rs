@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::hub::{Event, Outbox, Subscription};
+use super::hub::{Outbox, Subscription};
 use super::protocol::{self, close, ClientMessage};
 use super::subscribe::{prepare, Replay};
 use crate::app::App;
@@ -50,9 +50,10 @@ where
         return;
     };
     let hub = &realtime.hub;
-    let settings = ctx.app.config.realtime.clone();
+    let app = ctx.app.clone();
+    let settings = &app.config.realtime;
     let (mut sink, mut stream) = socket.split();
-    let (outbox, mut frames) = Outbox::new(settings.queue);
+    let outbox = Outbox::new(settings.queue);
     let connection = hub.connect(&outbox);
     let metrics = ctx.app.metrics.clone();
     metrics.realtime_connection(1);
@@ -74,6 +75,7 @@ where
             ))
             .await;
         metrics.realtime_connection(-1);
+        hub.disconnect(connection, []);
         return;
     }
     let end = loop {
@@ -91,38 +93,15 @@ where
                         break End::Gone;
                     }
                 }
+                // A client that stopped reading blocks these writes once the socket's buffers
+                // are full; the hub then flags the connection, which ends the wait.
+                if let Err(end) = Box::pin(deliver(&mut sink, &outbox)).await {
+                    break end;
+                }
             }
             changed = ctx.draining.changed() => {
                 if changed.is_err() || *ctx.draining.borrow() {
                     break End::Close(close::GOING_AWAY, "the server is shutting down".into());
-                }
-            }
-            Some(frame) = frames.recv() => {
-                // A client that stopped reading blocks this write once the socket's buffers
-                // are full; the hub then flags the connection, which ends the wait.
-                let written = {
-                    let write = write_queued(&mut sink, frame, &mut frames);
-                    tokio::pin!(write);
-                    loop {
-                        tokio::select! {
-                            written = &mut write => break written,
-                            () = outbox.wake.notified() => {
-                                if outbox.is_closed() {
-                                    break false;
-                                }
-                            }
-                        }
-                    }
-                };
-                if outbox.ping_pending() {
-                    // the sweeper's wake-up went to the write above: keep it for the loop
-                    outbox.wake.notify_one();
-                }
-                if !written {
-                    match outbox.closing() {
-                        Some((code, reason)) => break End::Close(code, reason.into()),
-                        None => break End::Gone,
-                    }
                 }
             }
             message = stream.next() => {
@@ -143,7 +122,9 @@ where
                     }
                 }
                 Some(Ok(Message::Text(text))) => {
-                    match session.handle(text.as_str(), &mut sink, &settings).await {
+                    // boxed: the handler's future (subscribe, replay) is large, and an idle
+                    // connection should not carry its size
+                    match Box::pin(session.handle(text.as_str(), &mut sink, settings)).await {
                         Ok(()) => {}
                         Err(end) => break end,
                     }
@@ -152,6 +133,7 @@ where
         }
     };
     hub.disconnect(connection, session.tables.keys());
+    drop(session);
     if let End::Close(code, reason) = end {
         // briefly: a client that does not read may never take the close frame
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -165,24 +147,45 @@ where
     metrics.realtime_connection(-1);
 }
 
-/// Writes `first` and whatever else is queued, then flushes; false when the socket failed.
-async fn write_queued<K>(
-    sink: &mut K,
-    first: Event,
-    frames: &mut tokio::sync::mpsc::Receiver<Event>,
-) -> bool
+/// Writes every waiting event, until none waits; ends the session when the socket fails or
+/// the connection was flagged (too far behind) while a write was blocked.
+async fn deliver<K>(sink: &mut K, outbox: &Outbox) -> Result<(), End>
 where
     K: Sink<Message, Error = WsError> + Unpin,
 {
-    if sink.feed(Message::Text(first.json)).await.is_err() {
-        return false;
-    }
-    while let Ok(event) = frames.try_recv() {
-        if sink.feed(Message::Text(event.json)).await.is_err() {
-            return false;
+    loop {
+        let waiting = outbox.take();
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let write = async {
+            for event in waiting {
+                sink.feed(Message::Text(event.json)).await?;
+            }
+            sink.flush().await
+        };
+        tokio::pin!(write);
+        let written = loop {
+            tokio::select! {
+                written = &mut write => break written.is_ok(),
+                () = outbox.wake.notified() => {
+                    if outbox.is_closed() {
+                        break false;
+                    }
+                }
+            }
+        };
+        if !written {
+            return Err(match outbox.closing() {
+                Some((code, reason)) => End::Close(code, reason.into()),
+                None => End::Gone,
+            });
+        }
+        if outbox.ping_pending() {
+            // the sweeper's wake-up went to the write above: keep it for the loop
+            outbox.wake.notify_one();
         }
     }
-    sink.flush().await.is_ok()
 }
 
 /// Sends one text message.

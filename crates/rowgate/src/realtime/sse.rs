@@ -74,7 +74,7 @@ pub fn open(
     };
     let principal = app.auth.authenticate(&super::token_headers(parts))?;
     let prepared = prepare(app, &realtime.hub, &principal, &table, param("filter"))?;
-    let (outbox, frames) = Outbox::new(app.config.realtime.queue);
+    let outbox = Outbox::new(app.config.realtime.queue);
     let connection = realtime.hub.connect(&outbox);
     let last = realtime.hub.subscribe(
         &table,
@@ -93,7 +93,6 @@ pub fn open(
         let feed = Feed {
             body,
             outbox,
-            frames,
             draining,
         };
         feed.run(&app, &table, &prepared, since, last).await;
@@ -115,7 +114,6 @@ pub fn open(
 struct Feed {
     body: mpsc::Sender<Bytes>,
     outbox: Arc<Outbox>,
-    frames: mpsc::Receiver<Event>,
     draining: watch::Receiver<bool>,
 }
 
@@ -178,6 +176,20 @@ impl Feed {
                     if self.outbox.take_ping() && !self.put(Bytes::from_static(b": ping\n\n")).await {
                         return;
                     }
+                    loop {
+                        let waiting = self.outbox.take();
+                        if waiting.is_empty() {
+                            break;
+                        }
+                        for event in &waiting {
+                            if !self.put(event_chunk(event)).await {
+                                if let Some((code, reason)) = self.outbox.closing() {
+                                    self.close(code, reason).await;
+                                }
+                                return;
+                            }
+                        }
+                    }
                 }
                 changed = self.draining.changed() => {
                     if changed.is_err() || *self.draining.borrow() {
@@ -186,11 +198,6 @@ impl Feed {
                     }
                 }
                 () = self.body.closed() => return,
-                Some(event) = self.frames.recv() => {
-                    if !self.put(event_chunk(&event)).await {
-                        return;
-                    }
-                }
             }
         }
     }
