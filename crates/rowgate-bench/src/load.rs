@@ -23,9 +23,9 @@ use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 
 use crate::procstat;
-use crate::spec::Request;
+use crate::spec::{Drawn, Request};
 
-/// How requests are paced.
+/// How requests are paced, or which WebSocket run it is (those are run by [`crate::ws`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -35,6 +35,60 @@ pub enum Mode {
     Open,
     /// A new connection per request.
     Fresh,
+    /// WebSocket: connections subscribed, then held idle (server memory and CPU per connection).
+    Idle,
+    /// WebSocket: connect + subscribe rate.
+    Connect,
+    /// WebSocket: writes fanned out to subscribers (frames per second, commit-to-client latency).
+    Fanout,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 6] = [
+        Mode::Closed,
+        Mode::Open,
+        Mode::Fresh,
+        Mode::Idle,
+        Mode::Connect,
+        Mode::Fanout,
+    ];
+
+    /// Its name in scenario files and labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Closed => "closed",
+            Mode::Open => "open",
+            Mode::Fresh => "fresh",
+            Mode::Idle => "idle",
+            Mode::Connect => "connect",
+            Mode::Fanout => "fanout",
+        }
+    }
+
+    /// Whether [`crate::ws`] runs it (rather than the HTTP engine here).
+    pub fn is_websocket(self) -> bool {
+        matches!(self, Mode::Idle | Mode::Connect | Mode::Fanout)
+    }
+
+    /// What its rate counts: answers, connections subscribed or frames delivered.
+    pub fn rate_unit(self) -> &'static str {
+        match self {
+            Mode::Closed | Mode::Open | Mode::Fresh => "req/s",
+            Mode::Idle | Mode::Connect => "conn/s",
+            Mode::Fanout => "frames/s",
+        }
+    }
+
+    /// What the server CPU figure is per: a request, a connection, a frame, or (idle) a second.
+    pub fn cpu_unit(self) -> &'static str {
+        match self {
+            Mode::Closed | Mode::Open | Mode::Fresh => "req",
+            Mode::Idle => "s",
+            Mode::Connect => "conn",
+            Mode::Fanout => "frame",
+        }
+    }
 }
 
 /// Everything one run needs.
@@ -93,6 +147,18 @@ pub struct Outcome {
     pub server_rss_bytes: Option<u64>,
     /// Server peak RSS, bytes.
     pub server_peak_rss_bytes: Option<u64>,
+    /// WebSocket runs: server RSS before the connections opened, bytes (the difference to
+    /// `server_rss_bytes` is what the connections cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_rss_before_bytes: Option<u64>,
+}
+
+impl Outcome {
+    /// Server memory per connection held: the RSS growth over the connections that passed.
+    pub fn rss_per_connection(&self) -> Option<f64> {
+        let (before, after) = (self.server_rss_before_bytes?, self.server_rss_bytes?);
+        (self.ok > 0).then(|| (after as f64 - before as f64) / self.ok as f64)
+    }
 }
 
 /// Latency percentiles, microseconds.
@@ -108,6 +174,19 @@ pub struct Latency {
     pub p999: u64,
     /// Maximum.
     pub max: u64,
+}
+
+impl Latency {
+    /// The percentiles of `histogram`.
+    pub fn of(histogram: &Histogram<u64>) -> Latency {
+        Latency {
+            p50: histogram.value_at_quantile(0.50),
+            p90: histogram.value_at_quantile(0.90),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            max: histogram.max(),
+        }
+    }
 }
 
 /// Shared state of a run.
@@ -129,10 +208,23 @@ struct Tally {
     errors: u64,
 }
 
+/// Distinct error messages kept per run.
 const MAX_SAMPLES: usize = 5;
+
+/// Keeps `error` among `samples` when it is new and there is room.
+pub fn keep_sample(samples: &mut Vec<String>, error: String) {
+    if samples.len() < MAX_SAMPLES && !samples.contains(&error) {
+        samples.push(error);
+    }
+}
 
 /// Runs `plan` to the end.
 pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        !plan.mode.is_websocket(),
+        "{} is a WebSocket mode",
+        plan.mode.name()
+    );
     anyhow::ensure!(!plan.mix.is_empty(), "no requests to send");
     anyhow::ensure!(plan.connections > 0, "connections must be at least 1");
     anyhow::ensure!(
@@ -202,16 +294,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         errors,
         error_samples: samples,
         rps: ok as f64 / seconds.max(1e-9),
-        latency_us: Latency {
-            p50: histogram.value_at_quantile(0.50),
-            p90: histogram.value_at_quantile(0.90),
-            p99: histogram.value_at_quantile(0.99),
-            p999: histogram.value_at_quantile(0.999),
-            max: histogram.max(),
-        },
+        latency_us: Latency::of(&histogram),
         server_cpu_us_per_request: cpu,
         server_rss_bytes: after.map(|a| a.rss_bytes),
         server_peak_rss_bytes: after.map(|a| a.peak_rss_bytes),
+        server_rss_before_bytes: None,
     })
 }
 
@@ -241,11 +328,12 @@ pub async fn idle(pids: &[u32], seconds: Duration) -> anyhow::Result<Outcome> {
         ),
         server_rss_bytes: Some(after.rss_bytes),
         server_peak_rss_bytes: Some(after.peak_rss_bytes),
+        server_rss_before_bytes: None,
     })
 }
 
-fn new_histogram() -> Histogram<u64> {
-    // 1 µs to 10 minutes, 3 significant digits.
+/// An empty latency histogram: 1 µs to 10 minutes, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3)
         .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
@@ -294,7 +382,7 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
     };
     let think = (!plan.think.is_empty()).then(|| plan.think[client % plan.think.len()]);
     let interval = plan.rate.map(|r| Duration::from_secs_f64(1.0 / r));
-    let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    let mut connection = Client::new(plan.addr, plan.host.clone(), plan.mode == Mode::Fresh);
     // Paced clients start spread over one think time, as independent users would, not all at
     // the first instant.
     if let Some(t) = think {
@@ -325,7 +413,7 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
         };
         let request = pick(&plan.mix, &shared.weights, &mut rng);
         let drawn = request.draw(&mut rng, seq);
-        let result = exchange(plan, &mut sender, &drawn).await;
+        let result = connection.exchange(&drawn).await;
         let micros = u64::try_from(intended.elapsed().as_micros()).unwrap_or(u64::MAX);
         let verdict =
             result.and_then(|(status, ct, body)| request.check(&drawn, status, &ct, &body));
@@ -337,17 +425,14 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
             Err(e) => {
                 tally.errors += 1;
                 if let Ok(mut samples) = shared.samples.lock() {
-                    let e = format!("{} {}: {e}", drawn.method, drawn.path);
-                    if samples.len() < MAX_SAMPLES && !samples.contains(&e) {
-                        samples.push(e);
-                    }
+                    keep_sample(
+                        &mut samples,
+                        format!("{} {}: {e}", drawn.method, drawn.path),
+                    );
                 }
             }
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
-        if plan.mode == Mode::Fresh {
-            sender = None;
-        }
         if let Some(t) = think {
             let wake = Instant::now() + t;
             let wake = shared.deadline.map_or(wake, |d| wake.min(d));
@@ -372,66 +457,85 @@ fn pick<'a>(mix: &'a [Request], weights: &[u32], rng: &mut fastrand::Rng) -> &'a
     &mix[0]
 }
 
-/// Sends one request (connecting first when needed) and reads the whole answer.
-async fn exchange(
-    plan: &Plan,
-    sender: &mut Option<SendRequest<Full<Bytes>>>,
-    drawn: &crate::spec::Drawn,
-) -> Result<(u16, String, Bytes), String> {
-    let reused = sender.as_ref().is_some_and(|s| !s.is_closed());
-    match send_once(plan, sender, drawn).await {
-        // A kept-alive connection the server closed while idle (its keep-alive timeout): like
-        // browsers and Go's client, send again on a new connection when the request never went
-        // out, or when it is idempotent and no answer came.
-        Err(e) if reused && e.may_retry(&drawn.method) => send_once(plan, sender, drawn)
-            .await
-            .map_err(|e| format!("transport: {e}")),
-        other => other.map_err(|e| format!("transport: {e}")),
-    }
+/// One client's HTTP/1.1 connection: opened on first use and kept alive, opened again when the
+/// server closed it; in fresh mode closed after every answer.
+pub struct Client {
+    addr: SocketAddr,
+    host: String,
+    fresh: bool,
+    sender: Option<SendRequest<Full<Bytes>>>,
 }
 
-/// One attempt: connects when there is no open connection.
-async fn send_once(
-    plan: &Plan,
-    sender: &mut Option<SendRequest<Full<Bytes>>>,
-    drawn: &crate::spec::Drawn,
-) -> Result<(u16, String, Bytes), SendError> {
-    if sender.as_ref().is_none_or(|s| s.is_closed()) {
-        *sender = Some(connect(plan.addr).await.map_err(SendError::Connect)?);
+impl Client {
+    /// A client of the server at `addr` (`host`: the Host header); `fresh`: a new connection
+    /// for every request.
+    pub fn new(addr: SocketAddr, host: String, fresh: bool) -> Client {
+        Client {
+            addr,
+            host,
+            fresh,
+            sender: None,
+        }
     }
-    let Some(s) = sender.as_mut() else {
-        return Err(SendError::Connect(anyhow::anyhow!("no connection")));
-    };
-    let mut builder = http::Request::builder()
-        .method(drawn.method.clone())
-        .uri(&drawn.path)
-        .header(http::header::HOST, &plan.host);
-    if plan.mode == Mode::Fresh {
-        builder = builder.header(http::header::CONNECTION, "close");
+
+    /// Sends one request (connecting first when needed) and reads the whole answer.
+    pub async fn exchange(&mut self, drawn: &Drawn) -> Result<(u16, String, Bytes), String> {
+        let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
+        let result = match self.send_once(drawn).await {
+            // A kept-alive connection the server closed while idle (its keep-alive timeout): like
+            // browsers and Go's client, send again on a new connection when the request never
+            // went out, or when it is idempotent and no answer came.
+            Err(e) if reused && e.may_retry(&drawn.method) => self
+                .send_once(drawn)
+                .await
+                .map_err(|e| format!("transport: {e}")),
+            other => other.map_err(|e| format!("transport: {e}")),
+        };
+        if self.fresh {
+            self.sender = None;
+        }
+        result
     }
-    for (name, value) in &drawn.headers {
-        builder = builder.header(name, value);
+
+    /// One attempt: connects when there is no open connection.
+    async fn send_once(&mut self, drawn: &Drawn) -> Result<(u16, String, Bytes), SendError> {
+        if self.sender.as_ref().is_none_or(|s| s.is_closed()) {
+            self.sender = Some(connect(self.addr).await.map_err(SendError::Connect)?);
+        }
+        let Some(s) = self.sender.as_mut() else {
+            return Err(SendError::Connect(anyhow::anyhow!("no connection")));
+        };
+        let mut builder = http::Request::builder()
+            .method(drawn.method.clone())
+            .uri(&drawn.path)
+            .header(http::header::HOST, &self.host);
+        if self.fresh {
+            builder = builder.header(http::header::CONNECTION, "close");
+        }
+        for (name, value) in &drawn.headers {
+            builder = builder.header(name, value);
+        }
+        let body = drawn.body.clone().map(Bytes::from).unwrap_or_default();
+        let request = builder.body(Full::new(body)).map_err(SendError::Request)?;
+        let outcome = async {
+            s.ready().await?;
+            let response = s.send_request(request).await?;
+            let status = response.status().as_u16();
+            let ct = response
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok::<_, hyper::Error>((status, ct, body))
+        }
+        .await;
+        outcome.map_err(|e| {
+            self.sender = None;
+            SendError::Http(e)
+        })
     }
-    let body = drawn.body.clone().map(Bytes::from).unwrap_or_default();
-    let request = builder.body(Full::new(body)).map_err(SendError::Request)?;
-    let outcome = async {
-        s.ready().await?;
-        let response = s.send_request(request).await?;
-        let status = response.status().as_u16();
-        let ct = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok::<_, hyper::Error>((status, ct, body))
-    }
-    .await;
-    outcome.map_err(|e| {
-        *sender = None;
-        SendError::Http(e)
-    })
 }
 
 /// Why an attempt failed.

@@ -1,11 +1,14 @@
 //! `rowgate-bench`: Rowgate's load generator and scenario runner.
 //!
-//! - `load`: one run described on the command line (closed loop, open loop or fresh connections);
+//! - `load`: one run described on the command line (closed loop, open loop or fresh connections;
+//!   WebSocket idle, connect or fan-out);
 //! - `scenario`: the steps of a scenario file against Rowgate and any peers given;
-//! - `report`: the markdown table of a results file; `chart`: its SVG charts.
+//! - `report`: the markdown table of a results file; `chart`: its SVG charts;
+//! - `ws-shard` (hidden): a client process of a WebSocket run, started by the run itself.
 //!
-//! Modules: [`spec`] (request templates and checks), [`load`] (the engine), [`procstat`] (server
-//! CPU and memory), [`scenario`] (scenario files), [`report`] (results), [`chart`] (charts).
+//! Modules: [`spec`] (request templates and checks), [`load`] (the HTTP engine), [`ws`] (the
+//! WebSocket runs), [`procstat`] (server CPU and memory), [`scenario`] (scenario files),
+//! [`report`] (results), [`chart`] (charts).
 
 mod chart;
 mod load;
@@ -13,6 +16,7 @@ mod procstat;
 mod report;
 mod scenario;
 mod spec;
+mod ws;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -52,6 +56,12 @@ enum Command {
         /// Folder to write the SVG files into.
         dir: PathBuf,
     },
+    /// A client process of a WebSocket run (started by the run, driven over stdin).
+    #[command(hide = true)]
+    WsShard {
+        /// Its share of the run, as JSON.
+        plan: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -62,12 +72,25 @@ struct LoadArgs {
     /// Path and query; `{name}` is replaced by a --var.
     #[arg(long, default_value = "/")]
     path: String,
-    /// closed, open or fresh.
+    /// closed, open or fresh (HTTP); idle, connect or fanout (WebSocket at /realtime, where the
+    /// request described by the other flags is a fan-out's write).
     #[arg(long, default_value = "closed")]
     mode: String,
-    /// Client connections.
+    /// Client connections (fan-out: subscribers).
     #[arg(short = 'c', long, default_value_t = 10)]
     connections: usize,
+    /// WebSocket: the realtime table to subscribe to.
+    #[arg(long, default_value = "team")]
+    table: String,
+    /// Idle: seconds to hold the connections.
+    #[arg(long)]
+    hold_seconds: Option<f64>,
+    /// Fan-out: writes to send.
+    #[arg(long)]
+    writes: Option<u64>,
+    /// WebSocket: most connections opening at once.
+    #[arg(long, default_value_t = scenario::DEFAULT_IN_FLIGHT)]
+    in_flight: usize,
     /// Seconds to run.
     #[arg(short = 'd', long)]
     seconds: Option<f64>,
@@ -172,6 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::WsShard { plan } => ws::shard(&plan).await,
     }
 }
 
@@ -193,12 +217,13 @@ fn resolve(url: &str) -> anyhow::Result<(SocketAddr, String)> {
 }
 
 fn parse_mode(mode: &str) -> anyhow::Result<Mode> {
-    Ok(match mode {
-        "closed" => Mode::Closed,
-        "open" => Mode::Open,
-        "fresh" => Mode::Fresh,
-        _ => bail!("mode {mode:?}: closed, open or fresh"),
-    })
+    Mode::ALL
+        .into_iter()
+        .find(|m| m.name() == mode)
+        .with_context(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+            format!("mode {mode:?}: one of {}", names.join(", "))
+        })
 }
 
 async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
@@ -241,21 +266,41 @@ async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
             matches: None,
         },
     };
-    let plan = Plan {
-        label: a.label.clone(),
-        addr,
-        host,
-        mode: parse_mode(&a.mode)?,
-        connections: a.connections,
-        duration: a.seconds.map(Duration::from_secs_f64),
-        requests: a.requests,
-        rate: a.rate,
-        think: Vec::new(),
-        mix: vec![Request::new(spec)?],
-        pids: a.pids,
-        progress: true,
+    let mode = parse_mode(&a.mode)?;
+    let outcome = if mode.is_websocket() {
+        ws::run(ws::Plan {
+            label: a.label.clone(),
+            mode,
+            addr,
+            host,
+            connections: a.connections,
+            table: a.table,
+            hold: Duration::try_from_secs_f64(a.hold_seconds.unwrap_or(0.0))
+                .context("--hold-seconds")?,
+            writes: a.writes.unwrap_or(0),
+            write: (mode == Mode::Fanout).then_some(spec),
+            in_flight: a.in_flight,
+            pids: a.pids,
+            progress: true,
+        })
+        .await?
+    } else {
+        load::run(Plan {
+            label: a.label.clone(),
+            addr,
+            host,
+            mode,
+            connections: a.connections,
+            duration: a.seconds.map(Duration::from_secs_f64),
+            requests: a.requests,
+            rate: a.rate,
+            think: Vec::new(),
+            mix: vec![Request::new(spec)?],
+            pids: a.pids,
+            progress: true,
+        })
+        .await?
     };
-    let outcome = load::run(plan).await?;
     let row = Row {
         scenario: "-".into(),
         title: a.label,
@@ -338,25 +383,43 @@ async fn scenario_command(a: ScenarioArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{}: requests for {target}", file.display()))?;
             let target_pids = pids_of(&pids, target)?;
             for step in &scenario.load {
-                let plan = Plan {
-                    label: step.label(),
-                    addr,
-                    host: host.clone(),
-                    mode: step.mode,
-                    connections: step.connections(a.quick),
-                    duration: step.duration(a.quick),
-                    requests: step.requests(a.quick),
-                    rate: step.rate,
-                    think: step
-                        .think_ms
-                        .iter()
-                        .map(|ms| Duration::from_millis(*ms))
-                        .collect(),
-                    mix: mix.clone(),
-                    pids: target_pids.clone(),
-                    progress: !a.quick,
+                let outcome = if step.mode.is_websocket() {
+                    ws::run(ws::Plan {
+                        label: step.label(),
+                        mode: step.mode,
+                        addr,
+                        host: host.clone(),
+                        connections: step.connections(a.quick),
+                        table: step.table.clone().unwrap_or_default(),
+                        hold: step.hold(a.quick),
+                        writes: step.writes(a.quick),
+                        write: mix.first().map(|r| r.spec.clone()),
+                        in_flight: step.in_flight.unwrap_or(scenario::DEFAULT_IN_FLIGHT),
+                        pids: target_pids.clone(),
+                        progress: !a.quick,
+                    })
+                    .await?
+                } else {
+                    load::run(Plan {
+                        label: step.label(),
+                        addr,
+                        host: host.clone(),
+                        mode: step.mode,
+                        connections: step.connections(a.quick),
+                        duration: step.duration(a.quick),
+                        requests: step.requests(a.quick),
+                        rate: step.rate,
+                        think: step
+                            .think_ms
+                            .iter()
+                            .map(|ms| Duration::from_millis(*ms))
+                            .collect(),
+                        mix: mix.clone(),
+                        pids: target_pids.clone(),
+                        progress: !a.quick,
+                    })
+                    .await?
                 };
-                let outcome = load::run(plan).await?;
                 failed += outcome.errors;
                 let mut row = blank(String::new());
                 row.outcome = Some(outcome);

@@ -1,5 +1,7 @@
 //! Results: one JSON line per measured row (scenario, target, step, outcome), and the markdown
 //! table made from them (req/s, latency, server CPU per request, RSS, errors, ratio to Rowgate).
+//! WebSocket rows carry their own units: connections held or per second, frames per second, CPU
+//! per connection, frame or second, and RSS per connection.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -7,7 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::load::Outcome;
+use crate::load::{Mode, Outcome};
 
 /// One measured row.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -51,16 +53,16 @@ pub fn line(row: &Row) -> String {
     match &row.outcome {
         None => format!("{:<4} {:<10} not available: {}", row.scenario, row.target, row.note),
         Some(o) => format!(
-            "{:<4} {:<10} {:<14} {:>10.0} req/s  p50 {:>7}  p99 {:>7}  max {:>8}  cpu {:>7}  rss {:>8}  errors {}{}",
+            "{:<4} {:<10} {:<14} {:>16}  p50 {:>7}  p99 {:>7}  max {:>8}  cpu {:>7}  rss {:>8}  errors {}{}",
             row.scenario,
             row.target,
             o.label,
-            o.rps,
+            if o.mode.is_websocket() { rate(o) } else { format!("{} req/s", rate(o)) },
             micros(o.latency_us.p50),
             micros(o.latency_us.p99),
             micros(o.latency_us.max),
-            o.server_cpu_us_per_request.map_or("-".into(), |c| format!("{c:.1}µs")),
-            o.server_rss_bytes.map_or("-".into(), mib),
+            cpu(o),
+            memory(o),
             o.errors,
             o.error_samples.first().map_or(String::new(), |e| format!(" (first: {e})")),
         ),
@@ -95,25 +97,52 @@ pub fn markdown(rows: &[Row]) -> String {
                     _ => String::new(),
                 };
                 out.push_str(&format!(
-                    "| {} {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    "| {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                     row.scenario,
                     row.title,
                     row.target,
                     o.label,
-                    o.rps,
+                    rate(o),
                     ratio,
                     micros(o.latency_us.p50),
                     micros(o.latency_us.p99),
                     micros(o.latency_us.max),
-                    o.server_cpu_us_per_request
-                        .map_or("-".into(), |c| format!("{c:.1} µs")),
-                    o.server_rss_bytes.map_or("-".into(), mib),
+                    cpu(o),
+                    memory(o),
                     o.errors
                 ));
             }
         }
     }
     out
+}
+
+/// The rate: requests per second as a bare number (the table's unit); WebSocket rows say theirs
+/// (an idle run counts the connections it held).
+fn rate(o: &Outcome) -> String {
+    match o.mode {
+        Mode::Idle => format!("{} held", o.ok),
+        m if m.is_websocket() => format!("{:.0} {}", o.rps, m.rate_unit()),
+        _ => format!("{:.0}", o.rps),
+    }
+}
+
+/// Server CPU per request, or per the WebSocket row's unit.
+fn cpu(o: &Outcome) -> String {
+    match o.server_cpu_us_per_request {
+        None => "-".into(),
+        Some(c) if o.mode.is_websocket() => format!("{c:.1} µs/{}", o.mode.cpu_unit()),
+        Some(c) => format!("{c:.1} µs"),
+    }
+}
+
+/// Server RSS, and what each connection added when the row knows.
+fn memory(o: &Outcome) -> String {
+    let rss = o.server_rss_bytes.map_or("-".into(), mib);
+    match o.rss_per_connection() {
+        Some(per) => format!("{rss} ({:+.1}KB/conn)", per / 1024.0),
+        None => rss,
+    }
 }
 
 fn micros(us: u64) -> String {
@@ -153,6 +182,7 @@ mod tests {
             server_cpu_us_per_request: Some(12.5),
             server_rss_bytes: Some(20 * 1024 * 1024),
             server_peak_rss_bytes: None,
+            server_rss_before_bytes: None,
         }
     }
 
@@ -194,5 +224,43 @@ mod tests {
             "{md}"
         );
         assert!(line(&rows[0]).contains("50000 req/s"));
+    }
+
+    #[test]
+    fn websocket_rows_say_their_units() {
+        let ws = |mode: Mode, label: &str| {
+            let mut o = outcome(label, 2_000.0);
+            o.mode = mode;
+            o.ok = 1_000;
+            if mode == Mode::Idle {
+                o.server_rss_before_bytes = Some(16 * 1024 * 1024);
+            }
+            Row {
+                scenario: "S8".into(),
+                title: "ws".into(),
+                target: "rowgate".into(),
+                outcome: Some(o),
+                note: String::new(),
+            }
+        };
+        let idle = ws(Mode::Idle, "idle c1000");
+        let o = idle.outcome.as_ref().expect("outcome");
+        assert_eq!(o.rss_per_connection(), Some(4.0 * 1024.0 * 1024.0 / 1000.0));
+        let md = markdown(&[idle.clone(), ws(Mode::Fanout, "fanout s10 w100")]);
+        assert!(
+            md.contains("| idle c1000 | 1000 held |  | 100µs | 15.0ms | 30.0ms | 12.5 µs/s | 20.0MB (+4.1KB/conn) | 0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| 2000 frames/s |  | 100µs | 15.0ms | 30.0ms | 12.5 µs/frame | 20.0MB | 0 |"
+            ),
+            "{md}"
+        );
+        assert!(line(&idle).contains("1000 held"), "{}", line(&idle));
+        // results written before the field existed still read
+        let old = r#"{"label":"c10","mode":"closed","connections":10,"seconds":1.0,"ok":1,"errors":0,"error_samples":[],"rps":1.0,"latency_us":{"p50":1,"p90":1,"p99":1,"p999":1,"max":1},"server_cpu_us_per_request":null,"server_rss_bytes":null,"server_peak_rss_bytes":null}"#;
+        let o: Outcome = serde_json::from_str(old).expect("old row");
+        assert_eq!(o.server_rss_before_bytes, None);
     }
 }

@@ -463,7 +463,7 @@ fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
     io_runtime()?.block_on(async move {
         let app = start(config).await?;
-        let listener = tokio::net::TcpListener::bind(&app.config.listen)
+        let listener = server::bind(&app.config.listen)
             .await
             .with_context(|| format!("binding {}", app.config.listen))?;
         tracing::info!(

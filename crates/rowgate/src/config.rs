@@ -331,7 +331,7 @@ impl Default for RealtimeConfig {
             max_subscriptions: 100,
             max_message_bytes: 16_384,
             max_messages_per_s: 100,
-            ping_s: 30,
+            ping_s: 60,
         }
     }
 }

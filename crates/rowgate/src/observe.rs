@@ -156,6 +156,18 @@ impl Metrics {
             .fetch_add(delta, Ordering::Relaxed);
     }
 
+    /// A connection was upgraded to a WebSocket (`1`, counted from the 101 answer on) or its
+    /// session ended (`-1`): it stays an open connection (`limits.max_connections`, and the
+    /// drain waits for it to send its close frame). An SSE stream is counted by its HTTP
+    /// connection.
+    pub fn upgraded_connection(&self, delta: i64) {
+        if delta > 0 {
+            self.open_connections.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.open_connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Events waiting in realtime connections' queues now.
     pub fn set_realtime_queued(&self, n: usize) {
         self.realtime_queued.store(n, Ordering::Relaxed);

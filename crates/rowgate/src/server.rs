@@ -30,6 +30,32 @@ use crate::{auth, openapi, resources};
 /// How long freshly accepted connections get to start their first request before a drain.
 const ACCEPTED_GRACE: Duration = Duration::from_millis(150);
 
+/// Pending connections the kernel queues before `accept` (mio's default of 128 overflowed when
+/// thousands of WebSocket clients connected at once: SYNs dropped, 1-2 s retries).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` (the first address it resolves to) with a [`LISTEN_BACKLOG`]-deep accept
+/// queue.
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for address in tokio::net::lookup_host(addr).await? {
+        let socket = if address.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(address)
+            .and_then(|()| socket.listen(LISTEN_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other(format!("{addr} resolves to no address"))))
+}
+
 /// Serves `listener` until `shutdown` completes, then drains open connections.
 pub async fn run(
     listener: TcpListener,
@@ -104,6 +130,7 @@ pub async fn run(
     tokio::time::sleep(ACCEPTED_GRACE).await;
     let _ = draining.send(true);
     let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
+    // upgraded (realtime) connections count until their session has sent its close frame
     let open = || app.metrics.open_connections.load(Ordering::Relaxed);
     let waited = tokio::time::timeout(drain, async {
         while open() > 0 {

@@ -139,7 +139,7 @@ pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
 }
 
 async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen)
+    let listener = crate::server::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?
         .into_std()?;

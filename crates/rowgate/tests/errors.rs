@@ -1115,7 +1115,7 @@ async fn very_long_query_strings(b: Backend) {
     );
     // A URL beyond what the server accepts (and beyond what reqwest sends): a 4xx status line,
     // read off a raw connection.
-    let status = raw_status(
+    let status = common::raw_status(
         s.addr,
         &format!(
             "GET /api/team?name=eq.{} HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -1124,21 +1124,6 @@ async fn very_long_query_strings(b: Backend) {
     )
     .await;
     assert!((400..500).contains(&status), "100 KB URL: {status}");
-}
-
-/// Sends `request` on a fresh connection and returns the status of the answer's status line.
-async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    // The server may answer and close before it has read everything: ignore write errors.
-    let _ = stream.write_all(request.as_bytes()).await;
-    let mut head = vec![0u8; 64];
-    let n = stream.read(&mut head).await.expect("read");
-    let line = String::from_utf8_lossy(&head[..n]).to_string();
-    line.split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {line:?}"))
 }
 
 /// Array, range and full-text operators exist only on PostgreSQL; on PostgreSQL, they and JSON
@@ -1250,7 +1235,7 @@ async fn configured_limits(b: Backend) {
         );
     }
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let status = raw_status(s.addr, "GET /api/team HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let status = common::raw_status(s.addr, "GET /api/team HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert_eq!(status, 503);
     drop(held);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;

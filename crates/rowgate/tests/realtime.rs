@@ -58,18 +58,15 @@ ops = ["select"]
 read_columns = ["team_id", "name"]
 "#;
 
+/// The `notes` table the tests write.
+const NOTES: &str =
+    "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL)";
+
 /// A server with CONFIG (`extra` added to its `[realtime]` section) and a `notes` table.
 async fn server(b: Backend, extra: &str) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &CONFIG.replace("{extra}", extra), &[]).expect("config");
-    TestServer::start_prepared(
-        b,
-        dir,
-        config,
-        "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL)",
-        |_| {},
-    )
-    .await
+    TestServer::start_prepared(b, dir, config, NOTES, |_| {}).await
 }
 
 async fn connect(s: &TestServer, query: &str) -> Socket {
@@ -890,9 +887,43 @@ async fn session_runs_without_a_socket(b: Backend) {
     s.stop().await;
 }
 
+/// An open WebSocket counts against `limits.max_connections` like any connection.
+async fn websockets_count_as_connections(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = write_config(dir.path(), &CONFIG.replace("{extra}", ""), &[]).expect("config");
+    config.limits.max_connections = 3;
+    let s = TestServer::start_prepared(b, dir, config, NOTES, |_| {}).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut ws = connect(&s, "").await;
+        send(&mut ws, json!({"type": "ping"})).await;
+        assert_eq!(next(&mut ws).await["type"], "pong");
+        held.push(ws);
+    }
+    let status = common::raw_status(s.addr, "GET /live HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(status, 503);
+    drop(held);
+    let mut served = false;
+    for _ in 0..50 {
+        let fresh = reqwest::Client::new();
+        if fresh
+            .get(s.root_url("/live"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "served again once the sockets closed");
+}
+
 sqlite_tests!(
     silent_clients_are_closed_by_the_sweeper,
-    session_runs_without_a_socket
+    session_runs_without_a_socket,
+    websockets_count_as_connections
 );
 
 backend_tests!(

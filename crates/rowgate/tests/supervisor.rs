@@ -586,7 +586,7 @@ fn supervisor_killed(db: &Db) {
 /// by one worker reaches subscribers on the other only through the supervisor's wake-up.
 #[test]
 fn realtime_changes_reach_subscribers_on_every_worker() {
-    use futures_util::{SinkExt as _, StreamExt as _};
+    use futures_util::StreamExt as _;
     use tokio_tungstenite::tungstenite::Message;
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -605,16 +605,7 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
     runtime.block_on(async {
         let mut sockets = Vec::new();
         while sockets.len() < 40 {
-            let (mut ws, _) =
-                tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{}/realtime", s.port))
-                    .await
-                    .expect("websocket");
-            ws.send(Message::text(r#"{"type":"subscribe","table":"acks"}"#))
-                .await
-                .expect("subscribe");
-            let ack = ws.next().await.expect("ack").expect("ack");
-            assert!(ack.to_text().expect("text").contains("subscribed"), "{ack}");
-            sockets.push(ws);
+            sockets.push(subscribed_to_acks(s.port).await);
             if sockets.len() >= 4 && workers_holding_feeds(&s) >= 2 {
                 break;
             }
@@ -651,6 +642,24 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
     });
 }
 
+/// A WebSocket to the server on `port`, subscribed to `acks` (the ack received).
+async fn subscribed_to_acks(
+    port: u16,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/realtime"))
+        .await
+        .expect("websocket");
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        r#"{"type":"subscribe","table":"acks"}"#,
+    ))
+    .await
+    .expect("subscribe");
+    let ack = ws.next().await.expect("ack").expect("ack");
+    assert!(ack.to_text().expect("text").contains("subscribed"), "{ack}");
+    ws
+}
+
 /// How many workers hold realtime connections, from `/metrics` scraped over fresh connections
 /// (each lands on either worker).
 fn workers_holding_feeds(s: &Supervised) -> usize {
@@ -668,4 +677,47 @@ fn workers_holding_feeds(s: &Supervised) -> usize {
         }
     }
     holding.len()
+}
+
+/// SIGTERM (and so every reload's drain) closes realtime feeds with 1001 before the worker
+/// exits, so clients know to reconnect and resume (the process used to exit first: the
+/// clients saw a reset).
+#[test]
+fn realtime_feeds_are_closed_with_going_away_on_sigterm() {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        1,
+        free_port(),
+        &Db::Sqlite,
+        "[realtime]\ntables = [\"acks\"]\n",
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut sockets = Vec::new();
+        for _ in 0..5 {
+            sockets.push(subscribed_to_acks(s.port).await);
+        }
+        signal(supervisor_pid(&s), "TERM");
+        for ws in &mut sockets {
+            let code = loop {
+                match tokio::time::timeout(Duration::from_secs(10), ws.next())
+                    .await
+                    .expect("closed in time")
+                {
+                    Some(Ok(Message::Close(Some(frame)))) => break u16::from(frame.code),
+                    Some(Ok(_)) => {}
+                    other => panic!("no close frame: {other:?}"),
+                }
+            };
+            assert_eq!(code, 1001);
+        }
+    });
 }

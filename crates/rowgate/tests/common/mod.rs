@@ -459,3 +459,18 @@ pub async fn token_request(s: &TestServer, id: &str, secret: &str) -> reqwest::R
         .await
         .expect("request")
 }
+
+/// Sends `request` on a fresh connection and returns the status of the answer's status line.
+pub async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // The server may answer and close before it has read everything: ignore write errors.
+    let _ = stream.write_all(request.as_bytes()).await;
+    let mut head = vec![0u8; 64];
+    let n = stream.read(&mut head).await.expect("read");
+    let line = String::from_utf8_lossy(&head[..n]).to_string();
+    line.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {line:?}"))
+}
