@@ -17,6 +17,8 @@ const PALETTE: &[RGBColor] = &[
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0x8c, 0x56, 0x4b),
 ];
 
 /// Writes `throughput.svg` and `latency.svg` into `dir`; returns their paths.
