@@ -18,29 +18,42 @@ pub struct Sample {
     pub peak_rss_bytes: u64,
 }
 
-/// Reads `pids` and their direct children now.
+/// Reads `pids` and their direct children now (a child that exits meanwhile is skipped; the
+/// named processes must be there).
 pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
     let mut total = Sample::default();
-    let mut all: Vec<u32> = pids.to_vec();
-    all.extend(children(pids));
-    for pid in &all {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .with_context(|| format!("reading /proc/{pid}/stat (is the server running?)"))?;
-        // The command name (field 2) may hold spaces: fields are counted after its ')'.
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.len() < 13 {
-            bail!("unexpected /proc/{pid}/stat");
+    for pid in pids {
+        add(&mut total, *pid)
+            .with_context(|| format!("reading /proc/{pid} (is the server running?)"))?;
+    }
+    for pid in children(pids) {
+        let mut child = Sample::default();
+        if add(&mut child, pid).is_ok() {
+            total.cpu_seconds += child.cpu_seconds;
+            total.rss_bytes += child.rss_bytes;
+            total.peak_rss_bytes += child.peak_rss_bytes;
         }
-        // utime and stime are fields 14 and 15; after ')' the first field is 3.
-        let utime: f64 = fields[11].parse()?;
-        let stime: f64 = fields[12].parse()?;
-        total.cpu_seconds += (utime + stime) / TICKS_PER_SECOND;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        total.rss_bytes += kib(&status, "VmRSS:") * 1024;
-        total.peak_rss_bytes += kib(&status, "VmHWM:") * 1024;
     }
     Ok(total)
+}
+
+/// Adds one process's CPU time and memory to `total`.
+fn add(total: &mut Sample, pid: u32) -> anyhow::Result<()> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces: fields are counted after its ')'.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    if fields.len() < 13 {
+        bail!("unexpected /proc/{pid}/stat");
+    }
+    // utime and stime are fields 14 and 15; after ')' the first field is 3.
+    let utime: f64 = fields[11].parse()?;
+    let stime: f64 = fields[12].parse()?;
+    total.cpu_seconds += (utime + stime) / TICKS_PER_SECOND;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    total.rss_bytes += kib(&status, "VmRSS:") * 1024;
+    total.peak_rss_bytes += kib(&status, "VmHWM:") * 1024;
+    Ok(())
 }
 
 /// Processes whose parent is one of `pids`.

@@ -49,6 +49,9 @@ pub struct App {
     pub requests: Arc<std::sync::atomic::AtomicU64>,
     /// What `/metrics` shows.
     pub metrics: Arc<crate::observe::Metrics>,
+    /// Turns true when the server drains: connections finish and close, realtime sessions
+    /// close with 1001 (they subscribe to it when they start).
+    pub draining: tokio::sync::watch::Sender<bool>,
     /// Change feeds (`None` when no table is realtime).
     pub realtime: Option<Arc<crate::realtime::Realtime>>,
 }
@@ -84,6 +87,7 @@ impl App {
             router,
             resources: ArcSwap::from_pointee(compiled),
             requests: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            draining: tokio::sync::watch::Sender::new(false),
             metrics,
             realtime,
         }))

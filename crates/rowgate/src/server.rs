@@ -71,9 +71,9 @@ pub async fn run(
         // bytes, so its automatic 400/414/431 answers to malformed requests are never sent (the
         // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
-    // Set when draining: every connection finishes its request and closes; realtime sessions
-    // close with 1001.
-    let (draining, drained) = tokio::sync::watch::channel(false);
+    // `app.draining` turns true when draining: every connection finishes its request and
+    // closes; realtime sessions close with 1001.
+    let drained = app.draining.subscribe();
     let max_connections = limits.max_connections;
     tokio::pin!(shutdown);
     loop {
@@ -97,11 +97,9 @@ pub async fn run(
                 app.metrics.accepted();
                 let counted = OpenConnection::new(app.metrics.clone());
                 let app = app.clone();
-                let sessions = drained.clone();
                 let service = service_fn(move |req| {
                     let app = app.clone();
-                    let sessions = sessions.clone();
-                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip(), sessions).await) }
+                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip()).await) }
                 });
                 let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
                 let mut drain = drained.clone();
@@ -128,7 +126,7 @@ pub async fn run(
     // idle connections at once when draining: give such connections time to start theirs
     // (under a supervisor, the socket stays open in the other workers, so nothing else waits).
     tokio::time::sleep(ACCEPTED_GRACE).await;
-    let _ = draining.send(true);
+    app.draining.send_replace(true);
     let drain = Duration::from_millis(app.config.limits.drain_timeout_ms);
     // upgraded (realtime) connections count until their session has sent its close frame
     let open = || app.metrics.open_connections.load(Ordering::Relaxed);
@@ -181,18 +179,12 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     .await;
 }
 
-/// Routes one request and turns any error into its JSON answer (`draining` goes to realtime
-/// sessions, which close when it turns true).
-pub async fn dispatch(
-    app: &Arc<App>,
-    req: Request<Incoming>,
-    peer: IpAddr,
-    draining: tokio::sync::watch::Receiver<bool>,
-) -> Response {
+/// Routes one request and turns any error into its JSON answer.
+pub async fn dispatch(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Response {
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
-    let mut response = match route(app, req, peer, draining).await {
+    let mut response = match route(app, req, peer).await {
         Ok(reply) => reply.into_response(head),
         Err(err) => error_response(&err, head),
     };
@@ -204,12 +196,7 @@ pub async fn dispatch(
     response
 }
 
-async fn route(
-    app: &Arc<App>,
-    req: Request<Incoming>,
-    peer: IpAddr,
-    draining: tokio::sync::watch::Receiver<bool>,
-) -> Result<Reply, ApiError> {
+async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<Reply, ApiError> {
     let (mut parts, body) = req.into_parts();
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
@@ -264,8 +251,8 @@ async fn route(
             )
             .await
         }
-        Route::Realtime => crate::realtime::upgrade(app, &mut parts, draining),
-        Route::RealtimeEvents => crate::realtime::sse::open(app, &parts, draining),
+        Route::Realtime => crate::realtime::upgrade(app, &mut parts),
+        Route::RealtimeEvents => crate::realtime::sse::open(app, &parts),
         Route::Metrics => {
             let principal = app.auth.authenticate(&parts.headers)?;
             crate::observe::check_access(&app.config.metrics, &principal, peer)?;

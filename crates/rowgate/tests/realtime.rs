@@ -134,6 +134,17 @@ async fn subscribe(
     ack["last"].as_i64().expect("last")
 }
 
+/// `PATCH /team?team_id=eq.{id}` with `{"points": points}`.
+async fn set_points(s: &TestServer, id: i64, points: i64) {
+    write(
+        s,
+        reqwest::Method::PATCH,
+        &format!("/team?team_id=eq.{id}"),
+        Some(json!({ "points": points })),
+    )
+    .await;
+}
+
 async fn write(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) {
     let mut request = s.client.request(method, s.url(path));
     if let Some(body) = body {
@@ -155,13 +166,7 @@ async fn insert_update_delete_events(b: Backend) {
         Some(json!({"team_id": 100, "name": "New", "points": 1})),
     )
     .await;
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.100",
-        Some(json!({"points": 2})),
-    )
-    .await;
+    set_points(&s, 100, 2).await;
     write(&s, reqwest::Method::DELETE, "/team?team_id=eq.100", None).await;
     let insert = next(&mut ws).await;
     assert_eq!(insert["type"], "event");
@@ -211,27 +216,9 @@ async fn filters_enter_and_leave(b: Backend) {
         Some(post(201, "Slow", 50)),
     )
     .await; // not in
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.200",
-        Some(json!({"points": 20})),
-    )
-    .await; // enter
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.200",
-        Some(json!({"points": 30})),
-    )
-    .await; // update
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.200",
-        Some(json!({"points": 3})),
-    )
-    .await; // leave
+    set_points(&s, 200, 20).await; // enter
+    set_points(&s, 200, 30).await; // update
+    set_points(&s, 200, 3).await; // leave
     write(
         &s,
         reqwest::Method::POST,
@@ -292,23 +279,11 @@ async fn resume_with_since_and_resync_past_retention(b: Backend) {
     let s = server(b, "retention_rows = 5\nprune_ms = 200\n").await;
     let mut ws = connect(&s, "").await;
     let start = subscribe(&mut ws, "team", None, None).await;
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.1",
-        Some(json!({"points": 1000})),
-    )
-    .await;
+    set_points(&s, 1, 1000).await;
     let seen = next(&mut ws).await["id"].as_i64().expect("id");
     drop(ws);
     for points in 1001..1004 {
-        write(
-            &s,
-            reqwest::Method::PATCH,
-            "/team?team_id=eq.1",
-            Some(json!({"points": points})),
-        )
-        .await;
+        set_points(&s, 1, points).await;
     }
     let mut ws = connect(&s, "").await;
     let last = subscribe(&mut ws, "team", None, Some(seen)).await;
@@ -331,23 +306,11 @@ async fn resume_with_since_and_resync_past_retention(b: Backend) {
         "{replayed:?} after {seen}, live after {last}"
     );
     assert!(replayed.windows(2).all(|w| w[0].0 < w[1].0), "{replayed:?}");
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.1",
-        Some(json!({"points": 1004})),
-    )
-    .await;
+    set_points(&s, 1, 1004).await;
     assert_eq!(next(&mut ws).await["row"]["points"], 1004);
     // more than retention_rows changes later, the start is gone
     for points in 0..12 {
-        write(
-            &s,
-            reqwest::Method::PATCH,
-            "/team?team_id=eq.2",
-            Some(json!({"points": points})),
-        )
-        .await;
+        set_points(&s, 2, points).await;
     }
     let mut pruned = false;
     for _ in 0..50 {
@@ -420,13 +383,7 @@ async fn access_rules_apply_to_events(b: Backend) {
 
     let mut reader = connect(&s, &format!("?access_token={reader_token}")).await;
     subscribe(&mut reader, "team", None, None).await;
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.3",
-        Some(json!({"points": 7})),
-    )
-    .await;
+    set_points(&s, 3, 7).await;
     let e = next(&mut reader).await;
     assert_eq!(
         e["row"],
@@ -652,20 +609,8 @@ async fn nodes_share_changes(b: Backend) {
     let mut on_other = connect(&other, "").await;
     subscribe(&mut on_a, "team", None, None).await;
     subscribe(&mut on_other, "team", None, None).await;
-    write(
-        &other,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.4",
-        Some(json!({"points": 44})),
-    )
-    .await;
-    write(
-        &a,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.5",
-        Some(json!({"points": 55})),
-    )
-    .await;
+    set_points(&other, 4, 44).await;
+    set_points(&a, 5, 55).await;
     for ws in [&mut on_a, &mut on_other] {
         let first = next(ws).await;
         let second = next(ws).await;
@@ -744,20 +689,8 @@ async fn server_sent_events(b: Backend) {
         (event.as_deref(), ack["type"].as_str()),
         (Some("subscribed"), Some("subscribed"))
     );
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.6",
-        Some(json!({"points": 5})),
-    )
-    .await; // not in
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.7",
-        Some(json!({"points": 2001})),
-    )
-    .await;
+    set_points(&s, 6, 5).await; // not in
+    set_points(&s, 7, 2001).await;
     let (event, id, data) = feed.next().await;
     assert_eq!(event, None, "events are unnamed messages");
     assert_eq!(
@@ -767,20 +700,8 @@ async fn server_sent_events(b: Backend) {
     assert_eq!(id, data["id"].as_i64());
     let seen = id.expect("id");
     drop(feed);
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.7",
-        Some(json!({"points": 2002})),
-    )
-    .await;
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.8",
-        Some(json!({"points": 2003})),
-    )
-    .await;
+    set_points(&s, 7, 2002).await;
+    set_points(&s, 8, 2003).await;
     let mut again = EventStream::open(&s, "?table=team&filter=points=gt.1000", Some(seen)).await;
     assert_eq!(again.next().await.0.as_deref(), Some("subscribed"));
     let missed: Vec<i64> = [again.next().await, again.next().await]
@@ -870,13 +791,7 @@ async fn session_runs_without_a_socket(b: Backend) {
     let mut client =
         tokio_tungstenite::WebSocketStream::from_raw_socket(client_end, Role::Client, None).await;
     subscribe(&mut client, "team", None, None).await;
-    write(
-        &s,
-        reqwest::Method::PATCH,
-        "/team?team_id=eq.9",
-        Some(json!({"points": 99})),
-    )
-    .await;
+    set_points(&s, 9, 99).await;
     let e = next(&mut client).await;
     assert_eq!(
         (e["op"].as_str(), e["row"]["points"].as_i64()),

@@ -597,12 +597,7 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
         &Db::Sqlite,
         "[realtime]\ntables = [\"acks\"]\npoll_ms = 60000\n",
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    client_runtime().block_on(async {
         let mut sockets = Vec::new();
         while sockets.len() < 40 {
             sockets.push(subscribed_to_acks(s.port).await);
@@ -640,6 +635,15 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
             assert_eq!(ids, (0..20).collect::<Vec<_>>());
         }
     });
+}
+
+/// A runtime for the WebSocket clients of a test.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 /// A WebSocket to the server on `port`, subscribed to `acks` (the ack received).
@@ -695,12 +699,7 @@ fn realtime_feeds_are_closed_with_going_away_on_sigterm() {
         &Db::Sqlite,
         "[realtime]\ntables = [\"acks\"]\n",
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    client_runtime().block_on(async {
         let mut sockets = Vec::new();
         for _ in 0..5 {
             sockets.push(subscribed_to_acks(s.port).await);

@@ -192,11 +192,7 @@ async fn tail(db: &Database, hub: &Hub, own: bool) {
 
 /// `GET /realtime`: checks the WebSocket handshake and the token (header, or `access_token`
 /// in the query for browsers), answers 101 and runs the session on the upgraded connection.
-pub fn upgrade(
-    app: &Arc<App>,
-    parts: &mut http::request::Parts,
-    draining: tokio::sync::watch::Receiver<bool>,
-) -> Result<Reply, ApiError> {
+pub fn upgrade(app: &Arc<App>, parts: &mut http::request::Parts) -> Result<Reply, ApiError> {
     if app.realtime.is_none() {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
             .hint("list tables in realtime.tables"));
@@ -244,6 +240,9 @@ pub fn upgrade(
     ws_config.max_frame_size = Some(settings.max_message_bytes);
     ws_config.max_write_buffer_size = 1 << 20;
     let app = app.clone();
+    // seen as changed once, so a stream opened while draining closes at its first look
+    let mut draining = app.draining.subscribe();
+    draining.mark_changed();
     app.metrics.upgraded_connection(1);
     tokio::spawn(async move {
         let upgraded = match on_upgrade.await {

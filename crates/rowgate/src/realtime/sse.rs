@@ -25,11 +25,7 @@ use crate::error::{ApiError, ErrorCode};
 const BODY_CHUNKS: usize = 16;
 
 /// Opens the stream (or refuses the request).
-pub fn open(
-    app: &Arc<App>,
-    parts: &http::request::Parts,
-    draining: watch::Receiver<bool>,
-) -> Result<Reply, ApiError> {
+pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiError> {
     let Some(realtime) = app.realtime.clone() else {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
             .hint("list tables in realtime.tables"));
@@ -88,6 +84,9 @@ pub fn open(
     );
     let (body, chunks) = mpsc::channel::<Bytes>(BODY_CHUNKS);
     let app = app.clone();
+    // seen as changed once, so a stream opened while draining closes at its first look
+    let mut draining = app.draining.subscribe();
+    draining.mark_changed();
     tokio::spawn(async move {
         app.metrics.realtime_connection(1);
         let feed = Feed {
