@@ -20,7 +20,8 @@ use crate::ast::{
     Predicate, Quantifier, Value,
 };
 use crate::stmt::{
-    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, Sql, UpdateStmt,
+    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, Relation, SelectStmt, Sql,
+    UpdateStmt,
 };
 
 /// What differs between databases.
@@ -263,7 +264,7 @@ pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
         output_columns(d, &s.columns, &mut out);
     }
     out.text.push_str(" FROM ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     where_clause(d, &s.filters, &mut out);
     order_by(d, &s.order, &s.not_null, &mut out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
@@ -274,7 +275,7 @@ pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
 pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("SELECT 1 FROM ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     where_clause(d, &s.filters, &mut out);
     out
 }
@@ -283,7 +284,7 @@ pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
 pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("SELECT count(*) FROM ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     where_clause(d, &s.filters, &mut out);
     out
 }
@@ -293,7 +294,7 @@ pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
 pub fn insert(d: &dyn Dialect, s: &InsertStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("INSERT INTO ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     if s.columns.is_empty() {
         out.text.push_str(" DEFAULT VALUES");
     } else {
@@ -355,7 +356,7 @@ pub fn insert(d: &dyn Dialect, s: &InsertStmt) -> Sql {
 pub fn update(d: &dyn Dialect, s: &UpdateStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("UPDATE ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     out.text.push_str(" SET ");
     for (i, (c, v)) in s.set.iter().enumerate() {
         if i > 0 {
@@ -375,10 +376,19 @@ pub fn update(d: &dyn Dialect, s: &UpdateStmt) -> Sql {
 pub fn delete(d: &dyn Dialect, s: &DeleteStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("DELETE FROM ");
-    out.text.push_str(&d.quote_ident(&s.table));
+    push_relation(d, &s.table, &mut out.text);
     where_clause(d, &s.filters, &mut out);
     returning(d, &s.returning, &mut out);
     out
+}
+
+/// Appends a relation's quoted name, schema-qualified when it has a schema.
+pub fn push_relation(d: &dyn Dialect, relation: &Relation, text: &mut String) {
+    if let Some(schema) = &relation.schema {
+        text.push_str(&d.quote_ident(schema));
+        text.push('.');
+    }
+    text.push_str(&d.quote_ident(&relation.name));
 }
 
 fn push_idents(d: &dyn Dialect, ids: &[String], text: &mut String) {

@@ -4,6 +4,31 @@
 
 use crate::ast::{Condition, JsonStep, OrderTerm, Value};
 
+/// A table or view as SQL names it: its name, qualified by its schema where the backend has
+/// several (PostgreSQL: the connection's search path need not include the exposed schemas).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relation {
+    /// The schema, or `None` to leave the name unqualified (SQLite's main database).
+    pub schema: Option<String>,
+    /// The table or view name.
+    pub name: String,
+}
+
+impl From<&str> for Relation {
+    fn from(name: &str) -> Relation {
+        Relation {
+            schema: None,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl From<String> for Relation {
+    fn from(name: String) -> Relation {
+        Relation { schema: None, name }
+    }
+}
+
 /// One output column of a read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputColumn {
@@ -21,7 +46,7 @@ pub struct OutputColumn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelectStmt {
     /// Table or view name.
-    pub table: String,
+    pub table: Relation,
     /// Output columns, in order (never empty).
     pub columns: Vec<OutputColumn>,
     /// Conditions, ANDed.
@@ -41,7 +66,7 @@ pub struct SelectStmt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountStmt {
     /// Table or view name.
-    pub table: String,
+    pub table: Relation,
     /// Conditions, ANDed.
     pub filters: Vec<Condition>,
 }
@@ -67,7 +92,7 @@ pub enum OnConflict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InsertStmt {
     /// Table name.
-    pub table: String,
+    pub table: Relation,
     /// Inserted columns (may be empty: `DEFAULT VALUES`, one row).
     pub columns: Vec<String>,
     /// One inner vector per row, each as long as `columns`.
@@ -82,7 +107,7 @@ pub struct InsertStmt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateStmt {
     /// Table name.
-    pub table: String,
+    pub table: Relation,
     /// Assignments (never empty).
     pub set: Vec<(String, Value)>,
     /// Conditions, ANDed.
@@ -95,7 +120,7 @@ pub struct UpdateStmt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteStmt {
     /// Table name.
-    pub table: String,
+    pub table: Relation,
     /// Conditions, ANDed.
     pub filters: Vec<Condition>,
     /// Columns to return; empty means no RETURNING clause.

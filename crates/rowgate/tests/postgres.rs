@@ -738,3 +738,77 @@ async fn postgres_only_operators() {
         .expect("request");
     common::assert_error(r, 400, "PGRST100").await;
 }
+
+/// `db.schemas` naming a schema outside the connection's search path: every statement names its
+/// relation with the schema (reads, counts, writes, row-filter checks, realtime triggers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exposed_schema_outside_the_search_path() {
+    use common::*;
+    use serde_json::json;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let setup = "CREATE SCHEMA api;
+        CREATE TABLE api.notes (id serial PRIMARY KEY, body text NOT NULL, owner text);
+        INSERT INTO api.notes (body, owner) VALUES ('one', 'a'), ('two', 'b');
+        CREATE VIEW api.note_bodies AS SELECT id, body FROM api.notes;";
+    let s = TestServer::start_prepared(
+        Backend::Postgres,
+        dir,
+        rowgate::config::Config::default(),
+        setup,
+        |c| {
+            c.db.schemas = "api".into();
+            c.realtime.tables = vec!["notes".into()];
+        },
+    )
+    .await;
+    // The demo tables in public are not exposed any more.
+    let (status, _) = get_json(&s, "/team").await;
+    assert_eq!(status, 404);
+    let r = s
+        .get("/notes?select=body&order=id")
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        r.headers()["content-range"].to_str().expect("ascii"),
+        "0-1/2"
+    );
+    assert_eq!(
+        r.json::<serde_json::Value>().await.expect("json"),
+        json!([{"body": "one"}, {"body": "two"}])
+    );
+    let (status, body) = get_json(&s, "/note_bodies?id=eq.2").await;
+    assert_eq!((status, body), (200, json!([{"id": 2, "body": "two"}])));
+    let r = s
+        .post("/notes", json!({"body": "three", "owner": "c"}))
+        .header("Prefer", "return=representation")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let r = s
+        .patch("/notes?id=eq.1", json!({"body": "uno"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    let r = s
+        .put("/notes/2", json!({"id": 2, "body": "dos", "owner": "b"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    let r = s.delete("/notes?id=eq.3").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(
+        s.rows("SELECT body FROM api.notes ORDER BY id"),
+        vec![vec![Some("uno".to_string())], vec![Some("dos".to_string())]]
+    );
+    // The realtime trigger sits on api.notes.
+    let triggers = s.int(
+        "SELECT count(*) FROM pg_trigger WHERE tgname = 'rowgate_rt' AND tgrelid = 'api.notes'::regclass",
+    );
+    assert_eq!(triggers, 1);
+}

@@ -841,7 +841,77 @@ sqlite_tests!(
     websockets_count_as_connections
 );
 
+/// Issue 13, item 1: revoking a client (or retiring its secret) closes its open streams, a
+/// WebSocket with 1008 and an SSE stream with `event: close`, within `auth.clients_poll_ms`
+/// and a second; a subscription attempt in between is refused; other clients go on.
+async fn revoked_clients_lose_their_streams(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &CONFIG.replace("{extra}", ""), &[]).expect("config");
+    let s =
+        TestServer::start_prepared(b, dir, config, NOTES, |c| c.auth.clients_poll_ms = 200).await;
+    let (_, alice) = common::client_token(&s, "alice", "reader").await;
+    let (_, carol) = common::client_token(&s, "carol", "reader").await;
+    let mut alice_ws = connect(&s, &format!("?access_token={alice}")).await;
+    subscribe(&mut alice_ws, "team", None, None).await;
+    let mut alice_sse =
+        EventStream::open(&s, &format!("?table=team&access_token={alice}"), None).await;
+    assert_eq!(alice_sse.next().await.0.as_deref(), Some("subscribed"));
+    let mut carol_ws = connect(&s, &format!("?access_token={carol}")).await;
+    subscribe(&mut carol_ws, "team", None, None).await;
+
+    rowgate::auth::clients::revoke(&s.app.db, "alice")
+        .await
+        .expect("revoke");
+    // Once the server has seen the revocation (clients_poll_ms), nothing more is accepted: a
+    // subscription is refused and the connection closes.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    send(
+        &mut alice_ws,
+        json!({"type": "subscribe", "table": "team", "filter": "team_id=eq.1"}),
+    )
+    .await;
+    let code = loop {
+        match tokio::time::timeout(PATIENCE, alice_ws.next())
+            .await
+            .expect("closed in time")
+        {
+            Some(Ok(Message::Close(Some(frame)))) => break u16::from(frame.code),
+            Some(Ok(Message::Text(text))) => {
+                let m: Value = serde_json::from_str(text.as_str()).expect("json");
+                assert_ne!(m["type"], "subscribed", "a revoked client subscribed: {m}");
+            }
+            Some(Ok(_)) => {}
+            other => panic!("no close frame: {other:?}"),
+        }
+    };
+    assert_eq!(code, 1008);
+    let (event, _, data) = alice_sse.next().await;
+    assert_eq!(
+        (event.as_deref(), data["code"].as_i64()),
+        (Some("close"), Some(1008)),
+        "{data}"
+    );
+    assert!(
+        data["reason"].as_str().unwrap_or("").contains("revoked"),
+        "{data}"
+    );
+    // The SSE stream ends after its close event.
+    let ended = tokio::time::timeout(PATIENCE, alice_sse.body.next())
+        .await
+        .expect("ended in time");
+    assert!(ended.is_none(), "the stream went on: {ended:?}");
+    // A new connection with the revoked token is refused; the other client still gets events.
+    let refused =
+        tokio_tungstenite::connect_async(format!("ws://{}/realtime?access_token={alice}", s.addr))
+            .await;
+    assert!(refused.is_err(), "a revoked token opened a stream");
+    set_points(&s, 3, 4242).await;
+    let event = next(&mut carol_ws).await;
+    assert_eq!(event["row"]["team_id"], 3, "{event}");
+}
+
 backend_tests!(
+    revoked_clients_lose_their_streams,
     server_sent_events,
     nodes_share_changes,
     insert_update_delete_events,

@@ -884,6 +884,38 @@ async fn singular_write_rolls_back(b: Backend) {
     assert_eq!(r.json::<Value>().await.expect("json")["name"], "Single");
 }
 
+/// A singular `Accept` guards writes that return nothing too (PostgREST: 406, rolled back).
+async fn singular_minimal_write_rolls_back(b: Backend) {
+    let s = TestServer::start(b).await;
+    let before = teams(&s);
+    let drivers = count(&s, "SELECT count(*) FROM driver");
+    let singular = |r: reqwest::RequestBuilder| r.header("Accept", OBJECT);
+    for request in [
+        s.patch("/team?team_id=lte.4", json!({"points": 0})),
+        s.patch("/team?team_id=eq.999", json!({"points": 0})),
+        s.post("/team", json!([{"name": "M1"}, {"name": "M2"}])),
+        s.post("/team", json!([])),
+        s.delete("/driver?team_id=in.(1,2,3)"),
+        s.delete("/driver?team_id=eq.999"),
+    ] {
+        let r = singular(request).send().await.expect("request");
+        let body = assert_error(r, 406, "PGRST116").await;
+        assert!(
+            body["details"].as_str().unwrap_or("").contains("rows"),
+            "{body}"
+        );
+    }
+    assert_eq!(teams(&s), before);
+    assert_eq!(count(&s, "SELECT count(*) FROM driver"), drivers);
+    // Exactly one row, nothing returned: 204, committed.
+    let r = singular(s.patch("/team?team_id=eq.2", json!({"points": 7})))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(team(&s, 2).map(|t| t.1), Some(7));
+}
+
 async fn form_urlencoded_body(b: Backend) {
     let s = TestServer::start(b).await;
     let r = s
@@ -1080,6 +1112,7 @@ backend_tests!(
     max_affected_strict,
     if_match_on_item_writes,
     singular_write_rolls_back,
+    singular_minimal_write_rolls_back,
     form_urlencoded_body,
     views_are_read_only,
     concurrent_posts,

@@ -172,7 +172,7 @@ impl<'a> Guard<'a> {
             }
         }
         sql.text.push_str(" FROM ");
-        sql.text.push_str(&d.quote_ident(&table.name));
+        render::push_relation(d, &table.relation(), &mut sql.text);
         for (i, f) in stmt.filters.iter().enumerate() {
             sql.text.push_str(if i == 0 { " WHERE " } else { " AND " });
             render::condition(d, f, &mut sql);
@@ -205,7 +205,7 @@ impl<'a> Guard<'a> {
         }
         let mut sql = Sql::default();
         sql.text.push_str("SELECT count(*) FROM ");
-        sql.text.push_str(&d.quote_ident(&table.name));
+        render::push_relation(d, &table.relation(), &mut sql.text);
         sql.text.push_str(" WHERE (");
         for (i, row) in rows.iter().enumerate() {
             sql.text.push_str(if i == 0 { "(" } else { " OR (" });

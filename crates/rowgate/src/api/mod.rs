@@ -36,12 +36,33 @@ pub struct Target<'a> {
     pub key: Option<&'a str>,
 }
 
-/// Serves one table/view request for `principal`.
+/// Serves one table/view request for `principal`. A statement that meets a table or column the
+/// schema cache still lists but the database no longer has (a DDL change not yet picked up)
+/// failed before it changed anything: the schema is reloaded and the request planned and run
+/// again, so it is answered as if the cache had been current (404 `PGRST205`, 400 `PGRST204`,
+/// or the rows), never with a stale plan's error.
 pub async fn handle(
     app: &App,
     parts: &Parts,
     body: Bytes,
     target: Target<'_>,
+    principal: &Principal,
+) -> Result<Reply, ApiError> {
+    let first = handle_once(app, parts, &body, &target, principal).await;
+    match first {
+        Err(e) if e.code == ErrorCode::SchemaChanged => {
+            app.db.reload_schema().await?;
+            handle_once(app, parts, &body, &target, principal).await
+        }
+        answer => answer,
+    }
+}
+
+async fn handle_once(
+    app: &App,
+    parts: &Parts,
+    body: &Bytes,
+    target: &Target<'_>,
     principal: &Principal,
 ) -> Result<Reply, ApiError> {
     let schema = app.db.schema();
@@ -71,11 +92,11 @@ pub async fn handle(
     let is_item = item.is_some();
     match parts.method {
         Method::GET | Method::HEAD => read(app, parts, &table, &query, &prefer, item).await,
-        Method::POST if !is_item => insert(app, parts, &table, &query, &prefer, &body).await,
+        Method::POST if !is_item => insert(app, parts, &table, &query, &prefer, body).await,
         Method::PATCH | Method::DELETE => {
-            modify(app, parts, &table, &query, &prefer, item, &body).await
+            modify(app, parts, &table, &query, &prefer, item, body).await
         }
-        Method::PUT => put(app, parts, &table, &query, &prefer, target.key, &body).await,
+        Method::PUT => put(app, parts, &table, &query, &prefer, target.key, body).await,
         _ => {
             let allow = if full.is_view {
                 "GET, HEAD"
@@ -254,14 +275,15 @@ fn returning(
     }
 }
 
+/// The media type of a write's answer. A singular `Accept` guards every write, whatever it
+/// returns: unless exactly one row is affected, the write answers 406 and commits nothing (as
+/// PostgREST). Without a representation the other media types do not matter.
 fn write_media(parts: &Parts, prefer: &Prefer) -> Result<MediaType, ApiError> {
+    let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
     if prefer.return_ == Return::Representation {
-        request::negotiate(
-            &parts.headers,
-            &[MediaType::Json, MediaType::SingleObject, MediaType::Csv],
-        )
+        request::negotiate(&parts.headers, &offered)
     } else {
-        Ok(MediaType::Json)
+        Ok(request::negotiate(&parts.headers, &offered).unwrap_or(MediaType::Json))
     }
 }
 
@@ -541,9 +563,7 @@ async fn put(
     } else {
         Step::Execute(sql)
     });
-    let mut job = Job::new(Access::Write, steps);
-    job.format = format_of(media);
-    let mut done = app.db.run(job).await?;
+    let mut done = app.db.run(write_job(steps, prefer, media)).await?;
     let out = encoded(&mut done);
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject || key.is_some() {

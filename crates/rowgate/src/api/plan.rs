@@ -323,12 +323,12 @@ pub fn read(
         limit = Some(limit.map_or(max_rows, |l| l.min(max_rows)));
     }
     let count = with_count.then(|| CountStmt {
-        table: table.name.clone(),
+        table: table.relation(),
         filters: filters.clone(),
     });
     Ok(ReadPlan {
         select: SelectStmt {
-            table: table.name.clone(),
+            table: table.relation(),
             columns,
             filters,
             order: order(table, &query.order, dialect)?,
@@ -497,7 +497,7 @@ pub fn insert(
             // DEFAULT VALUES inserts one row per statement.
             for _ in rows {
                 stmts.push(InsertStmt {
-                    table: table.name.clone(),
+                    table: table.relation(),
                     columns: Vec::new(),
                     rows: vec![Vec::new()],
                     on_conflict: on_conflict.clone(),
@@ -509,7 +509,7 @@ pub fn insert(
         let per_stmt = (MAX_PARAMS_PER_STATEMENT / cols.len()).max(1);
         for chunk in rows.chunks(per_stmt) {
             stmts.push(InsertStmt {
-                table: table.name.clone(),
+                table: table.relation(),
                 columns: cols.clone(),
                 rows: chunk.to_vec(),
                 on_conflict: on_conflict.clone(),
@@ -546,7 +546,7 @@ pub fn update(
         return Ok(None);
     }
     Ok(Some(UpdateStmt {
-        table: table.name.clone(),
+        table: table.relation(),
         set,
         filters,
         returning,
@@ -561,7 +561,7 @@ pub fn delete(
 ) -> Result<DeleteStmt, ApiError> {
     writable(table)?;
     Ok(DeleteStmt {
-        table: table.name.clone(),
+        table: table.relation(),
         filters,
         returning,
     })
@@ -608,7 +608,7 @@ pub fn put(
     }
     let target = table.primary_key.clone();
     Ok(InsertStmt {
-        table: table.name.clone(),
+        table: table.relation(),
         on_conflict: Some(OnConflict::Merge {
             update: columns
                 .iter()

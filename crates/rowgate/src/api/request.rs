@@ -2,6 +2,8 @@
 //! string parsed by `rowgate-query`, the `Prefer`, `Accept`, `Content-Type`, `Range` and
 //! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
 
+use std::borrow::Cow;
+
 use http::{header, HeaderMap, Method};
 use rowgate_query::{Condition, Operand, Query};
 use serde_json::Value as Json;
@@ -238,11 +240,12 @@ pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
 
 /// Decodes the query string with `rowgate-query`.
 pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
-    let pairs: Vec<(String, String)> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-        .into_owned()
-        .collect();
+    let pairs = form_pairs(raw.unwrap_or("").as_bytes()).map_err(|e| ApiError {
+        code: ErrorCode::QueryParse,
+        ..e
+    })?;
     Ok(rowgate_query::parse::parse_query(
-        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
     )?)
 }
 
@@ -322,10 +325,12 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
                     return Ok(json);
                 }
             }
-            let object = form_urlencoded::parse(body)
-                .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
-                .collect();
-            Ok(Json::Object(object))
+            Ok(Json::Object(
+                form_pairs(body)?
+                    .into_iter()
+                    .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
+                    .collect(),
+            ))
         }
         _ => Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
@@ -333,6 +338,35 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
         )
         .hint("send application/json or application/x-www-form-urlencoded")),
     }
+}
+
+/// A decoded name and value of a URL-encoded form.
+pub type FormPair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+/// A URL-encoded form (a body or a query string) as its name/value pairs. Names and values
+/// must decode to UTF-8: a byte sequence that does not (`name=%ff`) is refused (400) rather than
+/// taken as U+FFFD. `form_urlencoded` decodes lossily, so only a pair holding U+FFFD is decoded
+/// again strictly, to tell a replacement from a U+FFFD the client sent.
+pub fn form_pairs(raw: &[u8]) -> Result<Vec<FormPair<'_>>, ApiError> {
+    let pairs: Vec<FormPair<'_>> = form_urlencoded::parse(raw).collect();
+    let lossy = |s: &str| s.contains(char::REPLACEMENT_CHARACTER);
+    if pairs.iter().any(|(k, v)| lossy(k) || lossy(v)) {
+        for part in raw.split(|&b| matches!(b, b'&' | b'=')) {
+            let spaced: Vec<u8> = part
+                .iter()
+                .map(|&b| if b == b'+' { b' ' } else { b })
+                .collect();
+            if let Err(e) = percent_encoding::percent_decode(&spaced).decode_utf8() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidBody,
+                    "a form or query string value is not valid UTF-8 once decoded",
+                )
+                .details(e.to_string())
+                .hint("percent-encode text as UTF-8"));
+            }
+        }
+    }
+    Ok(pairs)
 }
 
 /// Whether the method reads.

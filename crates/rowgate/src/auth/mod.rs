@@ -35,6 +35,30 @@ pub struct Principal {
     pub claims: Arc<Map<String, Json>>,
     /// No token was sent.
     pub anonymous: bool,
+    /// What must still hold for the token to be honoured (`None` for the anonymous role).
+    /// Long-lived uses of a principal (realtime streams) re-check it with
+    /// [`Auth::check_standing`].
+    pub standing: Option<Arc<Standing>>,
+}
+
+/// What can change after a token's signature was checked: time runs out, and this server's
+/// own clients can be revoked, have their secret retired or their role changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// The role the token was issued for.
+    pub role: String,
+    /// `exp` (Unix seconds), when the token has one.
+    pub exp: Option<u64>,
+    /// For this server's own tokens: the client and the secret generation.
+    pub client: Option<(String, i64)>,
+}
+
+impl Standing {
+    /// The Unix second after which the token is refused (its `exp` plus the clock-skew
+    /// leeway).
+    pub fn expires_after(&self) -> Option<u64> {
+        self.exp.map(|exp| exp + token::LEEWAY_S)
+    }
 }
 
 /// Keys, clients, grants and the failed-attempt limiter of one server.
@@ -55,6 +79,9 @@ pub struct Auth {
     anonymous: Principal,
     /// Tokens verified before, so a client's next request skips the signature check.
     verified: std::sync::RwLock<HashMap<String, Verified>>,
+    /// Counts the changes of the client registry seen by [`Auth::refresh_clients`]: long-lived
+    /// streams re-check their tokens when it moves.
+    pub clients_changed: tokio::sync::watch::Sender<u64>,
 }
 
 /// Most tokens remembered as verified; when full, the memory starts over.
@@ -63,13 +90,10 @@ const VERIFIED_CAPACITY: usize = 10_000;
 /// A token that verified: who it is, and what must still hold each time it is used.
 #[derive(Clone)]
 struct Verified {
-    role: String,
     claims: Arc<Map<String, Json>>,
-    /// `exp` (Unix seconds), when the token has one.
-    exp: Option<u64>,
-    /// For this server's own tokens: the client and secret generation, checked on every use
-    /// (a revoked client or a retired secret stops a remembered token too).
-    client: Option<(String, i64)>,
+    /// Checked on every use (an expired token, a revoked client or a retired secret stops a
+    /// remembered token too).
+    standing: Arc<Standing>,
 }
 
 impl Auth {
@@ -89,7 +113,9 @@ impl Auth {
                 role: config.auth.anon_role.clone(),
                 claims: Arc::new(Map::new()),
                 anonymous: true,
+                standing: None,
             },
+            clients_changed: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -98,6 +124,7 @@ impl Auth {
         let fresh = clients::load(db).await?;
         if **self.clients.load() != fresh {
             self.clients.store(Arc::new(fresh));
+            self.clients_changed.send_modify(|n| *n += 1);
         }
         Ok(())
     }
@@ -141,9 +168,11 @@ impl Auth {
                     .verify(token, &clients)
                     .map_err(|e| invalid(&e.0))?;
                 let v = Verified {
-                    exp: fresh.claims.get("exp").and_then(Json::as_u64),
-                    client: fresh.own.clone(),
-                    role: fresh.role,
+                    standing: Arc::new(Standing {
+                        exp: fresh.claims.get("exp").and_then(Json::as_u64),
+                        client: fresh.own.clone(),
+                        role: fresh.role,
+                    }),
                     claims: Arc::new(fresh.claims),
                 };
                 let mut memory = self.verified.write().unwrap_or_else(|e| e.into_inner());
@@ -154,29 +183,50 @@ impl Auth {
                 v
             }
         };
-        // What can change after the signature was checked: time, and the client.
-        if verified
-            .exp
-            .is_some_and(|exp| jsonwebtoken::get_current_timestamp() > exp + token::LEEWAY_S)
-        {
-            return Err(invalid("the token has expired"));
-        }
-        if let Some((client_id, generation)) = &verified.client {
-            match clients.get(client_id) {
-                Some(c) if c.accepts(*generation) && c.role == verified.role => {}
-                _ => {
-                    return Err(invalid(
-                        "the token's client is revoked or its secret retired",
-                    ))
-                }
-            }
-        }
+        standing_verdict(&verified.standing, &clients).map_err(invalid)?;
         Ok(Principal {
-            role: verified.role,
+            role: verified.standing.role.clone(),
             claims: verified.claims,
             anonymous: false,
+            standing: Some(verified.standing),
         })
     }
+
+    /// Whether `principal`'s token is still honoured (401 `PGRST301` when it expired or its
+    /// client was revoked since); the anonymous role always is.
+    pub fn check_standing(&self, principal: &Principal) -> Result<(), ApiError> {
+        match &principal.standing {
+            None => Ok(()),
+            Some(standing) => self.standing_verdict(standing).map_err(|why| {
+                ApiError::new(ErrorCode::InvalidToken, "invalid bearer token").details(why)
+            }),
+        }
+    }
+
+    /// Why a token of this standing is no longer honoured, if it is not.
+    pub fn standing_verdict(&self, standing: &Standing) -> Result<(), &'static str> {
+        standing_verdict(standing, &self.clients.load())
+    }
+}
+
+/// What can change after the signature was checked: time, and the client.
+fn standing_verdict(
+    standing: &Standing,
+    clients: &HashMap<String, Client>,
+) -> Result<(), &'static str> {
+    if standing
+        .expires_after()
+        .is_some_and(|after| jsonwebtoken::get_current_timestamp() > after)
+    {
+        return Err("the token has expired");
+    }
+    if let Some((client_id, generation)) = &standing.client {
+        match clients.get(client_id) {
+            Some(c) if c.accepts(*generation) && c.role == standing.role => {}
+            _ => return Err("the token's client is revoked or its secret retired"),
+        }
+    }
+    Ok(())
 }
 
 /// Keeps the running server's view of the clients current: re-reads them every

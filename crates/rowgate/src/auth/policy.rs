@@ -89,18 +89,22 @@ impl Grant {
     pub fn view<'a>(&self, table: &'a Table) -> Cow<'a, Table> {
         match &self.read {
             None => Cow::Borrowed(table),
-            Some(cols) => Cow::Owned(Table::new(
-                table.name.clone(),
-                table.is_view,
-                table
-                    .columns
-                    .iter()
-                    .filter(|c| cols.contains(&c.name))
-                    .cloned()
-                    .collect(),
-                table.primary_key.clone(),
-                table.foreign_keys.clone(),
-            )),
+            Some(cols) => Cow::Owned({
+                let mut view = Table::new(
+                    table.name.clone(),
+                    table.is_view,
+                    table
+                        .columns
+                        .iter()
+                        .filter(|c| cols.contains(&c.name))
+                        .cloned()
+                        .collect(),
+                    table.primary_key.clone(),
+                    table.foreign_keys.clone(),
+                );
+                view.schema = table.schema.clone();
+                view
+            }),
         }
     }
 

@@ -564,6 +564,13 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
         c if c.starts_with("22") => {
             return ApiError::new(ErrorCode::DataError, db.message().to_string())
         }
+        "42P01" | "42703" => {
+            tracing::info!(message = db.message(), "the schema changed under a request");
+            return ApiError::new(
+                ErrorCode::SchemaChanged,
+                "the database schema changed; retry the request",
+            );
+        }
         "42883" | "42804" => {
             return ApiError::new(
                 ErrorCode::QueryParse,

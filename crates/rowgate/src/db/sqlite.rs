@@ -91,6 +91,9 @@ impl Conn {
         conn.busy_timeout(opts.busy_timeout)?;
         conn.set_prepared_statement_cache_capacity(256);
         conn.execute_batch("PRAGMA case_sensitive_like = ON; PRAGMA foreign_keys = ON;")?;
+        // An unknown double-quoted identifier must be an error, never a string literal: with a
+        // stale schema cache, `"code"` after a rename would otherwise read as the text 'code'.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
         register_regexp(&conn)?;
         let deadline = Arc::new(AtomicU64::new(u64::MAX));
         let budget = Arc::new(AtomicI64::new(i64::MAX));
@@ -482,6 +485,16 @@ fn too_complex(message: String) -> ApiError {
     .hint("use fewer filters, list items or columns per request")
 }
 
+/// A statement named a table or column the database no longer has: the schema cache is stale.
+/// The REST pipeline reloads it and plans the request again; elsewhere it is a 503 to retry.
+fn schema_changed(message: String) -> ApiError {
+    tracing::info!(%message, "the schema changed under a request");
+    ApiError::new(
+        ErrorCode::SchemaChanged,
+        "the database schema changed; retry the request",
+    )
+}
+
 /// Maps a SQLite error to the error a client sees.
 pub fn map_error(e: rusqlite::Error) -> ApiError {
     match &e {
@@ -517,6 +530,9 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                         .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
                 }
                 _ if hits_a_limit(&text) => too_complex(text),
+                _ if text.starts_with("no such table") || text.starts_with("no such column") => {
+                    schema_changed(text)
+                }
                 // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
                 _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
                     ApiError::new(ErrorCode::DataError, "a value is not valid JSON").details(text)
@@ -525,6 +541,11 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
             }
         }
         rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => too_complex(msg.clone()),
+        rusqlite::Error::SqlInputError { msg, .. }
+            if msg.starts_with("no such table") || msg.starts_with("no such column") =>
+        {
+            schema_changed(msg.clone())
+        }
         rusqlite::Error::UserFunctionError(inner) => {
             ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
                 .details(inner.to_string())

@@ -19,6 +19,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::capture::{Change, Op};
 use super::protocol::{self, close, Kind};
+use crate::auth::Standing;
 use crate::observe::Metrics;
 
 /// The columns a role may read of a table (`None`: all); interned, so equal views are one
@@ -157,8 +158,13 @@ pub struct Subscription {
     pub filter: Vec<Condition>,
     /// The columns the role may read.
     pub view: Arc<View>,
-    /// When the token runs out (Unix seconds).
-    pub expires: Option<u64>,
+}
+
+/// An open connection as the hub keeps it: its queue, and the standing of the token it acts
+/// with (re-checked when the clients change and when the token runs out).
+struct Connection {
+    outbox: std::sync::Weak<Outbox>,
+    standing: Option<Arc<Standing>>,
 }
 
 #[derive(Default)]
@@ -172,8 +178,14 @@ struct Registry {
 /// Every subscription of this worker.
 pub struct Hub {
     registry: Mutex<Registry>,
-    /// Every open connection (the sweeper pings them; `/metrics` sums their queues).
-    connections: Mutex<HashMap<u64, std::sync::Weak<Outbox>>>,
+    /// Every open connection (the sweeper pings them; `/metrics` sums their queues; the
+    /// standing checker closes those whose token is no longer honoured).
+    connections: Mutex<HashMap<u64, Connection>>,
+    /// The earliest Unix second at which an open connection's token runs out (`u64::MAX`:
+    /// none), and the wake-up of the standing checker when a connection lowers it.
+    earliest_expiry: AtomicU64,
+    /// Woken when a connection's token runs out before [`Hub::earliest_expiry`] said.
+    pub expiry_moved: Notify,
     next_connection: AtomicU64,
     metrics: Arc<Metrics>,
     /// Tells the supervisor (and so the other workers) that this worker committed changes.
@@ -189,6 +201,8 @@ impl Hub {
                 ..Registry::default()
             }),
             connections: Mutex::new(HashMap::new()),
+            earliest_expiry: AtomicU64::new(u64::MAX),
+            expiry_moved: Notify::new(),
             next_connection: AtomicU64::new(1),
             metrics,
             announce: OnceLock::new(),
@@ -199,11 +213,38 @@ impl Hub {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a new connection's outbox; returns its id.
-    pub fn connect(&self, outbox: &Arc<Outbox>) -> u64 {
+    /// Registers a new connection's outbox and the standing of its token; returns its id.
+    pub fn connect(&self, outbox: &Arc<Outbox>, standing: Option<Arc<Standing>>) -> u64 {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
-        self.open_connections().insert(id, Arc::downgrade(outbox));
+        // entered before its expiry is announced: a check woken by it sees the connection
+        let after = standing.as_deref().and_then(Standing::expires_after);
+        self.open_connections().insert(
+            id,
+            Connection {
+                outbox: Arc::downgrade(outbox),
+                standing,
+            },
+        );
+        self.watch_expiry(after);
         id
+    }
+
+    /// The connection now acts with another token (a WebSocket `auth` message).
+    pub fn set_standing(&self, connection: u64, standing: Option<Arc<Standing>>) {
+        let after = standing.as_deref().and_then(Standing::expires_after);
+        if let Some(entry) = self.open_connections().get_mut(&connection) {
+            entry.standing = standing;
+        }
+        self.watch_expiry(after);
+    }
+
+    /// Wakes the standing check when a token running out at `after` is the first to.
+    fn watch_expiry(&self, after: Option<u64>) {
+        if let Some(after) = after {
+            if self.earliest_expiry.fetch_min(after, Ordering::Relaxed) > after {
+                self.expiry_moved.notify_one();
+            }
+        }
     }
 
     /// Forgets a closed connection (and its subscriptions on `tables`).
@@ -214,29 +255,57 @@ impl Hub {
         self.open_connections().remove(&connection);
     }
 
-    fn open_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, std::sync::Weak<Outbox>>> {
+    fn open_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn outboxes(&self) -> Vec<Arc<Outbox>> {
+        self.open_connections()
+            .values()
+            .filter_map(|c| c.outbox.upgrade())
+            .collect()
     }
 
     /// Asks every connection to ping its client (the one sweeper: no timer per connection).
     pub fn sweep(&self) {
-        let outboxes: Vec<Arc<Outbox>> = self
-            .open_connections()
-            .values()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
-        for outbox in outboxes {
+        for outbox in self.outboxes() {
             outbox.ping();
         }
     }
 
+    /// Closes (1008) every connection whose token `verdict` no longer honours, with its
+    /// reason; returns when the next remaining token runs out (Unix seconds), if any does.
+    pub fn recheck(&self, verdict: impl Fn(&Standing) -> Result<(), &'static str>) -> Option<u64> {
+        let mut earliest = u64::MAX;
+        let mut refused = Vec::new();
+        {
+            let connections = self.open_connections();
+            for c in connections.values() {
+                let Some(standing) = &c.standing else {
+                    continue;
+                };
+                match verdict(standing) {
+                    Ok(()) => {
+                        if let Some(after) = standing.expires_after() {
+                            earliest = earliest.min(after);
+                        }
+                    }
+                    Err(why) => refused.push((c.outbox.clone(), why)),
+                }
+            }
+            self.earliest_expiry.store(earliest, Ordering::Relaxed);
+        }
+        for (outbox, why) in refused {
+            if let Some(outbox) = outbox.upgrade() {
+                outbox.close(close::POLICY, why);
+            }
+        }
+        (earliest != u64::MAX).then_some(earliest)
+    }
+
     /// Events waiting in all connections' queues.
     pub fn queued(&self) -> usize {
-        self.open_connections()
-            .values()
-            .filter_map(std::sync::Weak::upgrade)
-            .map(|o| o.queued())
-            .sum()
+        self.outboxes().iter().map(|o| o.queued()).sum()
     }
 
     /// The last change id dispatched.
@@ -286,7 +355,6 @@ impl Hub {
 
     /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions.
     pub fn dispatch(&self, changes: &[Change]) {
-        let now = jsonwebtoken::get_current_timestamp();
         let mut registry = self.lock();
         let mut frames_out = 0u64;
         for change in changes {
@@ -301,10 +369,6 @@ impl Hub {
             let mut frames: Vec<(*const View, Kind, Event)> = Vec::new();
             for sub in subs {
                 if sub.outbox.is_closed() {
-                    continue;
-                }
-                if sub.expires.is_some_and(|exp| now > exp) {
-                    sub.outbox.close(close::POLICY, "the token has expired");
                     continue;
                 }
                 let Some(kind) = classify(change, &sub.filter) else {
@@ -363,5 +427,56 @@ pub fn frame(change: &Change, kind: Kind, view: &View) -> Event {
     Event {
         id: change.id,
         json: protocol::event(change.id, &change.table, kind, key, row).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn standing(exp: Option<u64>) -> Option<Arc<Standing>> {
+        Some(Arc::new(Standing {
+            role: "reader".into(),
+            exp,
+            client: None,
+        }))
+    }
+
+    /// The standing check closes (1008) the connections its verdict refuses, keeps the others
+    /// and answers when the next remaining token runs out; anonymous connections are never
+    /// checked.
+    #[test]
+    fn recheck_closes_refused_connections_and_finds_the_next_expiry() {
+        let hub = Hub::new(0, Arc::new(Metrics::new()));
+        let now = jsonwebtoken::get_current_timestamp();
+        let expired = Outbox::new(4);
+        let later = Outbox::new(4);
+        let anonymous = Outbox::new(4);
+        hub.connect(&expired, standing(Some(now - 3600)));
+        let id = hub.connect(&later, standing(Some(now + 3600)));
+        hub.connect(&anonymous, None);
+        let next = hub.recheck(|s| match s.expires_after() {
+            Some(after) if jsonwebtoken::get_current_timestamp() > after => {
+                Err("the token has expired")
+            }
+            _ => Ok(()),
+        });
+        assert_eq!(
+            expired.closing(),
+            Some((close::POLICY, "the token has expired"))
+        );
+        assert_eq!(later.closing(), None);
+        assert_eq!(anonymous.closing(), None);
+        assert_eq!(next, Some(now + 3600 + crate::auth::token::LEEWAY_S));
+        // A connection re-authenticated with a token that runs out sooner moves the expiry
+        // and wakes the checker.
+        hub.set_standing(id, standing(Some(now + 10)));
+        assert_eq!(
+            hub.earliest_expiry.load(Ordering::Relaxed),
+            now + 10 + crate::auth::token::LEEWAY_S
+        );
+        let woken = hub.expiry_moved.notified();
+        tokio::pin!(woken);
+        assert!(woken.enable(), "a permit was stored for the checker");
     }
 }

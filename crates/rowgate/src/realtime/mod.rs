@@ -127,6 +127,7 @@ pub fn spawn(app: &Arc<App>) {
             }
         });
     }
+    spawn_standing_checker(app, &realtime);
     let app = app.clone();
     tokio::spawn(async move {
         let config = &app.config.realtime;
@@ -162,6 +163,43 @@ pub fn spawn(app: &Arc<App>) {
                     Err(e) => tracing::warn!("realtime: pruning failed: {e}"),
                 }
             }
+        }
+    });
+}
+
+/// Closes (1008) every connection whose token is no longer honoured: re-checked whenever the
+/// client registry changes (a revoke, a retired secret, a role change: within
+/// `auth.clients_poll_ms`) and when the earliest token runs out. Idle otherwise: no timer per
+/// connection.
+fn spawn_standing_checker(app: &Arc<App>, realtime: &Arc<Realtime>) {
+    let (app, realtime) = (app.clone(), realtime.clone());
+    tokio::spawn(async move {
+        let mut clients = app.auth.clients_changed.subscribe();
+        let mut next: Option<u64> = None;
+        loop {
+            let expiry = async {
+                match next {
+                    // refused once the clock is past `after`: look a second later
+                    Some(after) => {
+                        let at = std::time::UNIX_EPOCH + Duration::from_secs(after + 1);
+                        let wait = at
+                            .duration_since(std::time::SystemTime::now())
+                            .unwrap_or_default();
+                        tokio::time::sleep(wait).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = clients.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = realtime.hub.expiry_moved.notified() => {}
+                () = expiry => {}
+            }
+            next = realtime.hub.recheck(|s| app.auth.standing_verdict(s));
         }
     });
 }

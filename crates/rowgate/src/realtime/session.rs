@@ -54,7 +54,7 @@ where
     let settings = &app.config.realtime;
     let (mut sink, mut stream) = socket.split();
     let outbox = Outbox::new(settings.queue);
-    let connection = hub.connect(&outbox);
+    let connection = hub.connect(&outbox, ctx.principal.standing.clone());
     let metrics = ctx.app.metrics.clone();
     metrics.realtime_connection(1);
     let mut session = Session {
@@ -256,6 +256,11 @@ impl Session {
                 headers.insert(http::header::AUTHORIZATION, value);
                 match self.app.auth.authenticate(&headers) {
                     Ok(principal) => {
+                        if let Some(realtime) = &self.app.realtime {
+                            realtime
+                                .hub
+                                .set_standing(self.connection, principal.standing.clone());
+                        }
                         self.principal = principal;
                         say(sink, protocol::authenticated(&self.principal.role)).await
                     }
@@ -325,7 +330,6 @@ impl Session {
                 outbox: self.outbox.clone(),
                 filter: prepared.filter.clone(),
                 view: prepared.view.clone(),
-                expires: prepared.expires,
             },
         );
         let sent = |r: Result<(), WsError>| r.map_err(|_| Failure::End(End::Gone));

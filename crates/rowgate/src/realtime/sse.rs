@@ -71,7 +71,7 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
     let principal = app.auth.authenticate(&super::token_headers(parts))?;
     let prepared = prepare(app, &realtime.hub, &principal, &table, param("filter"))?;
     let outbox = Outbox::new(app.config.realtime.queue);
-    let connection = realtime.hub.connect(&outbox);
+    let connection = realtime.hub.connect(&outbox, principal.standing.clone());
     let last = realtime.hub.subscribe(
         &table,
         Subscription {
@@ -79,7 +79,6 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
             outbox: outbox.clone(),
             filter: prepared.filter.clone(),
             view: prepared.view.clone(),
-            expires: prepared.expires,
         },
     );
     let (body, chunks) = mpsc::channel::<Bytes>(BODY_CHUNKS);
@@ -206,18 +205,22 @@ impl Feed {
     async fn put(&mut self, chunk: Bytes) -> bool {
         let send = self.body.send(chunk);
         tokio::pin!(send);
+        let mut woken = false;
         let sent = loop {
             tokio::select! {
                 sent = &mut send => break sent.is_ok(),
                 () = self.outbox.wake.notified() => {
+                    woken = true;
                     if self.outbox.is_closed() {
                         break false;
                     }
                 }
             }
         };
-        if self.outbox.ping_pending() {
-            // the sweeper's wake-up went to this send: keep it for the loop
+        if woken {
+            // The wake-up (events queued during the hello or a replay, or the sweeper's ping)
+            // went to this send: keep it for the loop. The hub notifies only when the queue
+            // turns non-empty, so a lost wake-up would leave events waiting forever.
             self.outbox.wake.notify_one();
         }
         sent

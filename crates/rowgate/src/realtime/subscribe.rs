@@ -4,7 +4,7 @@
 //! [`prepare`] checks a request against the configuration, the schema cache and the role's
 //! grant (table realtime, `select` granted, filter columns present and readable, filter
 //! evaluable in memory) and returns the filter to match (the client's AND the role's row
-//! filter), the column view and when the token runs out. [`replay`] reads `(since, last]` from
+//! filter) and the column view. [`replay`] reads `(since, last]` from
 //! the log in batches.
 
 use std::collections::HashSet;
@@ -28,8 +28,6 @@ pub struct Prepared {
     pub filter: Vec<Condition>,
     /// The columns the role may read.
     pub view: Arc<View>,
-    /// When the token runs out (Unix seconds, with the verification leeway).
-    pub expires: Option<u64>,
 }
 
 /// Checks a request to follow `table` with `filter_text` as `principal`.
@@ -47,6 +45,8 @@ pub fn prepare(
         )
         .hint("list it in realtime.tables"));
     }
+    // a token revoked or expired since the connection opened subscribes to nothing
+    app.auth.check_standing(principal)?;
     let schema = app.db.schema();
     let Some(shape) = schema.table(table) else {
         return Err(ApiError::new(
@@ -97,11 +97,6 @@ pub fn prepare(
     Ok(Prepared {
         filter,
         view: hub.view(&principal.role, table, readable),
-        expires: principal
-            .claims
-            .get("exp")
-            .and_then(serde_json::Value::as_u64)
-            .map(|exp| exp + crate::auth::token::LEEWAY_S),
     })
 }
 

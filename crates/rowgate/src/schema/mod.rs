@@ -62,6 +62,9 @@ pub struct ForeignKey {
 pub struct Table {
     /// Name.
     pub name: String,
+    /// The schema the table lives in where the backend has several (PostgreSQL); SQL names it
+    /// qualified by it. `None` on SQLite.
+    pub schema: Option<String>,
     /// True for views (read-only).
     pub is_view: bool,
     /// Columns in declaration order.
@@ -90,11 +93,26 @@ impl Table {
             .collect();
         Table {
             name,
+            schema: None,
             is_view,
             columns,
             primary_key,
             foreign_keys,
             by_name,
+        }
+    }
+
+    /// The same table, in `schema`.
+    pub fn in_schema(mut self, schema: String) -> Table {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// How SQL names the table: schema-qualified where it has a schema.
+    pub fn relation(&self) -> rowgate_query::stmt::Relation {
+        rowgate_query::stmt::Relation {
+            schema: self.schema.clone(),
+            name: self.name.clone(),
         }
     }
 

@@ -17,7 +17,7 @@ pub async fn introspect(
 ) -> Result<SchemaCache, tokio_postgres::Error> {
     let relations = client
         .query(
-            "SELECT c.oid, c.relname, c.relkind IN ('v', 'm'), array_position($1::text[], n.nspname::text)
+            "SELECT c.oid, c.relname, c.relkind IN ('v', 'm'), array_position($1::text[], n.nspname::text), n.nspname::text
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
              ORDER BY 4, c.relname",
@@ -25,10 +25,12 @@ pub async fn introspect(
         )
         .await?;
     let mut chosen: Vec<(u32, String, bool)> = Vec::new();
+    let mut schema_of: HashMap<u32, String> = HashMap::new();
     for r in &relations {
         let name: String = r.get(1);
         if !chosen.iter().any(|(_, n, _)| *n == name) {
             chosen.push((r.get(0), name, r.get(2)));
+            schema_of.insert(r.get(0), r.get(4));
         }
     }
     let oids: Vec<u32> = chosen.iter().map(|(oid, _, _)| *oid).collect();
@@ -139,7 +141,8 @@ pub async fn introspect(
         cols.shrink_to_fit();
         tables.insert(
             name.clone(),
-            Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys),
+            Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys)
+                .in_schema(schema_of.get(oid).cloned().unwrap_or_default()),
         );
     }
     Ok(SchemaCache { tables, version: 0 })

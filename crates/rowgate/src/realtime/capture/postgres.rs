@@ -67,7 +67,7 @@ pub async fn ensure(db: &Postgres, tables: &[Table]) -> anyhow::Result<()> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
         .await?;
     tx.batch_execute(&setup_sql()).await?;
-    let wanted: Vec<String> = tables.iter().map(|t| qualified(&t.name)).collect();
+    let wanted: Vec<String> = tables.iter().map(qualified).collect();
     let unlisted = tx
         .query(
             "SELECT t.tgrelid::regclass::text FROM pg_trigger t
@@ -87,7 +87,7 @@ pub async fn ensure(db: &Postgres, tables: &[Table]) -> anyhow::Result<()> {
         tx.batch_execute(&format!(
             "CREATE OR REPLACE TRIGGER rowgate_rt AFTER INSERT OR UPDATE OR DELETE ON {} \
              FOR EACH ROW EXECUTE FUNCTION rowgate.capture({})",
-            qualified(&table.name),
+            qualified(table),
             args.join(", ")
         ))
         .await?;
@@ -196,10 +196,11 @@ pub async fn prune(db: &Postgres, cutoff_ms: i64, keep: i64) -> Result<usize, Ap
 }
 
 /// A table's name as the schema cache has it (`name` or `schema.name`), quoted for SQL.
-fn qualified(name: &str) -> String {
-    match name.split_once('.') {
-        Some((schema, table)) => format!("{}.{}", quote(schema), quote(table)),
-        None => quote(name),
+/// The table's name as SQL gives it, schema-qualified where the cache knows its schema.
+fn qualified(table: &Table) -> String {
+    match &table.schema {
+        Some(schema) => format!("{}.{}", quote(schema), quote(&table.name)),
+        None => quote(&table.name),
     }
 }
 
