@@ -170,6 +170,10 @@ struct ServeArgs {
     /// (config key supervisor.pid_file).
     #[arg(long)]
     pid_file: Option<PathBuf>,
+    /// Create an empty SQLite database when the file does not exist (without it, a missing
+    /// file is an error: a typo must not serve an empty database).
+    #[arg(long)]
+    create: bool,
 }
 
 /// The demo database's default file name.
@@ -412,12 +416,20 @@ fn check(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Colour in the log only on a terminal, and never with `NO_COLOR` set (no-color.org): a log
+/// written to a file or a pipe stays plain text.
+fn log_colours() -> bool {
+    use std::io::IsTerminal as _;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(log_colours())
         // A log that cannot be written (disk full, file size limit) must not take the thread
         // down: the fallback `eprintln!` that reports it panics when stderr fails too.
         .log_internal_errors(false)
@@ -430,7 +442,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     }
     let config = args.common.load()?;
     init_logging(&config.log);
-    prepare_database(&args.common, &config)?;
+    prepare_database(&args.common, &config, args.create)?;
     let workers = args.workers.unwrap_or(config.supervisor.workers);
     if workers == 0 {
         return serve_alone(&args.common, config);
@@ -513,8 +525,9 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
     })
 }
 
-/// Creates the demo database when `--demo` asks for it and it is missing.
-fn prepare_database(args: &CommonArgs, config: &Config) -> anyhow::Result<()> {
+/// Creates the demo database when `--demo` asks for it and it is missing; refuses a missing
+/// SQLite file unless `create` asks for an empty one.
+fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow::Result<()> {
     let on_postgres = is_postgres_url(&config.db.path.to_string_lossy());
     if args.demo && on_postgres {
         tracing::info!(
@@ -524,7 +537,14 @@ fn prepare_database(args: &CommonArgs, config: &Config) -> anyhow::Result<()> {
         tracing::info!(path = %config.db.path.display(), "creating the demo database");
         demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
     } else if !on_postgres && !config.db.path.exists() {
-        tracing::warn!(path = %config.db.path.display(), "database file does not exist: creating an empty one");
+        let path = config.db.path.display();
+        if !create {
+            anyhow::bail!(
+                "the database file {path} does not exist: name an existing SQLite file, add \
+                 --create to start an empty one, or load the demo with `rowgate demo init --db {path}`"
+            );
+        }
+        tracing::info!(%path, "creating an empty database");
     }
     Ok(())
 }

@@ -62,11 +62,11 @@ error_codes! {
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
     TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),
     NotFound => ("RG404", StatusCode::NOT_FOUND, Request, "no route or row matches the URL"),
-    NoPrimaryKey => ("RG405", StatusCode::BAD_REQUEST, Plan, "the table has no primary key, so it has no item URLs"),
+    NoPrimaryKey => ("RG400", StatusCode::BAD_REQUEST, Plan, "the table has no primary key, so it has no item URLs or default conflict target"),
     NotModified => ("RG304", StatusCode::NOT_MODIFIED, Execute, "the representation matches If-None-Match"),
     PreconditionFailed => ("RG412", StatusCode::PRECONDITION_FAILED, Execute, "If-Match does not match the current representation"),
     PayloadTooLarge => ("RG413", StatusCode::PAYLOAD_TOO_LARGE, Request, "the request body exceeds the configured limit"),
-    ReadOnlyResource => ("RG406", StatusCode::METHOD_NOT_ALLOWED, Plan, "views are read-only"),
+    ReadOnlyResource => ("RG405", StatusCode::METHOD_NOT_ALLOWED, Plan, "the view cannot be written through"),
     InvalidToken => ("PGRST301", StatusCode::UNAUTHORIZED, Request, "the bearer token is malformed, expired, revoked or not signed by a trusted key"),
     LoginRequired => ("RG401", StatusCode::UNAUTHORIZED, Plan, "the anonymous role may not do this; send a bearer token"),
     PermissionDenied => ("42501", StatusCode::FORBIDDEN, Plan, "the token's role may not do this"),
@@ -74,7 +74,8 @@ error_codes! {
     ForeignKeyViolation => ("23503", StatusCode::CONFLICT, Execute, "a foreign-key constraint was violated"),
     NotNullViolation => ("23502", StatusCode::BAD_REQUEST, Execute, "a NOT NULL constraint was violated"),
     CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
-    DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value"),
+    DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value (the code is the value error's SQLSTATE, class 22: 22P02 invalid text for the type, 22007 invalid date, 22003 out of range, …)"),
+    Database => ("SQLSTATE", StatusCode::BAD_REQUEST, Execute, "another error the database raised: the code is its SQLSTATE and the status PostgREST's for it (class 42 and others 400, 42P01/42883 404, 53 503, 08 503, 25/38/39/40/55/57/58/XX/F0/HV/P0 500, 42P17 500, P0001 400)"),
     ReadOnlyTransaction => ("25006", StatusCode::METHOD_NOT_ALLOWED, Execute, "a read tried to write (a GET may only read)"),
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
     MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
@@ -97,11 +98,14 @@ pub struct ApiError {
     pub details: Option<String>,
     /// What to do about it.
     pub hint: Option<String>,
+    /// The database's SQLSTATE, when the database raised the error: it is the body's `code`
+    /// (and, for [`ErrorCode::Database`], decides the status).
+    pub sqlstate: Option<Box<str>>,
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
-    code: &'static str,
+    code: &'a str,
     message: &'a str,
     details: Option<&'a str>,
     hint: Option<&'a str>,
@@ -115,7 +119,32 @@ impl ApiError {
             message: message.into(),
             details: None,
             hint: None,
+            sqlstate: None,
         }
+    }
+
+    /// An error the database raised with `sqlstate`, as PostgREST answers it: the SQLSTATE is
+    /// the code and decides the status. A server-side (5xx) error keeps its code but not its
+    /// text, which goes to the log.
+    pub fn database(sqlstate: &str, message: impl Into<String>) -> Self {
+        let code = if sqlstate.starts_with("22") {
+            ErrorCode::DataError
+        } else {
+            ErrorCode::Database
+        };
+        let mut err = ApiError::new(code, message);
+        err.sqlstate = Some(sqlstate.into());
+        if err.status().is_server_error() {
+            tracing::error!(sqlstate, cause = %err.message, "database error");
+            err.message = "the database raised an error; details are in the server log".into();
+        }
+        err
+    }
+
+    /// The code the client sees: the SQLSTATE when the database raised the error, else the
+    /// table's.
+    pub fn code_text(&self) -> &str {
+        self.sqlstate.as_deref().unwrap_or(self.code.code())
     }
 
     /// Adds details.
@@ -139,13 +168,16 @@ impl ApiError {
 
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
-        self.code.status()
+        match (&self.sqlstate, self.code) {
+            (Some(sqlstate), ErrorCode::Database) => sqlstate_status(sqlstate),
+            _ => self.code.status(),
+        }
     }
 
     /// The JSON body.
     pub fn body(&self) -> Bytes {
         let body = Body {
-            code: self.code.code(),
+            code: self.code_text(),
             message: &self.message,
             details: self.details.as_deref(),
             hint: self.hint.as_deref(),
@@ -161,7 +193,7 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.code(), self.message)
+        write!(f, "{}: {}", self.code_text(), self.message)
     }
 }
 
@@ -174,13 +206,62 @@ impl From<rowgate_query::ParseError> for ApiError {
             message: e.message,
             details: e.details,
             hint: e.hint,
+            sqlstate: None,
         }
+    }
+}
+
+/// PostgREST's HTTP status for a SQLSTATE it passes through (`mapSQLtoHTTP` in its
+/// `Error.hs`), for the codes Rowgate does not answer with a row of its own.
+pub fn sqlstate_status(sqlstate: &str) -> StatusCode {
+    let class = sqlstate.get(..2).unwrap_or("");
+    match sqlstate {
+        "42883" | "42P01" => return StatusCode::NOT_FOUND,
+        "42P17" | "53400" => return StatusCode::INTERNAL_SERVER_ERROR,
+        "57P01" => return StatusCode::SERVICE_UNAVAILABLE,
+        "25006" => return StatusCode::METHOD_NOT_ALLOWED,
+        "23503" | "23505" => return StatusCode::CONFLICT,
+        "42501" => return StatusCode::FORBIDDEN,
+        "P0001" => return StatusCode::BAD_REQUEST,
+        _ => {}
+    }
+    match class {
+        "08" | "53" => StatusCode::SERVICE_UNAVAILABLE,
+        "0L" | "0P" | "28" => StatusCode::FORBIDDEN,
+        "09" | "25" | "2D" | "38" | "39" | "3B" | "40" | "54" | "55" | "57" | "58" | "F0"
+        | "HV" | "P0" | "XX" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_errors_carry_their_sqlstate_and_postgrests_status() {
+        for (sqlstate, status) in [
+            ("22P02", 400),
+            ("22007", 400),
+            ("428C9", 400),
+            ("42P17", 500),
+            ("42P01", 404),
+            ("53300", 503),
+            ("XX000", 500),
+            ("P0001", 400),
+            ("0A000", 400),
+        ] {
+            let err = ApiError::database(sqlstate, "text");
+            assert_eq!(err.status().as_u16(), status, "{sqlstate}");
+            let body: serde_json::Value = serde_json::from_slice(&err.body()).expect("json");
+            assert_eq!(body["code"], sqlstate);
+            assert_eq!(
+                body["message"] == "text",
+                status < 500,
+                "5xx bodies do not carry the database's text: {body}"
+            );
+        }
+    }
 
     #[test]
     fn codes_are_unique_and_statuses_are_errors() {

@@ -441,7 +441,7 @@ async fn rest_api_over_postgres() {
     common::assert_error(
         get("/team?points=gt.lots").await.expect("request"),
         400,
-        "22000",
+        "22P02",
     )
     .await;
     // Strict max-affected rolls the change back.
@@ -730,7 +730,7 @@ async fn postgres_only_operators() {
         .expect("request");
     common::assert_error(r, 400, "22000").await;
     let r = s.get("/events?tags=cs.nope").send().await.expect("request");
-    common::assert_error(r, 400, "22000").await;
+    common::assert_error(r, 400, "22P02").await;
     let r = s
         .get("/events?body=fts(klingon).cat")
         .send()

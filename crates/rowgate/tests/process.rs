@@ -337,3 +337,51 @@ fn sighup_reloads_custom_resources() {
     }
     assert_eq!(last, "\"bonjour\"");
 }
+
+/// Issue 13, items 19 and 20: a database file that does not exist is an error unless `--create`
+/// asks for an empty one (a typo must not serve an empty database); a log written to a file
+/// has no colour codes.
+#[test]
+fn missing_database_is_an_error_and_logs_are_plain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["serve", "--db", "typo.db", "--listen", "127.0.0.1:0"])
+        .env("ROWGATE_LOG", "info")
+        .output()
+        .expect("serve");
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("typo.db") && err.contains("--create"), "{err}");
+    assert!(!dir.path().join("typo.db").exists(), "no file was created");
+
+    let log = dir.path().join("serve.log");
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["serve", "--db", "new.db", "--create", "--workers", "0"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("ROWGATE_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        && get(&format!("{base}/live")).0 == 200)
+    {
+        assert!(Instant::now() < deadline, "did not serve");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dir.path().join("new.db").exists());
+    signal(&child, "TERM");
+    wait_exit(&mut child, Duration::from_secs(10));
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("INFO"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour codes in a log file: {text:?}"
+    );
+}

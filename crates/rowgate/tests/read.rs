@@ -1124,7 +1124,7 @@ async fn json_paths(b: Backend) {
     let code = if b == Backend::Postgres {
         "PGRST100"
     } else {
-        "22000"
+        "22P02"
     };
     assert_error(r, 400, code).await;
 }

@@ -278,7 +278,22 @@ async fn bad_tokens(b: Backend) {
     flipped[last] = if flipped[last] == b'A' { b'B' } else { b'A' };
     let flipped = String::from_utf8(flipped).expect("ascii");
     let hs384 = sign(s, Algorithm::HS384, &claims(&|_| {}));
+    // Properly signed, but its header makes an unknown extension critical (RFC 7515 §4.1.11).
+    let critical = {
+        let mut header = Header::new(Algorithm::HS256);
+        header.crit = Some(vec!["exp-ext".into()]);
+        jsonwebtoken::encode(
+            &header,
+            &claims(&|_| {}),
+            &EncodingKey::from_secret(&s.app.auth.secrets.jwt_key),
+        )
+        .expect("sign")
+    };
     let cases: Vec<(&str, Option<String>)> = vec![
+        (
+            "unknown critical extension",
+            Some(format!("Bearer {critical}")),
+        ),
         ("Bearer alone", Some("Bearer".into())),
         ("Bearer and spaces", Some("Bearer   ".into())),
         ("Basic", Some("Basic YWxhZGRpbjpvcGVuc2VzYW1l".into())),

@@ -955,7 +955,8 @@ async fn views_are_read_only(b: Backend) {
         .send()
         .await
         .expect("request");
-    assert_eq!(r.status().as_u16(), 405);
+    // the code agrees with the status (issue 13, item 11)
+    assert_error(r, 405, "RG405").await;
     let r = s
         .patch("/team_standings?team_id=eq.1", json!({"points": 1}))
         .send()

@@ -487,10 +487,21 @@ pub fn insert(
             .map(|(c, _)| c.clone())
             .collect();
         let on_conflict = on_conflict.clone().map(|oc| match oc {
-            OnConflict::Merge { target, update } => OnConflict::Merge {
-                target,
-                update: update.into_iter().filter(|c| cols.contains(c)).collect(),
-            },
+            OnConflict::Merge { target, update } => {
+                let mut update: Vec<String> =
+                    update.into_iter().filter(|c| cols.contains(c)).collect();
+                if update.is_empty() {
+                    // Every given column is a conflict column: set them to themselves, so the
+                    // existing row is "updated" and RETURNING gives it (as PostgREST does);
+                    // DO NOTHING would leave it out of the representation.
+                    update = target
+                        .iter()
+                        .filter(|c| cols.contains(c))
+                        .cloned()
+                        .collect();
+                }
+                OnConflict::Merge { target, update }
+            }
             other => other,
         });
         if cols.is_empty() {

@@ -151,6 +151,13 @@ impl Tokens {
         }
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| refuse("the token is malformed"))?;
+        // RFC 7515 §4.1.11: a recipient must refuse a JWS whose `crit` names an extension it
+        // does not understand; this server understands none (an empty list is invalid too).
+        if header.crit.is_some() {
+            return Err(refuse(
+                "the token's header lists critical extensions (crit) this server does not understand",
+            ));
+        }
         if !self.external.is_empty() {
             let issuer = unverified_issuer(token);
             if let Some(ext) = self

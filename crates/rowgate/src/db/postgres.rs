@@ -561,9 +561,7 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
             return ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
                 .details(db.message().to_string())
         }
-        c if c.starts_with("22") => {
-            return ApiError::new(ErrorCode::DataError, db.message().to_string())
-        }
+        c if c.starts_with("22") => return database_error(db),
         "42P01" | "42703" => {
             tracing::info!(message = db.message(), "the schema changed under a request");
             return ApiError::new(
@@ -592,9 +590,20 @@ pub fn map_error(e: tokio_postgres::Error) -> ApiError {
         c if c.starts_with("08") || c.starts_with("57P") || c == "53300" => {
             return ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
         }
-        _ => return ApiError::internal(e),
+        _ => return database_error(db),
     };
     ApiError::new(kind, kind.describe()).details(detail)
+}
+
+/// Any other error PostgreSQL raised, passed through as PostgREST does: its SQLSTATE as the
+/// code, its message, detail and hint.
+fn database_error(db: &tokio_postgres::error::DbError) -> ApiError {
+    let mut err = ApiError::database(db.code().code(), db.message());
+    if !err.status().is_server_error() {
+        err.details = db.detail().map(str::to_string);
+        err.hint = db.hint().map(str::to_string);
+    }
+    err
 }
 
 #[cfg(test)]

@@ -520,10 +520,10 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                     ApiError::new(ErrorCode::Unavailable, "the database is busy; retry")
                 }
                 SqliteCode::TypeMismatch => {
-                    ApiError::new(ErrorCode::DataError, "a value has the wrong type").details(text)
+                    ApiError::database("22P02", "a value has the wrong type").details(text)
                 }
                 SqliteCode::TooBig => {
-                    ApiError::new(ErrorCode::DataError, "a value is too big").details(text)
+                    ApiError::database("22001", "a value is too big").details(text)
                 }
                 _ if text.starts_with(REGEX_ERROR_PREFIX) => {
                     ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
@@ -535,7 +535,14 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                 }
                 // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
                 _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
-                    ApiError::new(ErrorCode::DataError, "a value is not valid JSON").details(text)
+                    ApiError::database("22P02", "a value is not valid JSON").details(text)
+                }
+                // PostgreSQL's words and code for the same mistake
+                _ if text.starts_with("cannot INSERT into generated column")
+                    || text.starts_with("cannot UPDATE generated column") =>
+                {
+                    ApiError::database("428C9", "cannot write a value into a generated column")
+                        .details(text)
                 }
                 _ => ApiError::internal(e),
             }
