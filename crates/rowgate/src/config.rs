@@ -344,6 +344,9 @@ pub struct RestConfig {
     pub prefix: String,
     /// Largest number of rows a read returns (0 = unlimited).
     pub max_rows: u64,
+    /// Refuse PATCH and DELETE without any filter (400 `RG104`) instead of changing the whole
+    /// table (PostgREST's behaviour, the default).
+    pub refuse_unfiltered_writes: bool,
 }
 
 /// `[limits]`
@@ -356,6 +359,9 @@ pub struct LimitsConfig {
     pub max_headers: usize,
     /// Time allowed to read a request's headers, in milliseconds (slowloris guard).
     pub header_read_timeout_ms: u64,
+    /// Time allowed to read a request's whole body once its headers are in, in milliseconds
+    /// (a client trickling or stalling a body would hold its connection slot forever).
+    pub body_read_timeout_ms: u64,
     /// Time allowed for in-flight requests to finish on shutdown, in milliseconds.
     pub drain_timeout_ms: u64,
     /// Deepest nesting of `or=(…)`/`and=(…)` groups in one request (at most 32).
@@ -409,6 +415,7 @@ impl Default for RestConfig {
         RestConfig {
             prefix: "/api".into(),
             max_rows: 0,
+            refuse_unfiltered_writes: false,
         }
     }
 }
@@ -419,6 +426,7 @@ impl Default for LimitsConfig {
             body_bytes: 10 * 1024 * 1024,
             max_headers: 100,
             header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 15_000,
             drain_timeout_ms: 30_000,
             max_filter_depth: 16,
             max_list_items: 1_000,
@@ -620,6 +628,11 @@ pub const KEYS: &[Key] = &[
         doc: "most rows a read returns (0 = unlimited)",
     },
     Key {
+        name: "rest.refuse_unfiltered_writes",
+        env: "ROWGATE_REST_REFUSE_UNFILTERED_WRITES",
+        doc: "refuse PATCH and DELETE without a filter (400 RG104)",
+    },
+    Key {
         name: "limits.body_bytes",
         env: "ROWGATE_LIMITS_BODY_BYTES",
         doc: "largest request body in bytes",
@@ -633,6 +646,11 @@ pub const KEYS: &[Key] = &[
         name: "limits.header_read_timeout_ms",
         env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS",
         doc: "time to read request headers, in ms",
+    },
+    Key {
+        name: "limits.body_read_timeout_ms",
+        env: "ROWGATE_LIMITS_BODY_READ_TIMEOUT_MS",
+        doc: "time to read a request body, in ms (408 and the connection closed beyond it)",
     },
     Key {
         name: "limits.drain_timeout_ms",

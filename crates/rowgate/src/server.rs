@@ -196,8 +196,38 @@ pub async fn dispatch(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> R
     response
 }
 
+/// What HTTP/1.1 framing requires of every request before it is routed (RFC 9112): exactly
+/// one `Host` header (§3.2), and no transfer coding but `chunked` (§6.1: 501, since a body
+/// coded otherwise cannot be read).
+fn check_framing(parts: &http::request::Parts) -> Result<(), ApiError> {
+    if parts.version == http::Version::HTTP_11 {
+        let mut hosts = parts.headers.get_all(header::HOST).iter();
+        if hosts.next().is_none() || hosts.next().is_some() {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "an HTTP/1.1 request needs exactly one Host header",
+            ));
+        }
+    }
+    for value in parts.headers.get_all(header::TRANSFER_ENCODING) {
+        let codings = value.to_str().unwrap_or("?");
+        if codings
+            .split(',')
+            .any(|c| !c.trim().eq_ignore_ascii_case("chunked"))
+        {
+            return Err(ApiError::new(
+                ErrorCode::NotImplemented,
+                format!("the transfer coding {codings:?} is not implemented"),
+            )
+            .hint("send the body as is, or chunked"));
+        }
+    }
+    Ok(())
+}
+
 async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<Reply, ApiError> {
     let (mut parts, body) = req.into_parts();
+    check_framing(&parts)?;
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
         return resources::handle(app, &parts, body, &principal).await;
@@ -300,7 +330,18 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    match Limited::new(body, limit).collect().await {
+    let timeout = Duration::from_millis(app.config.limits.body_read_timeout_ms);
+    let Ok(read) = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await else {
+        return Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            "the request body did not arrive in time",
+        )
+        .details(format!(
+            "the limit is {} ms for the whole body",
+            timeout.as_millis()
+        )));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()

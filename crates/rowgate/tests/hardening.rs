@@ -84,7 +84,117 @@ async fn form_bodies_must_be_utf8(b: Backend) {
     assert_error(r, 400, "PGRST100").await;
 }
 
+/// Sends `head` and part of a body on a fresh connection, then stalls; returns everything the
+/// server sent until it closed the connection.
+async fn stall_body(addr: std::net::SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the server closed the stalled connection")
+    .expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Item 2: a body that stops arriving is answered 408 with the JSON envelope and the connection
+/// closed, on the API and (anonymously) on the token endpoint.
+async fn stalled_bodies_time_out(b: Backend) {
+    let s = TestServer::start_with(b, |c| c.limits.body_read_timeout_ms = 300).await;
+    for (path, content_type) in [
+        ("/api/team", "application/json"),
+        ("/oauth/token", "application/x-www-form-urlencoded"),
+    ] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\nContent-Length: 100\r\n\r\n{{\"name\":"
+        );
+        let answer = stall_body(s.addr, &head).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+        assert!(answer.contains("\"code\":\"RG408\""), "{answer}");
+    }
+}
+
+/// Item 23: PATCH and DELETE without a filter change the whole table by default (as PostgREST);
+/// `rest.refuse_unfiltered_writes` refuses them with 400 naming the switch.
+async fn unfiltered_writes_switch(b: Backend) {
+    let s = TestServer::start_with(b, |c| c.rest.refuse_unfiltered_writes = true).await;
+    for r in [s.patch("/team", json!({"points": 0})), s.delete("/driver")] {
+        let r = r.send().await.expect("request");
+        let body = assert_error(r, 400, "RG104").await;
+        assert!(
+            body["hint"]
+                .as_str()
+                .unwrap_or("")
+                .contains("refuse_unfiltered_writes"),
+            "{body}"
+        );
+    }
+    assert_eq!(s.int("SELECT count(*) FROM driver"), 20);
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE points = 0"), 0);
+    // A filter, or an item URL, names the rows.
+    let r = s
+        .delete("/driver?driver_id=eq.1")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    let r = s
+        .patch("/team/1", json!({"points": 0}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+
+    // Off (the default): the whole table, as PostgREST.
+    let s = TestServer::start(b).await;
+    let r = s.delete("/driver").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(s.int("SELECT count(*) FROM driver"), 0);
+}
+
+/// Item 15: RFC 9112 framing: no Host or two Hosts → 400; a transfer coding other than chunked
+/// → 501, both with the JSON envelope.
+async fn host_and_transfer_coding_are_checked(b: Backend) {
+    let s = TestServer::start(b).await;
+    for (request, status, code) in [
+        ("GET /api/team HTTP/1.1\r\n\r\n", 400, "RG400"),
+        ("GET /api/team HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "RG400"),
+        (
+            "POST /api/team HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n",
+            501,
+            "RG501",
+        ),
+    ] {
+        let answer = stall_body(s.addr, request).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{request:?}: {answer}"
+        );
+        assert!(answer.contains(&format!("\"code\":\"{code}\"")), "{answer}");
+    }
+    // HTTP/1.0 needs no Host; one Host is fine.
+    assert_eq!(
+        raw_status(s.addr, "GET /api/team HTTP/1.0\r\n\r\n").await,
+        200
+    );
+    assert_eq!(
+        raw_status(s.addr, "GET /api/team HTTP/1.1\r\nHost: a\r\n\r\n").await,
+        200
+    );
+}
+
 backend_tests!(
+    host_and_transfer_coding_are_checked,
+    unfiltered_writes_switch,
+    stalled_bodies_time_out,
     stale_schema_is_reloaded_not_misread,
     form_bodies_must_be_utf8
 );

@@ -434,6 +434,13 @@ async fn modify(
     } else {
         Vec::new()
     };
+    if query.filters.is_empty() && item.is_none() && app.config.rest.refuse_unfiltered_writes {
+        return Err(ApiError::new(
+            ErrorCode::UnfilteredWrite,
+            format!("{} without a filter would change every row", parts.method),
+        )
+        .hint("add a filter (to change every row: ?id=not.is.null), or set rest.refuse_unfiltered_writes = false"));
+    }
     let mut filters = plan::conditions(tables.view, &query.filters, d)?;
     let precondition = match (&item, if_match(&parts.headers)) {
         (Some(key), Some(tags)) => Some((current_item(d, tables, key.clone())?, tags)),

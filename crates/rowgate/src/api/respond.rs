@@ -7,7 +7,7 @@ use http_body_util::Full;
 use sha2::{Digest, Sha256};
 
 use super::request::MediaType;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// The HTTP response type of the whole server: a whole body, or a stream (Server-Sent Events).
 pub type Response = http::Response<Body>;
@@ -155,11 +155,21 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
         .headers_mut()
         .insert(header::CONTENT_TYPE, ApiError::content_type());
     if err.status() == StatusCode::UNAUTHORIZED {
-        let invalid = err.code == crate::error::ErrorCode::InvalidToken;
+        let invalid = err.code == ErrorCode::InvalidToken;
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             crate::auth::endpoint::bearer_challenge(invalid),
         );
+    }
+    if matches!(
+        err.code,
+        ErrorCode::RequestTimeout | ErrorCode::NotImplemented | ErrorCode::BadRequest
+    ) {
+        // the request's framing is in doubt (or the rest of its body may never come): the
+        // connection cannot be reused
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if err.status() == StatusCode::SERVICE_UNAVAILABLE {
         // The database is busy, restarting or out of connections: worth a retry shortly.
