@@ -515,10 +515,8 @@ async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
         }
     }
     assert!(received < 600, "cut off: {received} of 600 events");
-    assert!(
-        close_code.is_none_or(|c| c == 1013),
-        "close code {close_code:?}"
-    );
+    // the backlog, then a close frame saying why (issue 13, item 16), not a bare EOF
+    assert_eq!(close_code, Some(1013), "after {received} events");
     let metrics = s
         .client
         .get(s.root_url("/metrics"))
@@ -841,6 +839,23 @@ sqlite_tests!(
     websockets_count_as_connections
 );
 
+/// Issue 13, item 16: the server echoes a client's Close with the client's code (RFC 6455
+/// §5.5.1), so the client sees a clean close and not 1006.
+async fn client_close_is_echoed(b: Backend) {
+    let s = server(b, "").await;
+    let mut ws = connect(&s, "").await;
+    subscribe(&mut ws, "team", None, None).await;
+    ws.send(Message::Close(Some(
+        tokio_tungstenite::tungstenite::protocol::CloseFrame {
+            code: 4000u16.into(),
+            reason: "bye".into(),
+        },
+    )))
+    .await
+    .expect("send close");
+    assert_eq!(closed_with(&mut ws).await, 4000);
+}
+
 /// Issue 13, item 1: revoking a client (or retiring its secret) closes its open streams, a
 /// WebSocket with 1008 and an SSE stream with `event: close`, within `auth.clients_poll_ms`
 /// and a second; a subscription attempt in between is refused; other clients go on.
@@ -911,6 +926,7 @@ async fn revoked_clients_lose_their_streams(b: Backend) {
 }
 
 backend_tests!(
+    client_close_is_echoed,
     revoked_clients_lose_their_streams,
     server_sent_events,
     nodes_share_changes,

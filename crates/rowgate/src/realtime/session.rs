@@ -33,6 +33,12 @@ pub struct Context {
     pub draining: tokio::sync::watch::Receiver<bool>,
 }
 
+/// How long a closing session waits to write its close frame and hear the client's answer.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// The same for a client cut off for falling behind: its backlog is written first.
+const BEHIND_CLOSE_GRACE: Duration = Duration::from_secs(10);
+
 /// Why the session ends.
 enum End {
     /// The client closed or the socket failed.
@@ -107,7 +113,13 @@ where
             message = stream.next() => {
                 heard = Instant::now();
                 match message {
-                None | Some(Ok(Message::Close(_))) => break End::Gone,
+                Some(Ok(Message::Close(_))) => {
+                    // tungstenite queued the echo of the client's close: send it, so the
+                    // client sees its own code and not 1006
+                    let _ = tokio::time::timeout(CLOSE_GRACE, sink.flush()).await;
+                    break End::Gone;
+                }
+                None => break End::Gone,
                 Some(Err(WsError::Capacity(_))) => {
                     break End::Close(close::TOO_BIG, format!("messages are limited to {} bytes", settings.max_message_bytes));
                 }
@@ -135,8 +147,15 @@ where
     hub.disconnect(connection, session.tables.keys());
     drop(session);
     if let End::Close(code, reason) = end {
-        // briefly: a client that does not read may never take the close frame
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        // A client that does not read may never take the close frame, so the wait is bounded;
+        // one cut off for falling behind still has its backlog in the socket ahead of the
+        // frame, and a slow reader gets longer to reach it (then it sees 1013, not an EOF).
+        let grace = if code == close::TRY_AGAIN {
+            BEHIND_CLOSE_GRACE
+        } else {
+            CLOSE_GRACE
+        };
+        let _ = tokio::time::timeout(grace, async {
             if sink.send(close_frame(code, &reason)).await.is_ok() {
                 // let the client answer the close
                 while let Some(Ok(_)) = stream.next().await {}
