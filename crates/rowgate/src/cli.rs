@@ -362,6 +362,16 @@ pub fn is_postgres_url(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
+/// The warning for a configuration without any grant: default deny then refuses every table
+/// (the first thing a new user meets on their own database).
+fn no_grants_warning(config: &Config) -> Option<&'static str> {
+    config.grants.is_empty().then_some(
+        "no [[grants]] in the configuration: nothing is reachable, every table answers 401/403. \
+         Grant roles access in rowgate.toml (README, Security), e.g. \
+         [[grants]] role = \"anon\" tables = [\"*\"] ops = [\"select\"]",
+    )
+}
+
 /// `config check`: the configuration loads, and its custom resources compile (their SQL is
 /// prepared against the database when it is a PostgreSQL URL or an existing file; templates are
 /// parsed).
@@ -394,12 +404,21 @@ fn check(config: &Config) -> anyhow::Result<()> {
             "checked against",
         )
     } else {
+        eprintln!(
+            "warning: the database file {} does not exist: `serve` will refuse it (add --create \
+             for an empty one, or `rowgate demo init --db {}`); SQL and grants not checked",
+            path.display(),
+            path.display()
+        );
         (
             resources::compile(config, &rowgate_query::render::Sqlite, None)?,
             None,
             "SQL not checked: no",
         )
     };
+    if let Some(warning) = no_grants_warning(config) {
+        eprintln!("warning: {warning}");
+    }
     if let Some(schema) = schema {
         let problems = policy.problems(&schema);
         if !problems.is_empty() {
@@ -443,6 +462,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let config = args.common.load()?;
     init_logging(&config.log);
     prepare_database(&args.common, &config, args.create)?;
+    if let Some(warning) = no_grants_warning(&config) {
+        tracing::warn!("{warning}");
+    }
     let workers = args.workers.unwrap_or(config.supervisor.workers);
     if workers == 0 {
         return serve_alone(&args.common, config);

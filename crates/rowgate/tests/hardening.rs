@@ -191,7 +191,40 @@ async fn host_and_transfer_coding_are_checked(b: Backend) {
     );
 }
 
+/// Item 22: a JSON template using `tojson` renders (it passed `config check` and answered 500).
+async fn templates_have_tojson(b: Backend) {
+    let toml = r#"
+[[resources]]
+path = "/teams.json"
+sql = "SELECT team_id, name FROM team WHERE team_id <= 2 ORDER BY team_id"
+template = "teams.json"
+content_type = "application/json"
+"#;
+    let s = TestServer::start_toml(
+        b,
+        toml,
+        &[(
+            "teams.json",
+            r#"{"teams": {{ rows | tojson }}, "first": {{ rows[0].name | tojson }}}"#,
+        )],
+    )
+    .await;
+    let r = s
+        .client
+        .get(s.root_url("/teams.json"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"teams": [{"team_id": 1, "name": "Mercedes"}, {"team_id": 2, "name": "Ferrari"}], "first": "Mercedes"})
+    );
+}
+
 backend_tests!(
+    templates_have_tojson,
     host_and_transfer_coding_are_checked,
     unfiltered_writes_switch,
     stalled_bodies_time_out,
