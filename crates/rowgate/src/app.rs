@@ -53,7 +53,7 @@ pub struct App {
     /// close with 1001 (they subscribe to it when they start).
     pub draining: tokio::sync::watch::Sender<bool>,
     /// Change feeds (`None` when no table is realtime).
-    pub realtime: Option<Arc<crate::realtime::Realtime>>,
+    pub realtime: Option<Arc<crate::realtime::state::Realtime>>,
 }
 
 impl App {
@@ -73,7 +73,7 @@ impl App {
         router.insert("/realtime", Route::Realtime)?;
         router.insert("/realtime/sse", Route::RealtimeEvents)?;
         let metrics = Arc::new(crate::observe::Metrics::new());
-        let realtime = crate::realtime::open(&config.realtime, &db, metrics.clone()).await?;
+        let realtime = crate::realtime::state::open(&config.realtime, &db, metrics.clone()).await?;
         let compiled = compile_resources(&config, &db).await?;
         let auth = Auth::new(&config)?;
         auth.refresh_clients(&db).await?;

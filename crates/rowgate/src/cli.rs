@@ -197,7 +197,7 @@ impl CommonArgs {
         }
         if let Some(db) = &self.db {
             // `--db` is the most specific choice: it replaces both keys of the lower layers
-            if is_postgres_url(db) {
+            if crate::db::is_postgres_url(db) {
                 overrides.push(("db.url", db.clone()));
             } else {
                 overrides.push(("db.path", db.clone()));
@@ -230,7 +230,10 @@ pub fn main() -> anyhow::Result<()> {
         Command::Db {
             action: DbAction::Setup { db },
         } => {
-            anyhow::ensure!(is_postgres_url(&db), "db setup is for PostgreSQL URLs");
+            anyhow::ensure!(
+                crate::db::is_postgres_url(&db),
+                "db setup is for PostgreSQL URLs"
+            );
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
@@ -244,7 +247,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Demo { action } => match action {
             DemoAction::Init { db, people } => {
                 let started = std::time::Instant::now();
-                let summary = if is_postgres_url(&db) {
+                let summary = if crate::db::is_postgres_url(&db) {
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?
@@ -357,11 +360,6 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
     })
 }
 
-/// Whether `db` names a PostgreSQL database rather than a SQLite file.
-pub fn is_postgres_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
-}
-
 /// The warning for a configuration without any grant: default deny then refuses every table
 /// (the first thing a new user meets on their own database).
 fn no_grants_warning(config: &Config) -> Option<&'static str> {
@@ -378,7 +376,7 @@ fn no_grants_warning(config: &Config) -> Option<&'static str> {
 fn check(config: &Config) -> anyhow::Result<()> {
     let path = &config.db.path;
     let policy = crate::auth::policy::Policy::compile(&config.grants)?;
-    let (resources, schema, against) = if is_postgres_url(&path.to_string_lossy()) {
+    let (resources, schema, against) = if crate::db::is_postgres_url(&path.to_string_lossy()) {
         let (compiled, schema) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
@@ -550,7 +548,7 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
 /// Creates the demo database when `--demo` asks for it and it is missing; refuses a missing
 /// SQLite file unless `create` asks for an empty one.
 fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow::Result<()> {
-    let on_postgres = is_postgres_url(&config.db.path.to_string_lossy());
+    let on_postgres = crate::db::is_postgres_url(&config.db.path.to_string_lossy());
     if args.demo && on_postgres {
         tracing::info!(
             "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
@@ -584,7 +582,7 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
 /// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.
 async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
     let location = config.db.path.to_string_lossy().into_owned();
-    let db = if is_postgres_url(&location) {
+    let db = if crate::db::is_postgres_url(&location) {
         let opts = PgOptions {
             pool_size: config.db.pool_size,
             max_lifetime: Duration::from_secs(config.db.max_lifetime_s),
@@ -612,7 +610,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
 /// PostgreSQL, at once on `NOTIFY rowgate, 'reload schema'` (see `rowgate db setup`).
 pub fn spawn_schema_watchers(app: &Arc<App>) {
     let location = app.config.db.path.to_string_lossy().into_owned();
-    if is_postgres_url(&location) {
+    if crate::db::is_postgres_url(&location) {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         tokio::spawn(async move {
             loop {

@@ -1,12 +1,14 @@
 //! What a request asks of the database, as data: a short list of rendered statements and what to
 //! do with each, plus the checks on the outcome. The planner and the custom resources build jobs;
-//! a backend runs them (`api::execute` for SQLite) in one transaction, so the same job runs on
+//! a backend runs them (`db::sqlite_job` for SQLite, `db::postgres`) in one transaction, so the same job runs on
 //! any backend and the HTTP layer never holds a connection.
 
 use rowgate_query::stmt::Sql;
 
-use crate::api::plan::OutputShape;
+use sha2::{Digest, Sha256};
+
 use crate::error::{ApiError, ErrorCode};
+use crate::schema::JsonKind;
 
 /// Whether a job only reads (any reader connection) or writes (the writer's transaction,
 /// answered after COMMIT).
@@ -115,7 +117,7 @@ impl Job {
             }
         }
         if self.exactly_one {
-            crate::api::execute::expect_one(affected)?;
+            expect_one(affected)?;
         }
         Ok(())
     }
@@ -143,4 +145,63 @@ pub struct Output {
     pub affected: u64,
     /// The `Value` step's JSON.
     pub value: Option<Vec<u8>>,
+}
+
+/// How to write one output column to JSON.
+#[derive(Debug, Clone)]
+pub struct OutputShape {
+    /// Output keys, in order.
+    pub keys: Vec<String>,
+    /// How each value is written.
+    pub kinds: Vec<JsonKind>,
+}
+
+/// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.
+pub fn etag(body: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(body);
+    let mut tag = String::with_capacity(34);
+    tag.push('"');
+    for byte in &digest[..16] {
+        tag.push(char::from(HEX[usize::from(byte >> 4)]));
+        tag.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    tag.push('"');
+    tag
+}
+
+/// Fails with 406 unless exactly one row was produced (singular object requests).
+pub fn expect_one(rows: u64) -> Result<(), ApiError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::SingularMismatch,
+            "JSON object requested, multiple (or no) rows returned",
+        )
+        .details(format!("The result contains {rows} rows")))
+    }
+}
+
+/// A JSON array of exactly one object, as that object.
+pub fn unwrap_single(body: &[u8]) -> &[u8] {
+    if body.len() >= 2 && body[0] == b'[' && body[body.len() - 1] == b']' {
+        &body[1..body.len() - 1]
+    } else {
+        body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_are_quoted_and_stable() {
+        let a = etag(b"{\"a\":1}");
+        assert_eq!(a.len(), 34);
+        assert!(a.starts_with('"') && a.ends_with('"'));
+        assert_eq!(a, etag(b"{\"a\":1}"));
+        assert_ne!(a, etag(b"{\"a\":2}"));
+    }
 }

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -230,7 +229,7 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
     check_framing(&parts)?;
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
-        return resources::handle(app, &parts, body, &principal).await;
+        return resources::serve::handle(app, &parts, body, &principal).await;
     };
     let route = *matched.value;
     let param = |name: &str| {
@@ -267,7 +266,7 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
         }
         Route::Table | Route::Item => {
             let principal = app.auth.authenticate(&parts.headers)?;
-            let body = read_body(app, &parts, body).await?;
+            let body = api::request::read_body(&app.config.limits, &parts, body).await?;
             let table = table.unwrap_or_default();
             api::handle(
                 app,
@@ -302,56 +301,8 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
             ))
         }
         Route::Token => {
-            let body = read_body(app, &parts, body).await?;
+            let body = api::request::read_body(&app.config.limits, &parts, body).await?;
             Ok(auth::endpoint::handle(&app.auth, &app.db, &parts, &body, peer).await)
         }
-    }
-}
-
-/// Reads the request body up to the configured limit (413 beyond it).
-pub(crate) async fn read_body(
-    app: &App,
-    parts: &http::request::Parts,
-    body: Incoming,
-) -> Result<Bytes, ApiError> {
-    if matches!(parts.method, Method::GET | Method::HEAD) {
-        return Ok(Bytes::new());
-    }
-    let limit = app.config.limits.body_bytes;
-    let too_large = || {
-        ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large")
-            .details(format!("the limit is {limit} bytes"))
-    };
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
-    let timeout = Duration::from_millis(app.config.limits.body_read_timeout_ms);
-    let Ok(read) = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await else {
-        return Err(ApiError::new(
-            ErrorCode::RequestTimeout,
-            "the request body did not arrive in time",
-        )
-        .details(format!(
-            "the limit is {} ms for the whole body",
-            timeout.as_millis()
-        )));
-    };
-    match read {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large())
-        }
-        Err(e) => Err(
-            ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
-                .details(e.to_string()),
-        ),
     }
 }

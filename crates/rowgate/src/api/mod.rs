@@ -2,7 +2,6 @@
 //! parse ([`request`]) → plan ([`plan`], pure) → render (`rowgate-query`) → execute ([`execute`])
 //! → respond ([`respond`]). This module wires the stages per HTTP method.
 
-pub mod execute;
 pub mod guard;
 pub mod plan;
 pub mod request;
@@ -16,10 +15,10 @@ use rowgate_query::Query;
 
 use crate::app::App;
 use crate::auth::Principal;
+use crate::db::sqlite_job::{Encoded, Format};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output, Step};
 use crate::schema::Table;
-use execute::{Encoded, Format};
 use guard::Guard;
 use plan::OutputShape;
 use request::{Count, MediaType, Prefer, Return};
@@ -201,8 +200,8 @@ async fn read(
                 format!("no row of '{}' has this key", table.name),
             ));
         }
-        execute::expect_one(out.rows)?;
-        let body = Bytes::copy_from_slice(execute::unwrap_single(&out.body));
+        crate::job::expect_one(out.rows)?;
+        let body = Bytes::copy_from_slice(crate::job::unwrap_single(&out.body));
         let tag = etag(&body);
         if if_none_match(&parts.headers, &tag) {
             return Ok(Reply::not_modified(tag));
@@ -330,7 +329,7 @@ async fn insert(
     let mut reply = match prefer.return_ {
         Return::Representation => {
             let body = if media == MediaType::SingleObject {
-                Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+                Bytes::copy_from_slice(crate::job::unwrap_single(&out.body))
             } else {
                 Bytes::from(out.body)
             };
@@ -486,7 +485,7 @@ async fn modify(
     let (out, affected) = (encoded(&mut done), done.affected);
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject {
-            Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+            Bytes::copy_from_slice(crate::job::unwrap_single(&out.body))
         } else {
             Bytes::from(out.body)
         };
@@ -574,7 +573,7 @@ async fn put(
     let out = encoded(&mut done);
     let reply = if returns_rows {
         let body = if media == MediaType::SingleObject || key.is_some() {
-            Bytes::copy_from_slice(execute::unwrap_single(&out.body))
+            Bytes::copy_from_slice(crate::job::unwrap_single(&out.body))
         } else {
             Bytes::from(out.body)
         };

@@ -14,19 +14,11 @@ use serde_json::{Map, Value as Json};
 
 use super::request::{ItemRange, Prefer, Resolution};
 use crate::error::{ApiError, ErrorCode};
+pub use crate::job::OutputShape;
 use crate::schema::{JsonKind, SchemaCache, Table};
 
 /// Most rows one INSERT statement carries (SQLite allows 32,766 bound variables).
 const MAX_PARAMS_PER_STATEMENT: usize = 32_000;
-
-/// How to write one output column to JSON.
-#[derive(Debug, Clone)]
-pub struct OutputShape {
-    /// Output keys, in order.
-    pub keys: Vec<String>,
-    /// How each value is written.
-    pub kinds: Vec<JsonKind>,
-}
 
 /// A planned read.
 #[derive(Debug, Clone)]

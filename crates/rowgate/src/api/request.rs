@@ -3,11 +3,16 @@
 //! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
+use bytes::Bytes;
 use http::{header, HeaderMap, Method};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
 use rowgate_query::{Condition, Operand, Query};
 use serde_json::Value as Json;
 
+use crate::config::LimitsConfig;
 use crate::error::{ApiError, ErrorCode};
 
 /// What the client wants back from a write.
@@ -367,6 +372,54 @@ pub fn form_pairs(raw: &[u8]) -> Result<Vec<FormPair<'_>>, ApiError> {
         }
     }
     Ok(pairs)
+}
+
+/// Reads the request body up to the configured limit (413 beyond it).
+pub async fn read_body(
+    limits: &LimitsConfig,
+    parts: &http::request::Parts,
+    body: Incoming,
+) -> Result<Bytes, ApiError> {
+    if matches!(parts.method, Method::GET | Method::HEAD) {
+        return Ok(Bytes::new());
+    }
+    let limit = limits.body_bytes;
+    let too_large = || {
+        ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large")
+            .details(format!("the limit is {limit} bytes"))
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let timeout = Duration::from_millis(limits.body_read_timeout_ms);
+    let Ok(read) = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await else {
+        return Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            "the request body did not arrive in time",
+        )
+        .details(format!(
+            "the limit is {} ms for the whole body",
+            timeout.as_millis()
+        )));
+    };
+    match read {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Err(e) => Err(
+            ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
+                .details(e.to_string()),
+        ),
+    }
 }
 
 /// Whether the method reads.

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http::{header, request::Parts, HeaderValue, Method, StatusCode};
+use http::{header, request::Parts, Method, StatusCode};
 use serde_json::json;
 
 use std::collections::HashMap;
@@ -198,14 +198,4 @@ fn basic_credentials(parts: &Parts) -> Result<Option<(String, String)>, &'static
             .unwrap_or_default()
     };
     Ok(Some((unescape(id), unescape(secret))))
-}
-
-/// `WWW-Authenticate` of a 401 on the API: why the bearer token was refused, or that one is
-/// needed.
-pub fn bearer_challenge(invalid_token: bool) -> HeaderValue {
-    if invalid_token {
-        HeaderValue::from_static("Bearer error=\"invalid_token\"")
-    } else {
-        HeaderValue::from_static("Bearer")
-    }
 }

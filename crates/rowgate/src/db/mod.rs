@@ -4,6 +4,8 @@
 
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_error;
+pub mod sqlite_job;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +18,11 @@ use crate::schema::SchemaCache;
 pub use postgres::{PgOptions, Postgres};
 pub(crate) use sqlite::register_regexp;
 pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
+
+/// Whether `db` names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
 
 /// A database backend.
 pub enum Database {

@@ -18,10 +18,8 @@ use rowgate_query::Value;
 use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
-use crate::api::plan::OutputShape;
-use crate::api::respond::etag;
 use crate::error::{ApiError, ErrorCode};
-use crate::job::{Access, Format, Job, Output, Step};
+use crate::job::{etag, unwrap_single, Access, Format, Job, Output, OutputShape, Step};
 use crate::schema::SchemaCache;
 
 /// What `rowgate db setup` installs: an event trigger that sends `NOTIFY rowgate, 'reload
@@ -457,7 +455,7 @@ async fn check_if_match(
 ) -> Result<(), ApiError> {
     let (json, n) = json_rows(client, current).await?;
     let ok = n == 1 && {
-        let tag = etag(crate::api::execute::unwrap_single(json.as_bytes()));
+        let tag = etag(unwrap_single(json.as_bytes()));
         tags.iter().any(|t| t == "*" || *t == tag)
     };
     if ok {

@@ -12,10 +12,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use rusqlite::{ffi, functions::FunctionFlags, Connection, ErrorCode as SqliteCode, OpenFlags};
+use rusqlite::{functions::FunctionFlags, Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-use crate::api::execute::run_job;
+pub use super::sqlite_error::map_error;
+use super::sqlite_error::REGEX_ERROR_PREFIX;
+use super::sqlite_job::run_job;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output};
 use crate::schema::SchemaCache;
@@ -166,22 +168,6 @@ pub(crate) fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// Starts the message of every error raised by `regexp()`, so [`map_error`] can recognise it.
-const REGEX_ERROR_PREFIX: &str = "invalid regular expression: ";
-
-/// Messages of SQLite's size limits (bound variables, expression depth, result columns, …):
-/// a request that builds such a statement is too complex, not a server fault.
-const LIMIT_MESSAGES: &[&str] = &[
-    "too many SQL variables",
-    "variable number must be between",
-    "Expression tree is too large",
-    "too many columns",
-    "too many arguments on function",
-    "too many terms in",
-    "parser stack overflow",
-    "pattern too complex",
-];
 
 impl Sqlite {
     /// Opens the database file (creating it if missing), switches it to WAL, starts the reader
@@ -468,95 +454,5 @@ fn exit_on_io_error(e: &rusqlite::Error) {
     if e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure) {
         tracing::error!(error = %e, "fatal I/O error on COMMIT: exiting without acknowledging the batch");
         std::process::exit(74);
-    }
-}
-
-fn hits_a_limit(message: &str) -> bool {
-    LIMIT_MESSAGES.iter().any(|m| message.contains(m))
-}
-
-/// The answer for a statement beyond one of SQLite's limits; `message` is SQLite's own (no SQL).
-fn too_complex(message: String) -> ApiError {
-    ApiError::new(
-        ErrorCode::QueryTooComplex,
-        "the query is too large for the database",
-    )
-    .details(message)
-    .hint("use fewer filters, list items or columns per request")
-}
-
-/// A statement named a table or column the database no longer has: the schema cache is stale.
-/// The REST pipeline reloads it and plans the request again; elsewhere it is a 503 to retry.
-fn schema_changed(message: String) -> ApiError {
-    tracing::info!(%message, "the schema changed under a request");
-    ApiError::new(
-        ErrorCode::SchemaChanged,
-        "the database schema changed; retry the request",
-    )
-}
-
-/// Maps a SQLite error to the error a client sees.
-pub fn map_error(e: rusqlite::Error) -> ApiError {
-    match &e {
-        rusqlite::Error::SqliteFailure(f, msg) => {
-            let text = msg.clone().unwrap_or_else(|| f.to_string());
-            match f.code {
-                SqliteCode::ConstraintViolation => {
-                    let code = match f.extended_code {
-                        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
-                            ErrorCode::UniqueViolation
-                        }
-                        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorCode::ForeignKeyViolation,
-                        ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorCode::NotNullViolation,
-                        _ => ErrorCode::CheckViolation,
-                    };
-                    ApiError::new(code, code.describe()).details(text)
-                }
-                SqliteCode::OperationInterrupted => ApiError::new(
-                    ErrorCode::StatementTimeout,
-                    "canceling statement due to statement timeout",
-                ),
-                SqliteCode::DatabaseBusy | SqliteCode::DatabaseLocked => {
-                    ApiError::new(ErrorCode::Unavailable, "the database is busy; retry")
-                }
-                SqliteCode::TypeMismatch => {
-                    ApiError::database("22P02", "a value has the wrong type").details(text)
-                }
-                SqliteCode::TooBig => {
-                    ApiError::database("22001", "a value is too big").details(text)
-                }
-                _ if text.starts_with(REGEX_ERROR_PREFIX) => {
-                    ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                        .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
-                }
-                _ if hits_a_limit(&text) => too_complex(text),
-                _ if text.starts_with("no such table") || text.starts_with("no such column") => {
-                    schema_changed(text)
-                }
-                // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
-                _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
-                    ApiError::database("22P02", "a value is not valid JSON").details(text)
-                }
-                // PostgreSQL's words and code for the same mistake
-                _ if text.starts_with("cannot INSERT into generated column")
-                    || text.starts_with("cannot UPDATE generated column") =>
-                {
-                    ApiError::database("428C9", "cannot write a value into a generated column")
-                        .details(text)
-                }
-                _ => ApiError::internal(e),
-            }
-        }
-        rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => too_complex(msg.clone()),
-        rusqlite::Error::SqlInputError { msg, .. }
-            if msg.starts_with("no such table") || msg.starts_with("no such column") =>
-        {
-            schema_changed(msg.clone())
-        }
-        rusqlite::Error::UserFunctionError(inner) => {
-            ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                .details(inner.to_string())
-        }
-        _ => ApiError::internal(e),
     }
 }

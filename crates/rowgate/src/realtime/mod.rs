@@ -2,8 +2,9 @@
 //! same transaction), [`hub`] (this worker's subscriptions and the fan-out), [`subscribe`]
 //! (checks of a subscription request, replay), [`session`] (one WebSocket connection, generic
 //! over Sink/Stream), [`sse`] (one Server-Sent Events stream), [`protocol`] (the JSON
-//! messages), and here the set-up, the tailer that reads the log into the hub, and the
-//! WebSocket upgrade.
+//! messages), [`state`] (what a worker holds: the hub, set up from the configuration), and
+//! here the tailer that reads the log into the hub, the standing checker and the WebSocket
+//! upgrade.
 //!
 //! The tailer wakes on this worker's own commits, on the supervisor's word that another worker
 //! committed, and every `realtime.poll_ms` (writers outside Rowgate); it prunes the log past
@@ -14,80 +15,26 @@ pub mod hub;
 pub mod protocol;
 pub mod session;
 pub mod sse;
+pub mod state;
 pub mod subscribe;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::api::respond::Reply;
 use crate::app::App;
-use crate::config::RealtimeConfig;
 use crate::db::Database;
 use crate::error::{ApiError, ErrorCode};
-use crate::observe::Metrics;
-use crate::schema::{SchemaCache, Table};
 use hub::Hub;
+use state::realtime_tables;
+pub use state::{check, open, Realtime};
 
 /// Changes read from the log per query by the tailer.
 const TAIL_BATCH: usize = 1000;
-
-/// The realtime part of a running server.
-pub struct Realtime {
-    /// Subscriptions and fan-out.
-    pub hub: Hub,
-    /// Woken when another worker committed changes (the supervisor says so).
-    pub elsewhere: Arc<Notify>,
-}
-
-/// Sets up capture for the configured tables and returns the hub, live from the log's end
-/// (`None` when realtime is off).
-pub async fn open(
-    config: &RealtimeConfig,
-    db: &Database,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<Option<Arc<Realtime>>> {
-    if config.tables.is_empty() {
-        return Ok(None);
-    }
-    let tables = realtime_tables(config, &db.schema())?;
-    capture::ensure(db, &tables).await?;
-    let head = capture::head(db)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the change log: {e}"))?;
-    Ok(Some(Arc::new(Realtime {
-        hub: Hub::new(head.last, metrics),
-        elsewhere: Arc::new(Notify::new()),
-    })))
-}
-
-/// The tables `config` names (`*`: every table), checked against the schema.
-fn realtime_tables(config: &RealtimeConfig, schema: &SchemaCache) -> anyhow::Result<Vec<Table>> {
-    if config.tables.iter().any(|t| t == "*") {
-        return Ok(schema
-            .tables
-            .values()
-            .filter(|t| !t.is_view)
-            .cloned()
-            .collect());
-    }
-    config
-        .tables
-        .iter()
-        .map(|name| match schema.table(name) {
-            Some(t) if t.is_view => anyhow::bail!(
-                "realtime.tables: {name:?} is a view; changes are captured on tables only"
-            ),
-            Some(t) => Ok(t.clone()),
-            None => anyhow::bail!("realtime.tables: no table {name:?} in the database"),
-        })
-        .collect()
-}
 
 /// Starts the tailer (and pruner) of `app`'s realtime feeds.
 pub fn spawn(app: &Arc<App>) {
@@ -95,7 +42,7 @@ pub fn spawn(app: &Arc<App>) {
         return;
     };
     let location = app.config.db.path.to_string_lossy().into_owned();
-    if crate::cli::is_postgres_url(&location) {
+    if crate::db::is_postgres_url(&location) {
         // every node's tailer is woken by the capture trigger's NOTIFY
         let elsewhere = realtime.elsewhere.clone();
         tokio::spawn(async move {
@@ -334,14 +281,4 @@ pub(crate) fn token_headers(parts: &http::request::Parts) -> HeaderMap {
         headers.insert(header::AUTHORIZATION, value);
     }
     headers
-}
-
-/// Checks `realtime.tables` against the schema (for `config check`).
-pub fn check(config: &RealtimeConfig, schema: &SchemaCache) -> anyhow::Result<()> {
-    if config.tables.is_empty() {
-        return Ok(());
-    }
-    realtime_tables(config, schema)
-        .map(|_| ())
-        .context("realtime")
 }

@@ -1,4 +1,4 @@
-//! Stage 4, execute: the only stage that touches a connection. Runs a [`Job`] on a SQLite
+//! The SQLite job interpreter: the only code that runs a request's statements on SQLite. Runs a [`Job`] on a SQLite
 //! connection (a reader's, or the writer's inside its transaction) and writes result rows
 //! straight into the response buffer, as JSON or CSV, without building intermediate values.
 
@@ -9,12 +9,10 @@ use rowgate_query::Value;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
-use super::plan::OutputShape;
-use super::respond::etag;
-use crate::db::map_error;
-use crate::error::{ApiError, ErrorCode};
+use super::sqlite_error::map_error;
+use crate::error::ApiError;
 pub use crate::job::Format;
-use crate::job::{Access, Job, Output, Step};
+use crate::job::{etag, unwrap_single, Access, Job, Output, OutputShape, Step};
 use crate::schema::JsonKind;
 
 /// Result rows, encoded.
@@ -317,27 +315,5 @@ fn write_csv_record<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<&
         if let Ok(bytes) = writer.into_inner() {
             out.extend_from_slice(&bytes);
         }
-    }
-}
-
-/// Fails with 406 unless exactly one row was produced (singular object requests).
-pub fn expect_one(rows: u64) -> Result<(), ApiError> {
-    if rows == 1 {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::SingularMismatch,
-            "JSON object requested, multiple (or no) rows returned",
-        )
-        .details(format!("The result contains {rows} rows")))
-    }
-}
-
-/// A JSON array of exactly one object, as that object.
-pub fn unwrap_single(body: &[u8]) -> &[u8] {
-    if body.len() >= 2 && body[0] == b'[' && body[body.len() - 1] == b']' {
-        &body[1..body.len() - 1]
-    } else {
-        body
     }
 }

@@ -1,0 +1,114 @@
+//! SQLite's errors as the errors a client sees, mapped in one place: constraint violations with
+//! their SQLSTATE, timeouts, busy databases, SQLite's size limits, a stale schema, and PostgreSQL's
+//! codes for the value errors both backends share.
+
+use rusqlite::{ffi, ErrorCode as SqliteCode};
+
+use crate::error::{ApiError, ErrorCode};
+
+/// Starts the message of every error raised by `regexp()`, so [`map_error`] can recognise it.
+pub(crate) const REGEX_ERROR_PREFIX: &str = "invalid regular expression: ";
+
+/// Messages of SQLite's size limits (bound variables, expression depth, result columns, …):
+/// a request that builds such a statement is too complex, not a server fault.
+const LIMIT_MESSAGES: &[&str] = &[
+    "too many SQL variables",
+    "variable number must be between",
+    "Expression tree is too large",
+    "too many columns",
+    "too many arguments on function",
+    "too many terms in",
+    "parser stack overflow",
+    "pattern too complex",
+];
+
+fn hits_a_limit(message: &str) -> bool {
+    LIMIT_MESSAGES.iter().any(|m| message.contains(m))
+}
+
+/// The answer for a statement beyond one of SQLite's limits; `message` is SQLite's own (no SQL).
+fn too_complex(message: String) -> ApiError {
+    ApiError::new(
+        ErrorCode::QueryTooComplex,
+        "the query is too large for the database",
+    )
+    .details(message)
+    .hint("use fewer filters, list items or columns per request")
+}
+
+/// Whether SQLite says a statement names a table or column that does not exist.
+fn names_a_missing_object(message: &str) -> bool {
+    message.starts_with("no such table") || message.starts_with("no such column")
+}
+
+/// A statement named a table or column the database no longer has: the schema cache is stale.
+/// The REST pipeline reloads it and plans the request again; elsewhere it is a 503 to retry.
+fn schema_changed(message: String) -> ApiError {
+    tracing::info!(%message, "the schema changed under a request");
+    ApiError::new(
+        ErrorCode::SchemaChanged,
+        "the database schema changed; retry the request",
+    )
+}
+
+/// Maps a SQLite error to the error a client sees.
+pub fn map_error(e: rusqlite::Error) -> ApiError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => {
+            let text = msg.clone().unwrap_or_else(|| f.to_string());
+            match f.code {
+                SqliteCode::ConstraintViolation => {
+                    let code = match f.extended_code {
+                        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                            ErrorCode::UniqueViolation
+                        }
+                        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorCode::ForeignKeyViolation,
+                        ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorCode::NotNullViolation,
+                        _ => ErrorCode::CheckViolation,
+                    };
+                    ApiError::new(code, code.describe()).details(text)
+                }
+                SqliteCode::OperationInterrupted => ApiError::new(
+                    ErrorCode::StatementTimeout,
+                    "canceling statement due to statement timeout",
+                ),
+                SqliteCode::DatabaseBusy | SqliteCode::DatabaseLocked => {
+                    ApiError::new(ErrorCode::Unavailable, "the database is busy; retry")
+                }
+                SqliteCode::TypeMismatch => {
+                    ApiError::database("22P02", "a value has the wrong type").details(text)
+                }
+                SqliteCode::TooBig => {
+                    ApiError::database("22001", "a value is too big").details(text)
+                }
+                _ if text.starts_with(REGEX_ERROR_PREFIX) => {
+                    ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
+                        .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
+                }
+                _ if hits_a_limit(&text) => too_complex(text),
+                _ if names_a_missing_object(&text) => schema_changed(text),
+                // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
+                _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
+                    ApiError::database("22P02", "a value is not valid JSON").details(text)
+                }
+                // PostgreSQL's words and code for the same mistake
+                _ if text.starts_with("cannot INSERT into generated column")
+                    || text.starts_with("cannot UPDATE generated column") =>
+                {
+                    ApiError::database("428C9", "cannot write a value into a generated column")
+                        .details(text)
+                }
+                _ => ApiError::internal(e),
+            }
+        }
+        rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => too_complex(msg.clone()),
+        rusqlite::Error::SqlInputError { msg, .. } if names_a_missing_object(msg) => {
+            schema_changed(msg.clone())
+        }
+        rusqlite::Error::UserFunctionError(inner) => {
+            ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
+                .details(inner.to_string())
+        }
+        _ => ApiError::internal(e),
+    }
+}

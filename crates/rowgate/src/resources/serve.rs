@@ -1,0 +1,270 @@
+//! Serving a custom resource: match the compiled set's routes, check the role, bind the
+//! parameters (path, query string, body, token claims), run the job and answer in the declared
+//! shape (rows, one row, a value, nothing, or a rendered template).
+
+use bytes::Bytes;
+use http::{header, request::Parts, Method, StatusCode};
+use hyper::body::Incoming;
+use rowgate_query::stmt::Sql;
+use rowgate_query::Value;
+use serde_json::Value as Json;
+
+use super::declare::{Shape, Source};
+use super::params::{self, Raw};
+use super::{sql, template_error, Resource, Resources};
+use crate::api::respond::{etag, Reply};
+use crate::app::App;
+use crate::auth::policy::denied;
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Job, Output, Step};
+
+/// Serves a request whose path no built-in route matched: a custom resource, or 404.
+pub async fn handle(
+    app: &App,
+    parts: &Parts,
+    body: Incoming,
+    principal: &Principal,
+) -> Result<Reply, ApiError> {
+    let resources = app.resources.load_full();
+    let path = parts.uri.path();
+    let not_found = || {
+        ApiError::new(ErrorCode::NotFound, format!("no route for {path}"))
+            .hint(format!("tables are under {}/", app.config.rest.prefix))
+    };
+    let matched = resources.router.at(path).map_err(|_| not_found())?;
+    let route = &resources.routes[*matched.value];
+    let method = if parts.method == Method::HEAD {
+        Method::GET
+    } else {
+        parts.method.clone()
+    };
+    let Some(&(_, index)) = route.iter().find(|(m, _)| *m == method) else {
+        let allow: Vec<&str> = route.iter().map(|(m, _)| m.as_str()).collect();
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} is not allowed here", parts.method),
+        )
+        .details(format!("allowed: {}", allow.join(", "))));
+    };
+    let resource = &resources.list[index];
+    if let Some(roles) = &resource.roles {
+        if !roles.contains(&principal.role) {
+            return Err(denied(principal).details(format!(
+                "{} is open to roles {}",
+                resource.path,
+                roles.join(", ")
+            )));
+        }
+    }
+    let path_values: Vec<(String, String)> = matched
+        .params
+        .iter()
+        .map(|(k, v)| {
+            let decoded = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
+            (k.to_string(), decoded.into_owned())
+        })
+        .collect();
+    let body = if resource.params.iter().any(|p| p.source == Source::Body) {
+        let bytes = crate::api::request::read_body(&app.config.limits, parts, body).await?;
+        body_object(parts, &bytes)?
+    } else {
+        serde_json::Map::new()
+    };
+    let values = bind(resource, &path_values, parts.uri.query(), &body, principal)?;
+    let output = app.db.run(job(resource, &values)).await?;
+    respond(&resources, resource, parts, output, &values)
+}
+
+/// A body's top-level object (JSON or form); an empty body is an empty object.
+fn body_object(parts: &Parts, bytes: &[u8]) -> Result<serde_json::Map<String, Json>, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(serde_json::Map::new());
+    }
+    match crate::api::request::parse_body(&parts.headers, bytes)? {
+        Json::Object(map) => Ok(map),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the request body must be a JSON object",
+        )),
+    }
+}
+
+/// Each parameter's value, from its source or its default.
+fn bind(
+    resource: &Resource,
+    path_values: &[(String, String)],
+    query: Option<&str>,
+    body: &serde_json::Map<String, Json>,
+    principal: &Principal,
+) -> Result<Vec<(String, Value)>, ApiError> {
+    let query_pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    let mut values = Vec::with_capacity(resource.params.len());
+    for p in &resource.params {
+        let raw = match p.source {
+            Source::Path => path_values
+                .iter()
+                .find(|(k, _)| *k == p.name)
+                .map(|(_, v)| Raw::Text(v)),
+            Source::Query => query_pairs
+                .iter()
+                .find(|(k, _)| *k == p.name)
+                .map(|(_, v)| Raw::Text(v)),
+            Source::Body => body.get(&p.name).map(Raw::Json),
+            Source::Claim => match principal.claims.get(&p.claim) {
+                Some(value) => Some(Raw::Json(value)),
+                None if p.required && p.default.is_none() => {
+                    return Err(denied(principal).details(format!(
+                        "parameter {} needs the token claim {:?}",
+                        p.name, p.claim
+                    )))
+                }
+                None => None,
+            },
+        };
+        let value = match (raw, &p.default) {
+            (Some(raw), _) => params::coerce(p.kind, raw).map_err(|why| {
+                ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("parameter {} has the wrong type", p.name),
+                )
+                .details(why)
+                .hint(format!(
+                    "{} must be {}",
+                    p.name,
+                    params::expectation(p.kind)
+                ))
+            })?,
+            (None, Some(default)) => default.clone(),
+            (None, None) if !p.required => Value::Null,
+            (None, None) => {
+                let place = match p.source {
+                    Source::Path => "in the path",
+                    Source::Query => "in the query string",
+                    Source::Body => "in the request body",
+                    Source::Claim => "in the token",
+                };
+                return Err(ApiError::new(
+                    ErrorCode::MissingParameter,
+                    format!("parameter {} is missing", p.name),
+                )
+                .hint(format!(
+                    "give {} ({}) {place}",
+                    p.name,
+                    params::expectation(p.kind)
+                )));
+            }
+        };
+        values.push((p.name.clone(), value));
+    }
+    Ok(values)
+}
+
+/// The statements with their parameters bound, as a job: every statement runs, the last one's
+/// result answers (per the resource's shape); reads on a reader connection (several in one read
+/// transaction), writes in the writer's transaction.
+fn job(resource: &Resource, values: &[(String, Value)]) -> Job {
+    let bound = |s: &sql::Numbered| Sql {
+        text: s.text.clone(),
+        params: s
+            .names
+            .iter()
+            .map(|n| {
+                values
+                    .iter()
+                    .find(|(name, _)| name == n)
+                    .map_or(Value::Null, |(_, v)| v.clone())
+            })
+            .collect(),
+    };
+    let (last, before) = match resource.statements.split_last() {
+        Some((last, before)) => (Some(last), before),
+        None => (None, &[][..]),
+    };
+    let mut steps: Vec<Step> = before.iter().map(|s| Step::Execute(bound(s))).collect();
+    if let Some(last) = last {
+        let sql = bound(last);
+        steps.push(match resource.shape {
+            Shape::None => Step::Execute(sql),
+            Shape::Value => Step::Value(sql),
+            Shape::Rows | Shape::Row | Shape::Template => Step::Rows { sql, shape: None },
+        });
+    }
+    let access = if resource.writes {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    Job::new(access, steps)
+}
+
+fn respond(
+    resources: &Resources,
+    resource: &Resource,
+    parts: &Parts,
+    output: Output,
+    values: &[(String, Value)],
+) -> Result<Reply, ApiError> {
+    let body = match resource.shape {
+        Shape::None => return Ok(Reply::empty(StatusCode::NO_CONTENT)),
+        Shape::Row => {
+            if output.row_count == 0 {
+                return Err(ApiError::new(ErrorCode::NotFound, "no row matches"));
+            }
+            crate::job::expect_one(output.row_count)?;
+            Bytes::copy_from_slice(crate::job::unwrap_single(&output.rows))
+        }
+        Shape::Template => render(resources, resource, &output.rows, values)?,
+        Shape::Rows => Bytes::from(output.rows),
+        Shape::Value => Bytes::from(output.value.unwrap_or_else(|| b"null".to_vec())),
+    };
+    let cacheable = matches!(parts.method, Method::GET | Method::HEAD);
+    let tag = (cacheable && resource.etag).then(|| etag(&body));
+    if let Some(tag) = &tag {
+        if crate::api::if_none_match(&parts.headers, tag) {
+            return Ok(Reply::not_modified(tag.clone()));
+        }
+    }
+    let mut reply = Reply::typed(StatusCode::OK, resource.content_type.clone(), body);
+    if let Some(tag) = tag {
+        reply = reply.header(header::ETAG, tag);
+    }
+    if let (true, Some(cc)) = (cacheable, &resource.cache_control) {
+        reply = reply.header(header::CACHE_CONTROL, cc.to_str().unwrap_or_default());
+    }
+    Ok(reply)
+}
+
+fn render(
+    resources: &Resources,
+    resource: &Resource,
+    rows: &[u8],
+    values: &[(String, Value)],
+) -> Result<Bytes, ApiError> {
+    let name = resource.template.as_deref().unwrap_or_default();
+    let rows: Json = serde_json::from_slice(rows).map_err(ApiError::internal)?;
+    let params: serde_json::Map<String, Json> = values
+        .iter()
+        .map(|(k, v)| {
+            let j = match v {
+                Value::Null => Json::Null,
+                Value::Int(i) => Json::from(*i),
+                Value::Real(f) => Json::from(*f),
+                Value::Text(t) => Json::from(t.as_str()),
+                Value::Bool(b) => Json::from(*b),
+            };
+            (k.clone(), j)
+        })
+        .collect();
+    let row = rows.get(0).cloned().unwrap_or(Json::Null);
+    let template = resources
+        .templates
+        .get_template(name)
+        .map_err(ApiError::internal)?;
+    let text = template
+        .render(minijinja::context! { rows => rows, row => row, params => params })
+        .map_err(|e| ApiError::internal(format!("template {name}: {}", template_error(&e))))?;
+    Ok(Bytes::from(text))
+}
