@@ -223,7 +223,103 @@ content_type = "application/json"
     );
 }
 
+/// Item 9: values of the wrong type for a column are refused on SQLite as PostgreSQL refuses
+/// them (bodies and filters, same code on both backends); values PostgreSQL converts are
+/// converted.
+async fn values_are_checked_against_column_types(b: Backend) {
+    let setup = match b {
+        Backend::Sqlite => {
+            "CREATE TABLE days (id integer PRIMARY KEY, day DATE, at TIMESTAMP, ok BOOLEAN)"
+        }
+        Backend::Postgres => {
+            "CREATE TABLE days (id serial PRIMARY KEY, day date, at timestamp, ok boolean)"
+        }
+    };
+    let s = TestServer::start_prepared(
+        b,
+        tempfile::tempdir().expect("tempdir"),
+        rowgate::config::Config::default(),
+        setup,
+        |_| {},
+    )
+    .await;
+    let before = s.int("SELECT count(*) FROM team");
+    for (body, code) in [
+        (json!({"name": "T1", "points": "abc"}), "22P02"),
+        (json!({"name": "T2", "points": 1.5}), "22P02"),
+        (json!({"name": "T3", "points": {"a": 1}}), "22P02"),
+        (json!({"name": "T4", "points": true}), "22P02"),
+    ] {
+        let r = s.post("/team", body.clone()).send().await.expect("request");
+        let err = assert_error(r, 400, code).await;
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("invalid input syntax"),
+            "{body}: {err}"
+        );
+    }
+    let r = s
+        .patch("/team?team_id=eq.1", json!({"points": "many"}))
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 400, "22P02").await;
+    for (body, code) in [
+        (json!({"day": "the first of may"}), "22007"),
+        (json!({"at": "soon"}), "22007"),
+        (json!({"ok": "maybe"}), "22P02"),
+    ] {
+        let r = s.post("/days", body.clone()).send().await.expect("request");
+        let err = assert_error(r, 400, code).await;
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("invalid input syntax"),
+            "{body}: {err}"
+        );
+    }
+    let r = s
+        .post(
+            "/days",
+            json!({"day": "2024-02-29", "at": "2024-02-29T10:30:00", "ok": "yes"}),
+        )
+        .header("Prefer", "return=representation")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body[0]["ok"], true, "{body}");
+    assert_eq!(s.int("SELECT count(*) FROM days"), 1);
+    assert_eq!(s.int("SELECT count(*) FROM team"), before);
+    // What PostgreSQL reads as the column's type is converted, not refused.
+    let r = s
+        .post("/team", json!({"name": "Numeric text", "points": "12"}))
+        .header("Prefer", "return=representation")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 201);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body[0]["points"], 12);
+    // Filters: a value that cannot be the column's type is 400, not an empty answer.
+    for path in [
+        "/team?team_id=eq.abc",
+        "/team?team_id=in.(1,x)",
+        "/team?points=gt.lots",
+    ] {
+        let r = s.get(path).send().await.expect("request");
+        assert_error(r, 400, "22P02").await;
+    }
+    let (status, body) = get_json(&s, "/team?team_id=eq.3&select=team_id").await;
+    assert_eq!((status, body), (200, json!([{"team_id": 3}])));
+}
+
 backend_tests!(
+    values_are_checked_against_column_types,
     templates_have_tojson,
     host_and_transfer_coding_are_checked,
     unfiltered_writes_switch,

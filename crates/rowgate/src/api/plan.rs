@@ -180,6 +180,9 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                     .column(&name)
                     .is_some_and(|c| !c.decl_type.eq_ignore_ascii_case("tsvector"))
                 || p.op.is_full_text() && !p.path.is_empty();
+            if p.path.is_empty() && compares_as_the_columns_type(p.op) {
+                check_operand(table, &name, &p.operand)?;
+            }
             let is_bool = p.path.is_empty()
                 && table
                     .column(&name)
@@ -207,6 +210,40 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
             items: conditions(table, items, dialect)?,
         },
     })
+}
+
+/// Whether a filter with `op` reads its value as the column's type (patterns, `is` and the
+/// PostgreSQL-only operators have their own syntax).
+fn compares_as_the_columns_type(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::Neq
+            | Operator::Gt
+            | Operator::Gte
+            | Operator::Lt
+            | Operator::Lte
+            | Operator::In
+            | Operator::IsDistinct
+    )
+}
+
+/// A filter's value (or list) checked against what the column accepts: `?team_id=eq.abc` is
+/// PostgreSQL's 22P02 on SQLite too, not an empty answer.
+fn check_operand(table: &Table, name: &str, operand: &Operand) -> Result<(), ApiError> {
+    let Some(input) = table.column(name).map(|c| c.input) else {
+        return Ok(());
+    };
+    let check = |v: &str| {
+        input
+            .check_text(v)
+            .map_err(|e| e.details(format!("column {name} of {}", table.name)))
+    };
+    match operand {
+        Operand::Scalar(v) => check(v),
+        Operand::List(items) => items.iter().try_for_each(|v| check(v)),
+        _ => Ok(()),
+    }
 }
 
 /// A filter value for a boolean column as SQLite stores it: PostgreSQL's boolean spellings
@@ -353,6 +390,19 @@ pub fn json_value(v: &Json) -> Value {
     }
 }
 
+/// A body's value for the column `name` (resolved), checked against what the column accepts
+/// (on SQLite: PostgreSQL's answer to a value of the wrong type).
+fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
+    let value = json_value(v);
+    match table.column(name) {
+        Some(c) => c
+            .input
+            .check_value(value)
+            .map_err(|e| e.details(format!("column {name} of {}", table.name))),
+        None => Ok(value),
+    }
+}
+
 fn objects(body: &Json) -> Result<Vec<&Map<String, Json>>, ApiError> {
     let not_object = || {
         ApiError::new(
@@ -463,8 +513,11 @@ pub fn insert(
             .iter()
             .zip(&present)
             .filter(|(_, p)| **p)
-            .map(|(c, _)| o.get(c).map_or(Value::Null, json_value))
-            .collect();
+            .map(|(c, _)| {
+                o.get(c)
+                    .map_or(Ok(Value::Null), |v| column_value(table, c, v))
+            })
+            .collect::<Result<_, _>>()?;
         match groups.iter_mut().find(|(mask, _)| *mask == present) {
             Some((_, rows)) => rows.push(row),
             None => groups.push((present, vec![row])),
@@ -543,7 +596,11 @@ pub fn update(
     };
     let set: Vec<(String, Value)> = o
         .iter()
-        .map(|(k, v)| Ok((column(table, k)?, json_value(v))))
+        .map(|(k, v)| {
+            let name = column(table, k)?;
+            let value = column_value(table, &name, v)?;
+            Ok((name, value))
+        })
         .collect::<Result<_, ApiError>>()?;
     if set.is_empty() {
         return Ok(None);
@@ -606,8 +663,9 @@ pub fn put(
     let mut columns = Vec::new();
     let mut row = Vec::new();
     for (k, v) in &object {
-        columns.push(column(table, k)?);
-        row.push(json_value(v));
+        let name = column(table, k)?;
+        row.push(column_value(table, &name, v)?);
+        columns.push(name);
     }
     let target = table.primary_key.clone();
     Ok(InsertStmt {

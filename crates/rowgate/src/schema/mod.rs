@@ -3,6 +3,7 @@
 //! identifiers put into SQL are the cache's spellings, never the request's. The cache is swapped
 //! atomically on reload (SIGUSR1, or when `PRAGMA schema_version` changes).
 
+pub mod input;
 pub mod postgres;
 
 use std::collections::HashMap;
@@ -41,6 +42,9 @@ pub struct Column {
     pub pk_position: u32,
     /// Whether the value is generated (generated column).
     pub generated: bool,
+    /// What the column accepts, checked before the database sees a value (PostgreSQL checks
+    /// values itself: `Native`).
+    pub input: input::InputType,
     /// Whether the column can never hold NULL: declared NOT NULL, or the rowid (a lone INTEGER
     /// PRIMARY KEY). Other SQLite primary-key columns may hold NULL.
     pub never_null: bool,
@@ -174,6 +178,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
         let notnull: i64 = row.get(2)?;
         columns.push(Column {
             name: row.get(0)?,
+            input: input::InputType::of_sqlite(&decl_type),
             decl_type,
             json_type,
             json_kind,

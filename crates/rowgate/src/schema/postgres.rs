@@ -67,6 +67,7 @@ pub async fn introspect(
                 pk_position: 0,
                 generated,
                 never_null: not_null,
+                input: super::input::InputType::Native,
             },
         ));
     }
