@@ -318,6 +318,39 @@ async fn values_are_checked_against_column_types(b: Backend) {
     assert_eq!((status, body), (200, json!([{"team_id": 3}])));
 }
 
+/// Item 4: one step that keeps doubling a string is stopped by `db.max_value_bytes` at once
+/// (it ran past a 2 s statement timeout for 8-13 s and took 3 GB), and the worker goes on.
+async fn huge_values_fail_fast() {
+    let toml = r#"
+[db]
+statement_timeout_ms = 2000
+max_value_bytes = 1048576
+
+[[resources]]
+path = "/double"
+sql = "WITH RECURSIVE r(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM r WHERE n < 40) SELECT max(length(s)) AS longest FROM r"
+"#;
+    let s = TestServer::start_toml(Backend::Sqlite, toml, &[]).await;
+    let r = s
+        .client
+        .get(s.root_url("/double"))
+        .send()
+        .await
+        .expect("request");
+    let body = assert_error(r, 500, "54000").await;
+    assert!(
+        !body["message"].as_str().unwrap_or("").contains("SELECT"),
+        "{body}"
+    );
+    let (status, _) = get_json(&s, "/team?select=team_id&limit=1").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_huge_values_fail_fast() {
+    huge_values_fail_fast().await;
+}
+
 backend_tests!(
     values_are_checked_against_column_types,
     templates_have_tojson,

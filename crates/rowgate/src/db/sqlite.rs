@@ -69,6 +69,10 @@ pub struct DbOptions {
     pub busy_timeout: Duration,
     /// Run short reads on the calling thread (falling back to the reader pool for long ones).
     pub inline_reads: bool,
+    /// Longest string or blob a statement may build (`SQLITE_LIMIT_LENGTH`).
+    pub max_value_bytes: u64,
+    /// Most heap SQLite may hold in this process (`PRAGMA hard_heap_limit`; 0 = none).
+    pub max_memory_bytes: u64,
 }
 
 /// Milliseconds since the process-wide clock start; the progress handler compares with it.
@@ -96,6 +100,12 @@ impl Conn {
         // An unknown double-quoted identifier must be an error, never a string literal: with a
         // stale schema cache, `"code"` after a rename would otherwise read as the text 'code'.
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
+        // One step that builds a huge value (`s || s` doubling) sees no progress callback while
+        // it copies: the length limit fails it at once instead, whatever the statement timeout.
+        let max_length = i32::try_from(opts.max_value_bytes)
+            .unwrap_or(i32::MAX)
+            .max(1);
+        conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, max_length)?;
         register_regexp(&conn)?;
         let deadline = Arc::new(AtomicU64::new(u64::MAX));
         let budget = Arc::new(AtomicI64::new(i64::MAX));
@@ -185,6 +195,14 @@ impl Sqlite {
             anyhow::bail!("could not switch {} to WAL (got {mode})", path.display());
         }
         writer.conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        if opts.max_memory_bytes > 0 {
+            // process-wide: bounds the heap of every SQLite connection of this worker
+            let _: i64 = writer.conn.query_row(
+                &format!("PRAGMA hard_heap_limit = {}", opts.max_memory_bytes),
+                [],
+                |r| r.get(0),
+            )?;
+        }
         let schema = SchemaCache::introspect(&writer.conn)?;
 
         let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();
