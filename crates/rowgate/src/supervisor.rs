@@ -39,6 +39,55 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A worker that lived shorter than this counts as a crash loop.
 const QUICK_DEATH: Duration = Duration::from_secs(2);
 
+/// Crashes counted for backoff even when each worker served a while first: more than
+/// [`CRASH_ALLOWANCE`] in this window.
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+
+/// Worker crashes in [`CRASH_WINDOW`] restarted without a pause.
+const CRASH_ALLOWANCE: usize = 10;
+
+/// When workers died: the pause before the next start grows with deaths in a row that came
+/// quickly after a start (a worker that cannot serve), and with crashes crowding the last
+/// minute even when each worker served first (a worker that serves, then crashes on some
+/// request, again and again). A crash is an exit with an error code or a fault signal; a
+/// worker killed from outside (SIGKILL, SIGTERM, SIGINT) did not crash.
+#[derive(Default)]
+struct Deaths {
+    quick_in_a_row: u32,
+    recent: std::collections::VecDeque<Instant>,
+}
+
+impl Deaths {
+    /// A worker got as far as serving: the quick deaths before it were no crash loop.
+    fn served(&mut self) {
+        self.quick_in_a_row = 0;
+    }
+
+    /// Records a death at `now` of a worker that lived `lived` (and `crashed`, or was killed);
+    /// returns the pause before the next start.
+    fn record(&mut self, now: Instant, lived: Duration, crashed: bool) -> Option<Duration> {
+        if lived < QUICK_DEATH {
+            self.quick_in_a_row += 1;
+        } else {
+            self.quick_in_a_row = 0;
+        }
+        if crashed {
+            self.recent.push_back(now);
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        let crowded =
+            u32::try_from(self.recent.len().saturating_sub(CRASH_ALLOWANCE)).unwrap_or(u32::MAX);
+        let n = self.quick_in_a_row.saturating_sub(1).max(crowded);
+        (n > 0).then(|| backoff(n))
+    }
+}
+
 /// How long new workers get to start serving on a reload before the old ones go anyway.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -247,7 +296,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
         spawn(generation, restarts, &mut workers)?;
     }
     let mut last_exit: Option<String> = None;
-    let mut quick_deaths = 0u32;
+    let mut deaths = Deaths::default();
     // Until a worker has said it serves, a worker's death means the server cannot start.
     let mut ever_ready = false;
     // Recycling: new worker → the retired one it replaces (drained once the new one serves).
@@ -316,13 +365,9 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 }
                 tracing::warn!(pid, restarts, "worker exited ({cause}); starting another");
                 last_exit = Some(format!("worker {pid}: {cause}"));
-                if worker.started.elapsed() < QUICK_DEATH {
-                    quick_deaths += 1;
-                } else {
-                    quick_deaths = 0;
-                }
-                if quick_deaths > 1 {
-                    let pause = backoff(quick_deaths - 1);
+                if let Some(pause) =
+                    deaths.record(Instant::now(), worker.started.elapsed(), crashed(status))
+                {
                     tracing::warn!("workers keep dying: waiting {pause:?} before the next start");
                     tokio::time::sleep(pause).await;
                 }
@@ -371,7 +416,7 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                 Said::Ready(pid) => {
                 // A worker got as far as serving: whatever killed the last one was no crash loop.
                 ever_ready = true;
-                quick_deaths = 0;
+                deaths.served();
                 if let Some(old) = replacing.remove(&pid) {
                     if let Ok(old) = i32::try_from(old) {
                         let _ = kill(Pid::from_raw(old), Signal::SIGTERM);
@@ -445,6 +490,19 @@ fn backoff(n: u32) -> Duration {
     Duration::from_millis(ms).min(MAX_BACKOFF)
 }
 
+/// Whether a worker's exit was a crash: an error code or a fault signal, not a kill from
+/// outside.
+fn crashed(status: ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code != 0,
+        (None, Some(sig)) => ![Signal::SIGKILL, Signal::SIGTERM, Signal::SIGINT]
+            .iter()
+            .any(|s| *s as i32 == sig),
+        _ => true,
+    }
+}
+
 /// An exit status in words: `signal SIGKILL`, `exit code 3`.
 fn describe(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt as _;
@@ -470,4 +528,42 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     tmp.push(".tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Quick deaths back off from the second in a row; crashes after serving back off once more
+    /// than [`CRASH_ALLOWANCE`] crowd a minute, and stop counting once they leave it; kills from
+    /// outside do not count.
+    #[test]
+    fn deaths_back_off_when_quick_or_crowded() {
+        let start = Instant::now();
+        let mut quick = Deaths::default();
+        assert_eq!(quick.record(start, Duration::from_millis(50), false), None);
+        assert_eq!(
+            quick.record(start, Duration::from_millis(50), false),
+            Some(backoff(1))
+        );
+        let mut served = Deaths::default();
+        let lived = Duration::from_secs(10);
+        let pauses: Vec<Option<Duration>> = (0..13u64)
+            .map(|i| served.record(start + Duration::from_secs(3 * i), lived, true))
+            .collect();
+        assert_eq!(&pauses[..CRASH_ALLOWANCE], &[None; CRASH_ALLOWANCE]);
+        assert_eq!(pauses[CRASH_ALLOWANCE], Some(backoff(1)));
+        assert_eq!(pauses[CRASH_ALLOWANCE + 2], Some(backoff(3)));
+        // minutes later the crowd has left the window
+        assert_eq!(
+            served.record(start + Duration::from_secs(300), lived, true),
+            None
+        );
+        // workers killed from outside after serving are restarted at once, however many
+        let mut killed = Deaths::default();
+        for i in 0..20u64 {
+            let at = start + Duration::from_secs(i);
+            assert_eq!(killed.record(at, lived, false), None);
+        }
+    }
 }

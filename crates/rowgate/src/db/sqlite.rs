@@ -468,8 +468,15 @@ fn writer_loop(
 /// that is not on disk (PostgreSQL's fsync lesson). The process exits at once with code 74
 /// (`EX_IOERR`) and answers none of the batch's requests: their clients see the connection
 /// close, and the supervisor starts a fresh worker that opens the database anew.
+///
+/// A write refused outright (`write()` failing with ENOSPC or EFBIG: SQLite's `SQLITE_FULL`,
+/// `SQLITE_IOERR_WRITE`) leaves nothing ambiguous: the WAL holds no valid commit frame for the
+/// batch, so it did not commit. That batch is rolled back and answered 507, and the worker
+/// goes on serving reads.
 fn exit_on_io_error(e: &rusqlite::Error) {
-    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure) {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+        && !super::sqlite_error::write_refused(e)
+    {
         tracing::error!(error = %e, "fatal I/O error on COMMIT: exiting without acknowledging the batch");
         std::process::exit(74);
     }

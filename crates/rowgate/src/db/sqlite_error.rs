@@ -36,6 +36,17 @@ fn too_complex(message: String) -> ApiError {
     .hint("use fewer filters, list items or columns per request")
 }
 
+/// Whether the disk refused a write outright (full, or over the file-size limit): nothing of
+/// it was written, so the transaction did not commit.
+pub(crate) fn write_refused(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => {
+            f.code == SqliteCode::DiskFull || f.extended_code == ffi::SQLITE_IOERR_WRITE
+        }
+        _ => false,
+    }
+}
+
 /// Whether SQLite says a statement names a table or column that does not exist.
 fn names_a_missing_object(message: &str) -> bool {
     message.starts_with("no such table") || message.starts_with("no such column")
@@ -53,6 +64,14 @@ fn schema_changed(message: String) -> ApiError {
 
 /// Maps a SQLite error to the error a client sees.
 pub fn map_error(e: rusqlite::Error) -> ApiError {
+    if write_refused(&e) {
+        tracing::error!(error = %e, "the database could not write: disk full or file size limit");
+        return ApiError::new(
+            ErrorCode::StorageFull,
+            "the database could not write: the disk is full or the file size limit is reached",
+        )
+        .hint("nothing was written; free space (or raise the limit) and retry");
+    }
     match &e {
         rusqlite::Error::SqliteFailure(f, msg) => {
             let text = msg.clone().unwrap_or_else(|| f.to_string());
