@@ -67,6 +67,8 @@ error_codes! {
     NotModified => ("RG304", StatusCode::NOT_MODIFIED, Execute, "the representation matches If-None-Match"),
     PreconditionFailed => ("RG412", StatusCode::PRECONDITION_FAILED, Execute, "If-Match does not match the current representation"),
     BadRequest => ("RG400", StatusCode::BAD_REQUEST, Request, "the HTTP request is malformed (RFC 9112: exactly one Host header, a valid request line)"),
+    UriTooLong => ("RG414", StatusCode::URI_TOO_LONG, Request, "the request's URI is too long"),
+    HeadersTooLarge => ("RG431", StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, Request, "the request's headers are too many or too large"),
     NotImplemented => ("RG501", StatusCode::NOT_IMPLEMENTED, Request, "a transfer coding other than chunked is not implemented; the connection is closed"),
     RequestTimeout => ("RG408", StatusCode::REQUEST_TIMEOUT, Request, "the request body did not arrive within limits.body_read_timeout_ms; the connection is closed"),
     PayloadTooLarge => ("RG413", StatusCode::PAYLOAD_TOO_LARGE, Request, "the request body exceeds the configured limit"),

@@ -2,7 +2,8 @@
 //!
 //! Module map (see ARCHITECTURE.md):
 //! - [`cli`]: command line; [`config`]: configuration (file < env < flags).
-//! - [`server`]: hyper accept loop, dispatch, graceful shutdown; [`app`]: shared state, routes.
+//! - [`server`]: hyper accept loop, dispatch, graceful shutdown; [`app`]: shared state, routes;
+//!   [`mended`]: the connection's bytes mended where hyper's parser would refuse or answer bare.
 //! - [`api`]: the AutoREST pipeline (request → plan → render → execute → respond).
 //! - [`job`]: what a request asks of the database, as data, run by a backend.
 //! - [`schema`]: the schema cache; [`db`]: the SQLite data path (reader pool, group-commit writer).
@@ -21,6 +22,7 @@ pub mod db;
 pub mod demo;
 pub mod error;
 pub mod job;
+pub mod mended;
 pub mod observe;
 pub mod openapi;
 pub mod realtime;

@@ -100,7 +100,9 @@ pub async fn run(
                     let app = app.clone();
                     async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip()).await) }
                 });
-                let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
+                let conn = http
+                    .serve_connection(TokioIo::new(crate::mended::Mended::new(stream)), service)
+                    .with_upgrades();
                 let mut drain = drained.clone();
                 tokio::spawn(async move {
                     tokio::pin!(conn);

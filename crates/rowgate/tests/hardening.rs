@@ -351,7 +351,61 @@ async fn sqlite_huge_values_fail_fast() {
     huge_values_fail_fast().await;
 }
 
+/// Items 13 and 14: a PostgREST URL typed raw (`"`, `<`, `>`, backtick unencoded, as curl
+/// sends them) is served, also as the second request of a kept-alive connection after a body;
+/// the answers hyper's parser gives itself (400, 414, 431) carry the JSON envelope.
+async fn raw_urls_and_parser_errors(b: Backend) {
+    let s = TestServer::start(b).await;
+    let raw = "GET /api/team?select=team_id&name=neq.<\"x`>&team_id=lte.2&order=team_id HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let answer = stall_body(s.addr, raw).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.ends_with("[{\"team_id\":1},{\"team_id\":2}]"),
+        "{answer}"
+    );
+    // after a request with a body on the same connection
+    let body = "{\"name\":\"<>\\\"`\"}";
+    let two = format!("POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}GET /api/team?select=name&name=eq.<>\"` HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body.len());
+    let answer = stall_body(s.addr, &two).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(answer.contains("[{\"name\":\"<>\\\"`\"}]"), "{answer}");
+
+    let many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for (request, status, code) in [
+        (
+            format!("GET /api/team HTTP/1.1\r\nHost: x\r\n{many_headers}\r\n"),
+            431,
+            "RG431",
+        ),
+        (
+            format!(
+                "GET /api/team?x={} HTTP/1.1\r\nHost: x\r\n\r\n",
+                "a".repeat(70_000)
+            ),
+            414,
+            "RG414",
+        ),
+        (
+            "GET /api/team HTTP/9.9\r\nHost: x\r\n\r\n".to_string(),
+            400,
+            "RG400",
+        ),
+    ] {
+        let answer = stall_body(s.addr, &request).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{answer:.200}"
+        );
+        assert!(answer.contains("application/json"), "{answer:.300}");
+        assert!(
+            answer.contains(&format!("\"code\":\"{code}\"")),
+            "{answer:.300}"
+        );
+    }
+}
+
 backend_tests!(
+    raw_urls_and_parser_errors,
     values_are_checked_against_column_types,
     templates_have_tojson,
     host_and_transfer_coding_are_checked,
