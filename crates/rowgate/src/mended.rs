@@ -79,6 +79,16 @@ impl<S> Mended<S> {
         }
     }
 
+    fn push_slice(&mut self, bytes: &[u8]) {
+        let room = LINE_CAP - self.line_len;
+        let n = bytes.len().min(room);
+        self.line[self.line_len..self.line_len + n].copy_from_slice(&bytes[..n]);
+        self.line_len += n;
+        if bytes.len() > room {
+            self.line_long = true;
+        }
+    }
+
     fn end_header_line(&mut self) {
         let mut l = &self.line[..self.line_len];
         if let [rest @ .., b'\r'] = l {
@@ -188,16 +198,19 @@ impl<S> Mended<S> {
                     i += 1;
                 }
                 State::Headers => {
-                    let b = input[i];
-                    if b == b'\n' {
-                        self.end_header_line();
-                    } else {
-                        self.push_line(b);
-                    }
+                    // a header line at a time (memchr), keeping only its first bytes
+                    let rest = &input[i..];
+                    let end = memchr::memchr(b'\n', rest);
+                    let line = &rest[..end.unwrap_or(rest.len())];
+                    self.push_slice(line);
+                    let taken = line.len() + usize::from(end.is_some());
                     if let Some(o) = out.as_mut() {
-                        o.push(b);
+                        o.extend_from_slice(&rest[..taken]);
                     }
-                    i += 1;
+                    i += taken;
+                    if end.is_some() {
+                        self.end_header_line();
+                    }
                 }
             }
         }
