@@ -177,6 +177,18 @@ fn demo_init_command_accepts_a_postgres_url() {
         String::from_utf8_lossy(&out.stderr).contains("column \"nope\" does not exist"),
         "{out:?}"
     );
+    // A database that does not exist on the server: said in so many words (issue 13, item 18).
+    let missing = cluster().url("no_such_database");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["config", "check", "--demo", "--db", &missing])
+        .output()
+        .expect("config check");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the database does not exist") && err.contains("createdb"),
+        "{err}"
+    );
     // A server that is not there: a clear error, not a hang.
     let dead = format!("postgres://postgres@127.0.0.1:{}/nope", cluster().port + 1);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))

@@ -221,7 +221,18 @@ impl Postgres {
             .pre_recycle(max_lifetime_hook(opts.max_lifetime))
             .build()
             .context("cannot build the connection pool")?;
-        let client = pool.get().await.context("cannot connect to PostgreSQL")?;
+        let client = pool.get().await.map_err(|e| match &e {
+            deadpool_postgres::PoolError::Backend(pg)
+                if pg.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) =>
+            {
+                anyhow::anyhow!(
+                    "{pg}: the database does not exist on that server; create it (e.g. \
+                     `createdb NAME`, or `rowgate demo init --db URL` on an existing one) or fix \
+                     db.url"
+                )
+            }
+            _ => anyhow::Error::new(e).context("cannot connect to PostgreSQL"),
+        })?;
         let fingerprint: String = client
             .query_one(FINGERPRINT, &[&opts.schemas])
             .await
