@@ -54,6 +54,20 @@ pub struct App {
     pub draining: tokio::sync::watch::Sender<bool>,
     /// Change feeds (`None` when no table is realtime).
     pub realtime: Option<Arc<crate::realtime::state::Realtime>>,
+    /// Request bodies over [`LARGE_BODY`] handled at once (`limits.large_bodies`): a large
+    /// write body costs several times its size while it is planned and run.
+    pub large_bodies: Arc<tokio::sync::Semaphore>,
+}
+
+/// A request body larger than this takes one of the `limits.large_bodies` slots.
+pub const LARGE_BODY: usize = 1024 * 1024;
+
+/// A request body, and the large-body slot it holds while its request is handled.
+pub struct AdmittedBody {
+    /// The bytes.
+    pub bytes: bytes::Bytes,
+    /// Held until the request is answered (`None` for a small body).
+    pub _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl App {
@@ -80,6 +94,9 @@ impl App {
         for problem in auth.policy.problems(&db.schema()) {
             tracing::warn!("grants: {problem}");
         }
+        let large_bodies = Arc::new(tokio::sync::Semaphore::new(
+            config.limits.large_bodies.max(1),
+        ));
         Ok(Arc::new(App {
             config,
             db,
@@ -90,7 +107,50 @@ impl App {
             draining: tokio::sync::watch::Sender::new(false),
             metrics,
             realtime,
+            large_bodies,
         }))
+    }
+
+    /// Reads a request's body (size and time limits: `api::request::read_body`). A body over
+    /// [`LARGE_BODY`] must get one of the `limits.large_bodies` slots first (declared length) or
+    /// once read (chunked): it waits for one up to `limits.body_read_timeout_ms`, then answers
+    /// 503, so that concurrent large bodies cannot exhaust a worker's memory.
+    pub async fn read_body(
+        &self,
+        parts: &http::request::Parts,
+        body: hyper::body::Incoming,
+    ) -> Result<AdmittedBody, crate::error::ApiError> {
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        let mut slot = None;
+        if declared.is_some_and(|n| n > LARGE_BODY && n <= self.config.limits.body_bytes) {
+            slot = Some(self.large_body_slot().await?);
+        }
+        let bytes = crate::api::request::read_body(&self.config.limits, parts, body).await?;
+        if slot.is_none() && bytes.len() > LARGE_BODY {
+            slot = Some(self.large_body_slot().await?);
+        }
+        Ok(AdmittedBody { bytes, _slot: slot })
+    }
+
+    async fn large_body_slot(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, crate::error::ApiError> {
+        let wait = std::time::Duration::from_millis(self.config.limits.body_read_timeout_ms);
+        match tokio::time::timeout(wait, self.large_bodies.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(crate::error::ApiError::new(
+                crate::error::ErrorCode::Unavailable,
+                "too many large request bodies at once; retry",
+            )
+            .details(format!(
+                "bodies over {} bytes are handled {} at a time (limits.large_bodies)",
+                LARGE_BODY, self.config.limits.large_bodies
+            ))),
+        }
     }
 
     /// Re-reads the custom resources from `config` and swaps them in (requests in flight finish

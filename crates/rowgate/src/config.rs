@@ -365,6 +365,8 @@ pub struct LimitsConfig {
     pub max_headers: usize,
     /// Time allowed to read a request's headers, in milliseconds (slowloris guard).
     pub header_read_timeout_ms: u64,
+    /// Request bodies over 1 MiB handled at once by one worker (more wait, then 503).
+    pub large_bodies: usize,
     /// Time allowed to read a request's whole body once its headers are in, in milliseconds
     /// (a client trickling or stalling a body would hold its connection slot forever).
     pub body_read_timeout_ms: u64,
@@ -435,6 +437,7 @@ impl Default for LimitsConfig {
             max_headers: 100,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 15_000,
+            large_bodies: 2,
             drain_timeout_ms: 30_000,
             max_filter_depth: 16,
             max_list_items: 1_000,
@@ -664,6 +667,11 @@ pub const KEYS: &[Key] = &[
         name: "limits.header_read_timeout_ms",
         env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS",
         doc: "time to read request headers, in ms",
+    },
+    Key {
+        name: "limits.large_bodies",
+        env: "ROWGATE_LIMITS_LARGE_BODIES",
+        doc: "request bodies over 1 MiB handled at once per worker (more wait, then 503)",
     },
     Key {
         name: "limits.body_read_timeout_ms",

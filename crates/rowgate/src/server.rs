@@ -268,12 +268,12 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
         }
         Route::Table | Route::Item => {
             let principal = app.auth.authenticate(&parts.headers)?;
-            let body = api::request::read_body(&app.config.limits, &parts, body).await?;
+            let body = app.read_body(&parts, body).await?;
             let table = table.unwrap_or_default();
             api::handle(
                 app,
                 &parts,
-                body,
+                body.bytes.clone(),
                 Target {
                     table: &table,
                     key: key.as_deref(),

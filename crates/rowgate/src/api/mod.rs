@@ -6,6 +6,7 @@ pub mod guard;
 pub mod plan;
 pub mod request;
 pub mod respond;
+pub mod rows;
 
 use bytes::Bytes;
 use http::{header, request::Parts, HeaderMap, Method, StatusCode};
@@ -305,16 +306,18 @@ async fn insert(
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
     let table = tables.full;
-    let json = request::parse_body(&parts.headers, body)?;
+    let rows = request::parse_rows(&parts.headers, body, query.columns.as_deref())?;
     let media = write_media(parts, prefer)?;
     let (cols, shape) = returning(d, tables.view, query, prefer)?;
-    let mut plan = plan::insert(table, query, &json, prefer, cols, shape)?;
+    let mut plan = plan::insert(table, query, rows, prefer, cols, shape)?;
     let returns_rows = !plan.shape.keys.is_empty();
     let mut steps = Vec::with_capacity(plan.stmts.len() * 2);
     for stmt in &mut plan.stmts {
         tables.guard.check_writable(&stmt.columns)?;
         steps.extend(tables.guard.insert_checks(d, table, stmt)?);
         let sql = render::insert(d, stmt);
+        // the values now live in the statement's parameters: a large body is held once
+        stmt.rows = Vec::new();
         steps.push(if returns_rows {
             Step::Rows {
                 sql,

@@ -10,7 +10,7 @@ use rowgate_query::{
     path_key, Condition, JsonStep, Operand, Operator, OrderTerm, Predicate, Query, SelectItem,
     Value,
 };
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::request::{ItemRange, Prefer, Resolution};
 use crate::error::{ApiError, ErrorCode};
@@ -393,30 +393,17 @@ pub fn json_value(v: &Json) -> Value {
 /// A body's value for the column `name` (resolved), checked against what the column accepts
 /// (on SQLite: PostgreSQL's answer to a value of the wrong type).
 fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
-    let value = json_value(v);
+    checked_value(table, name, json_value(v))
+}
+
+/// `value` for the column `name`, checked against what the column accepts.
+fn checked_value(table: &Table, name: &str, value: Value) -> Result<Value, ApiError> {
     match table.column(name) {
         Some(c) => c
             .input
             .check_value(value)
             .map_err(|e| e.details(format!("column {name} of {}", table.name))),
         None => Ok(value),
-    }
-}
-
-fn objects(body: &Json) -> Result<Vec<&Map<String, Json>>, ApiError> {
-    let not_object = || {
-        ApiError::new(
-            ErrorCode::InvalidBody,
-            "the body must be a JSON object or an array of objects",
-        )
-    };
-    match body {
-        Json::Object(o) => Ok(vec![o]),
-        Json::Array(items) => items
-            .iter()
-            .map(|i| i.as_object().ok_or_else(not_object))
-            .collect(),
-        _ => Err(not_object()),
     }
 }
 
@@ -435,39 +422,18 @@ pub struct InsertPlan {
 pub fn insert(
     table: &Table,
     query: &Query,
-    body: &Json,
+    body: super::rows::BodyRows,
     prefer: &Prefer,
     returning: Vec<OutputColumn>,
     shape: OutputShape,
 ) -> Result<InsertPlan, ApiError> {
     writable(table)?;
-    let objects = objects(body)?;
-    let columns: Vec<String> = match &query.columns {
-        Some(cols) => cols
-            .iter()
-            .map(|c| column(table, c))
-            .collect::<Result<_, _>>()?,
-        None => {
-            let first: Vec<&String> = objects
-                .first()
-                .map(|o| o.keys().collect())
-                .unwrap_or_default();
-            for (i, o) in objects.iter().enumerate().skip(1) {
-                if o.len() != first.len() || !first.iter().all(|k| o.contains_key(*k)) {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidBody,
-                        "All object keys must match",
-                    )
-                    .details(format!("object {i} has different keys than object 0"))
-                    .hint("give every object the same keys, or name the columns with columns="));
-                }
-            }
-            first
-                .into_iter()
-                .map(|c| column(table, c))
-                .collect::<Result<_, _>>()?
-        }
-    };
+    let columns: Vec<String> = body
+        .keys
+        .iter()
+        .map(|c| column(table, c))
+        .collect::<Result<_, _>>()?;
+    let count = body.len();
     let on_conflict = match prefer.resolution {
         None => None,
         Some(resolution) => {
@@ -504,23 +470,27 @@ pub fn insert(
     // Rows are grouped by which columns they give: with missing=default an absent key takes the
     // column default, which SQLite can only express by leaving the column out of the INSERT.
     let mut groups: Vec<(Vec<bool>, Vec<Vec<Value>>)> = Vec::new();
-    for o in &objects {
-        let present: Vec<bool> = columns
+    // without missing=default every row is in one group: sized once, never regrown
+    let expected = if prefer.missing_default { 0 } else { count };
+    for cells in body.into_rows() {
+        let present: Vec<bool> = cells
             .iter()
-            .map(|c| !prefer.missing_default || o.contains_key(c))
+            .map(|c| !prefer.missing_default || c.is_some())
             .collect();
         let row: Vec<Value> = columns
             .iter()
+            .zip(cells)
             .zip(&present)
             .filter(|(_, p)| **p)
-            .map(|(c, _)| {
-                o.get(c)
-                    .map_or(Ok(Value::Null), |v| column_value(table, c, v))
-            })
+            .map(|((c, v), _)| checked_value(table, c, v.unwrap_or(Value::Null)))
             .collect::<Result<_, _>>()?;
         match groups.iter_mut().find(|(mask, _)| *mask == present) {
             Some((_, rows)) => rows.push(row),
-            None => groups.push((present, vec![row])),
+            None => {
+                let mut rows = Vec::with_capacity(expected.max(1));
+                rows.push(row);
+                groups.push((present, rows));
+            }
         }
     }
     let mut stmts = Vec::new();
@@ -563,11 +533,17 @@ pub fn insert(
             continue;
         }
         let per_stmt = (MAX_PARAMS_PER_STATEMENT / cols.len()).max(1);
-        for chunk in rows.chunks(per_stmt) {
+        let mut rows = rows.into_iter();
+        loop {
+            // moved into each statement, not copied
+            let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_stmt).collect();
+            if chunk.is_empty() {
+                break;
+            }
             stmts.push(InsertStmt {
                 table: table.relation(),
                 columns: cols.clone(),
-                rows: chunk.to_vec(),
+                rows: chunk,
                 on_conflict: on_conflict.clone(),
                 returning: returning.clone(),
             });
@@ -576,7 +552,7 @@ pub fn insert(
     Ok(InsertPlan {
         stmts,
         shape,
-        rows: objects.len(),
+        rows: count,
     })
 }
 

@@ -345,6 +345,26 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
     }
 }
 
+/// An insert body as rows (see [`super::rows`]): JSON is read straight into rows; a form (or
+/// JSON sent as a form) is parsed as [`parse_body`] does first.
+pub fn parse_rows(
+    headers: &HeaderMap,
+    body: &[u8],
+    columns: Option<&[String]>,
+) -> Result<super::rows::BodyRows, ApiError> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    if media.is_empty() || media == "application/json" {
+        super::rows::BodyRows::parse(body, columns)
+    } else {
+        super::rows::BodyRows::from_json(&parse_body(headers, body)?, columns)
+    }
+}
+
 /// A decoded name and value of a URL-encoded form.
 pub type FormPair<'a> = (Cow<'a, str>, Cow<'a, str>);
 

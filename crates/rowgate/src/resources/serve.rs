@@ -66,8 +66,8 @@ pub async fn handle(
         })
         .collect();
     let body = if resource.params.iter().any(|p| p.source == Source::Body) {
-        let bytes = crate::api::request::read_body(&app.config.limits, parts, body).await?;
-        body_object(parts, &bytes)?
+        let admitted = app.read_body(parts, body).await?;
+        body_object(parts, &admitted.bytes)?
     } else {
         serde_json::Map::new()
     };
