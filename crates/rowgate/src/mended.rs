@@ -280,15 +280,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Mended<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // one buffer at a time, so that an error answer is always seen whole by `poll_write`
+        // hyper's bare error answer is one head buffer: handled (replaced) by `poll_write`;
+        // everything else goes out vectored as it came
         let first = bufs
             .iter()
             .find(|b| !b.is_empty())
             .map_or(&[][..], |b| &**b);
-        self.poll_write(cx, first)
+        if self.replacing.is_some() || enveloped_parse_error(first).is_some() {
+            return self.poll_write(cx, first);
+        }
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
-        false
+        self.inner.is_write_vectored()
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_flush(cx)
