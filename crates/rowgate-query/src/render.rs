@@ -71,6 +71,13 @@ pub trait Dialect: Send + Sync {
     /// `index`.
     fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String;
 
+    /// A JSON value (a path ending in `->`, or a bound literal) as the database compares and
+    /// sorts JSON: PostgreSQL's jsonb compares numbers as numbers by itself; SQLite's `->`
+    /// gives JSON text, so its SQL value (`->> '$'`) is compared instead, on both sides.
+    fn json_comparable(&self, expr: &str) -> String {
+        expr.to_owned()
+    }
+
     /// The bound value of a JSON field key.
     fn json_field_key(&self, field: &str) -> Value {
         Value::Text(field.to_owned())
@@ -162,6 +169,10 @@ impl Dialect for Sqlite {
         } else {
             format!("{lhs} -> {key}")
         }
+    }
+
+    fn json_comparable(&self, expr: &str) -> String {
+        format!("({expr} ->> '$')")
     }
 
     /// A label starting with `$` would read as a whole JSON path: it is spelled `$."label"`.
@@ -467,7 +478,11 @@ fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut
             out.text.push_str(", ");
         }
         let col = field(d, &t.column, &t.path, out);
-        out.text.push_str(&col);
+        if ends_in_json(&t.path) {
+            out.text.push_str(&d.json_comparable(&col));
+        } else {
+            out.text.push_str(&col);
+        }
         let dir = t.direction.unwrap_or(Direction::Asc);
         out.text.push_str(match dir {
             Direction::Asc => " ASC",
@@ -540,6 +555,9 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
     } else {
         field(d, &p.column, &p.path, out)
     };
+    // a JSON value compared with a literal: compared as JSON (numbers as numbers)
+    let json = json_comparison(p);
+    let col = if json { d.json_comparable(&col) } else { col };
     match &p.operand {
         Operand::Is(v) => {
             out.text.push_str(&col);
@@ -561,7 +579,11 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
                         out.text.push_str(", ");
                     }
                     let ph = bind(d, out, Value::Text(v.clone()));
-                    out.text.push_str(&ph);
+                    if json {
+                        out.text.push_str(&d.json_comparable(&ph));
+                    } else {
+                        out.text.push_str(&ph);
+                    }
                 }
                 out.text.push(')');
             }
@@ -638,7 +660,34 @@ fn binary(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
         }
     };
     let ph = bind(d, out, Value::Text(v.to_owned()));
+    let ph = if json_comparison(p) {
+        d.json_comparable(&ph)
+    } else {
+        ph
+    };
     out.text.push_str(&format!("{col} {sym} {ph}"));
+}
+
+/// Whether a path ends in a JSON value (`->`), not text (`->>`).
+fn ends_in_json(path: &[JsonStep]) -> bool {
+    path.last().is_some_and(|s| !s.as_text)
+}
+
+/// Whether `p` compares a JSON value (a path ending in `->`) with literals by order or
+/// equality: both sides are then compared as JSON.
+fn json_comparison(p: &Predicate) -> bool {
+    ends_in_json(&p.path)
+        && matches!(
+            p.op,
+            Operator::Eq
+                | Operator::Neq
+                | Operator::Gt
+                | Operator::Gte
+                | Operator::Lt
+                | Operator::Lte
+                | Operator::In
+                | Operator::IsDistinct
+        )
 }
 
 /// `col @@ to_tsquery([lang,] ?)` (or `plainto_`, `phraseto_`, `websearch_to_tsquery`); a column

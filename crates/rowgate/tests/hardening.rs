@@ -404,7 +404,56 @@ async fn raw_urls_and_parser_errors(b: Backend) {
     }
 }
 
+/// Item 9: a JSON value (`->`) compares and sorts numbers as numbers on SQLite as on
+/// PostgreSQL's jsonb (`data->n=gt.400` found 500 but missed 1200).
+async fn json_values_compare_as_json(b: Backend) {
+    let setup = match b {
+        Backend::Sqlite => "CREATE TABLE docs (id integer PRIMARY KEY, data JSON);",
+        Backend::Postgres => "CREATE TABLE docs (id integer PRIMARY KEY, data jsonb);",
+    }
+    .to_string()
+        + r#"INSERT INTO docs VALUES (1, '{"n": 1200, "s": "b"}'), (2, '{"n": 300, "s": "a"}'), (3, '{"n": 500, "s": "c"}');"#;
+    let s = TestServer::start_prepared(
+        b,
+        tempfile::tempdir().expect("tempdir"),
+        rowgate::config::Config::default(),
+        &setup,
+        |_| {},
+    )
+    .await;
+    for (path, ids) in [
+        (
+            "/docs?data->n=gt.400&order=id&select=id",
+            json!([{"id": 1}, {"id": 3}]),
+        ),
+        ("/docs?data->n=eq.300&select=id", json!([{"id": 2}])),
+        (
+            "/docs?data->n=in.(300,1200)&order=id&select=id",
+            json!([{"id": 1}, {"id": 2}]),
+        ),
+        (
+            "/docs?order=data->n.desc&select=id",
+            json!([{"id": 1}, {"id": 3}, {"id": 2}]),
+        ),
+        (
+            "/docs?data->s=gt.\"a\"&order=id&select=id",
+            json!([{"id": 1}, {"id": 3}]),
+        ),
+        // ->> is text, on both: '1200' < '400'
+        (
+            "/docs?data->>n=gt.400&order=id&select=id",
+            json!([{"id": 3}]),
+        ),
+    ] {
+        let (status, body) = get_json(&s, path).await;
+        assert_eq!((status, &body), (200, &ids), "{path}");
+    }
+    let r = s.get("/docs?data->n=gt.abc").send().await.expect("request");
+    assert_error(r, 400, "22P02").await;
+}
+
 backend_tests!(
+    json_values_compare_as_json,
     raw_urls_and_parser_errors,
     values_are_checked_against_column_types,
     templates_have_tojson,
