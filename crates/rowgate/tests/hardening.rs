@@ -205,7 +205,7 @@ content_type = "application/json"
         toml,
         &[(
             "teams.json",
-            r#"{"teams": {{ rows | tojson }}, "first": {{ rows[0].name | tojson }}}"#,
+            r#"{% macro quoted(x) %}{{ x | tojson }}{% endmacro %}{"teams": {{ rows | tojson }}, "first": {{ quoted(rows[0].name) }}, "n": {% if rows is defined %}{{ range(2) | length }}{% endif %}}"#,
         )],
     )
     .await;
@@ -219,7 +219,7 @@ content_type = "application/json"
     let body: serde_json::Value = r.json().await.expect("json");
     assert_eq!(
         body,
-        json!({"teams": [{"team_id": 1, "name": "Mercedes"}, {"team_id": 2, "name": "Ferrari"}], "first": "Mercedes"})
+        json!({"teams": [{"team_id": 1, "name": "Mercedes"}, {"team_id": 2, "name": "Ferrari"}], "first": "Mercedes", "n": 2})
     );
 }
 

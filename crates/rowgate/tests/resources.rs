@@ -728,6 +728,22 @@ fn bad_declarations_are_refused_at_load() {
             &[],
             &["template"],
         ),
+        // names minijinja would only miss while rendering (issue 13, item 22)
+        (
+            "path = \"/a\"\nsql = \"SELECT 1\"\ntemplate = \"t.json\"",
+            &[("t.json", "{{ rows|nosuchfilter }}")],
+            &["t.json", "unknown filter \"nosuchfilter\""],
+        ),
+        (
+            "path = \"/a\"\nsql = \"SELECT 1\"\ntemplate = \"t.html\"",
+            &[("t.html", "{% for r in rows %}{{ nosuch(r) }}{% endfor %}")],
+            &["t.html", "unknown function \"nosuch\""],
+        ),
+        (
+            "path = \"/a\"\nsql = \"SELECT 1\"\ntemplate = \"t.html\"",
+            &[("t.html", "{% if rows is nosuchtest %}x{% endif %}")],
+            &["t.html", "unknown test \"nosuchtest\""],
+        ),
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("demo.db");

@@ -292,9 +292,11 @@ fn compile_one(
     let template = match &decl.template {
         Some(file) => {
             let name = file.to_string_lossy().into_owned();
-            templates
+            let compiled = templates
                 .get_template(&name)
                 .map_err(|e| anyhow!("template {name}: {}", template_error(&e)))?;
+            check_template_names(templates, &compiled)
+                .map_err(|why| anyhow!("template {name}: {why}"))?;
             Some(name)
         }
         None => None,
@@ -451,6 +453,55 @@ fn content_type_for(template: &str) -> &'static str {
         "csv" => "text/csv; charset=utf-8",
         _ => "text/plain; charset=utf-8",
     }
+}
+
+/// What a template's render gets besides its own names (see `serve::render`).
+const TEMPLATE_CONTEXT: &[&str] = &["rows", "row", "params"];
+
+/// Refuses a template that calls a filter, test or function the environment does not have:
+/// minijinja finds those only when rendering reaches them (a 500 on a request), so the
+/// compiled instructions are read here and each name is tried once.
+fn check_template_names(
+    env: &minijinja::Environment<'static>,
+    template: &minijinja::Template<'_, '_>,
+) -> Result<(), String> {
+    use minijinja::machinery::Instruction;
+    use minijinja::ErrorKind;
+    let compiled = minijinja::machinery::get_compiled_template(template);
+    let undeclared = template.undeclared_variables(false);
+    let known = |probe: String, missing: ErrorKind| !matches!(env.render_str(&probe, ()), Err(e) if e.kind() == missing);
+    for instructions in std::iter::once(&compiled.instructions).chain(compiled.blocks.values()) {
+        for index in 0..instructions.len() {
+            let Some(instruction) = u32::try_from(index).ok().and_then(|i| instructions.get(i))
+            else {
+                continue;
+            };
+            match instruction {
+                Instruction::ApplyFilter(name, ..)
+                    if !known(format!("{{{{ none|{name} }}}}"), ErrorKind::UnknownFilter) =>
+                {
+                    return Err(format!("unknown filter {name:?}"));
+                }
+                Instruction::PerformTest(name, ..)
+                    if !known(
+                        format!("{{% if none is {name} %}}{{% endif %}}"),
+                        ErrorKind::UnknownTest,
+                    ) =>
+                {
+                    return Err(format!("unknown test {name:?}"));
+                }
+                Instruction::CallFunction(name, _)
+                    if undeclared.contains(*name)
+                        && !TEMPLATE_CONTEXT.contains(name)
+                        && !env.globals().any(|(g, _)| g == *name) =>
+                {
+                    return Err(format!("unknown function {name:?}"));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 fn template_error(e: &minijinja::Error) -> String {
