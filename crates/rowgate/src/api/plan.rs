@@ -13,6 +13,7 @@ use rowgate_query::{
 use serde_json::Value as Json;
 
 use super::request::{ItemRange, Prefer, Resolution};
+pub use super::rows::json_value;
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::OutputShape;
 use crate::schema::{JsonKind, SchemaCache, Table};
@@ -373,21 +374,6 @@ pub fn read(
         count,
         shape,
     })
-}
-
-/// A JSON value from a body as a bound value (objects and arrays as JSON text).
-pub fn json_value(v: &Json) -> Value {
-    match v {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => n
-            .as_i64()
-            .map(Value::Int)
-            .or_else(|| n.as_f64().map(Value::Real))
-            .unwrap_or_else(|| Value::Text(n.to_string())),
-        Json::String(s) => Value::Text(s.clone()),
-        other => Value::Text(other.to_string()),
-    }
 }
 
 /// A body's value for the column `name` (resolved), checked against what the column accepts

@@ -61,7 +61,7 @@ impl BodyRows {
         for object in objects {
             rows.begin_row(object.keys().map(String::as_str))?;
             for (k, v) in object {
-                rows.put(k, crate::api::plan::json_value(v))?;
+                rows.put(k, json_value(v))?;
             }
             rows.end_row()?;
         }
@@ -131,6 +131,21 @@ impl BodyRows {
             return Err(keys_differ(self.len().saturating_sub(1)));
         }
         Ok(())
+    }
+}
+
+/// A JSON value from a body as a bound value (objects and arrays as JSON text).
+pub fn json_value(v: &Json) -> Value {
+    match v {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .or_else(|| n.as_f64().map(Value::Real))
+            .unwrap_or_else(|| Value::Text(n.to_string())),
+        Json::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
     }
 }
 

@@ -400,7 +400,7 @@ impl Hub {
 pub fn classify(change: &Change, filter: &[Condition]) -> Option<Kind> {
     let matches = |row: Option<&Map<String, Json>>| {
         row.is_some_and(|row| {
-            let lookup = |column: &str| row.get(column).map(crate::api::plan::json_value);
+            let lookup = |column: &str| row.get(column).map(crate::api::rows::json_value);
             rowgate_query::eval::eval_all(filter, &lookup) == Ok(Some(true))
         })
     };
