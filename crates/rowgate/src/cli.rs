@@ -600,7 +600,6 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             busy_timeout: Duration::from_millis(config.db.busy_timeout_ms),
             inline_reads: config.db.inline_reads,
             max_value_bytes: config.db.max_value_bytes,
-            max_memory_bytes: config.db.max_memory_mb.saturating_mul(1024 * 1024),
         };
         Database::open_sqlite(&config.db.path, &opts)
             .with_context(|| format!("opening database {location}"))?

@@ -130,9 +130,6 @@ pub struct DbConfig {
     /// SQLite: the longest string or blob a statement may build, in bytes (a value growing past
     /// it fails the statement at once, instead of running on past the statement timeout).
     pub max_value_bytes: u64,
-    /// SQLite: the most heap all of SQLite's connections in the process may hold, in MiB (an
-    /// allocation beyond it fails the statement with 503 instead of growing the worker).
-    pub max_memory_mb: u64,
     /// How often to check `PRAGMA schema_version` for outside schema changes, in milliseconds.
     pub schema_poll_ms: u64,
     /// Run short reads on the request's own thread; long ones move to the reader threads.
@@ -409,7 +406,6 @@ impl Default for DbConfig {
             statement_timeout_ms: 10_000,
             busy_timeout_ms: 5_000,
             max_value_bytes: 64 * 1024 * 1024,
-            max_memory_mb: 1024,
             schema_poll_ms: 1_000,
             inline_reads: true,
             pool_size: 16,
@@ -522,11 +518,6 @@ pub const KEYS: &[Key] = &[
         name: "db.max_value_bytes",
         env: "ROWGATE_DB_MAX_VALUE_BYTES",
         doc: "SQLite: longest string or blob a statement may build",
-    },
-    Key {
-        name: "db.max_memory_mb",
-        env: "ROWGATE_DB_MAX_MEMORY_MB",
-        doc: "SQLite: most heap its connections may hold, in MiB",
     },
     Key {
         name: "db.schema_poll_ms",

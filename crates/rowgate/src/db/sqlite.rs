@@ -71,8 +71,6 @@ pub struct DbOptions {
     pub inline_reads: bool,
     /// Longest string or blob a statement may build (`SQLITE_LIMIT_LENGTH`).
     pub max_value_bytes: u64,
-    /// Most heap SQLite may hold in this process (`PRAGMA hard_heap_limit`; 0 = none).
-    pub max_memory_bytes: u64,
 }
 
 /// Milliseconds since the process-wide clock start; the progress handler compares with it.
@@ -195,14 +193,6 @@ impl Sqlite {
             anyhow::bail!("could not switch {} to WAL (got {mode})", path.display());
         }
         writer.conn.execute_batch("PRAGMA synchronous = FULL;")?;
-        if opts.max_memory_bytes > 0 {
-            // process-wide: bounds the heap of every SQLite connection of this worker
-            let _: i64 = writer.conn.query_row(
-                &format!("PRAGMA hard_heap_limit = {}", opts.max_memory_bytes),
-                [],
-                |r| r.get(0),
-            )?;
-        }
         let schema = SchemaCache::introspect(&writer.conn)?;
 
         let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();

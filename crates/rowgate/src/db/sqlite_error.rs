@@ -97,13 +97,15 @@ pub fn map_error(e: rusqlite::Error) -> ApiError {
                 SqliteCode::TypeMismatch => {
                     ApiError::database("22P02", "a value has the wrong type").details(text)
                 }
-                SqliteCode::TooBig => ApiError::database("54000", "a value is too big")
-                    .details(text)
-                    .hint("db.max_value_bytes bounds the strings and blobs a statement may build"),
-                SqliteCode::OutOfMemory => ApiError::database(
-                    "53200",
-                    "the database is out of memory (db.max_memory_mb); retry",
-                ),
+                // a server-side error: its text goes to the log only
+                SqliteCode::TooBig => {
+                    ApiError::database("54000", format!("a value is too big: {text}")).hint(
+                        "db.max_value_bytes bounds the strings and blobs a statement may build",
+                    )
+                }
+                SqliteCode::OutOfMemory => {
+                    ApiError::database("53200", "the database is out of memory; retry")
+                }
                 _ if text.starts_with(REGEX_ERROR_PREFIX) => {
                     ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
                         .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
