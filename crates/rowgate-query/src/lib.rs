@@ -7,11 +7,13 @@
 //! - [`parse`]: query string → AST (`parse_query`, `parse_select`, `parse_order`, `parse_filter`, …).
 //! - [`print`]: AST → query string (`Display`), so that parse ∘ print round-trips.
 //! - [`stmt`]: resolved statements handed over by the planner.
+//! - [`json_rows`]: an insert's rows as one bound JSON text.
 //! - [`render`]: statements → [`stmt::Sql`] through the [`render::Dialect`] trait.
 //! - [`eval`]: a `Condition` evaluated against one row, with SQL three-valued logic.
 
 pub mod ast;
 pub mod eval;
+pub mod json_rows;
 pub mod parse;
 pub mod print;
 pub mod render;

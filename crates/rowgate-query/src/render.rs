@@ -20,8 +20,8 @@ use crate::ast::{
     Predicate, Quantifier, Value,
 };
 use crate::stmt::{
-    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, Relation, SelectStmt, Sql,
-    UpdateStmt,
+    Constant, CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, Relation, SelectStmt,
+    Sql, UpdateStmt,
 };
 
 /// What differs between databases.
@@ -82,6 +82,11 @@ pub trait Dialect: Send + Sync {
     fn json_field_key(&self, field: &str) -> Value {
         Value::Text(field.to_owned())
     }
+
+    /// Whether an insert's JSON rows are objects keyed by column name, read with the table's
+    /// row type (PostgreSQL's `json_populate_recordset` converts each value to its column's
+    /// type), rather than arrays of cells in column order (SQLite's `json_each`, `value ->> i`).
+    fn rows_by_name(&self) -> bool;
 
     /// Whether ORDER BY terms without an explicit null placement must spell out PostgreSQL's
     /// default (nulls last ascending, first descending) because the database's default differs.
@@ -159,6 +164,10 @@ impl Dialect for Sqlite {
 
     fn explicit_default_nulls(&self) -> bool {
         true
+    }
+
+    fn rows_by_name(&self) -> bool {
+        false
     }
 
     /// SQLite's `->>` gives numbers as numbers; PostgreSQL's gives text, so it is cast to TEXT to
@@ -251,6 +260,10 @@ impl Dialect for Postgres {
         false
     }
 
+    fn rows_by_name(&self) -> bool {
+        true
+    }
+
     /// Keys are cast so that `->` picks the object (text) or array (int) form.
     fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String {
         let arrow = if as_text { "->>" } else { "->" };
@@ -300,40 +313,22 @@ pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
     out
 }
 
-/// `INSERT INTO t (cols) VALUES (…), … [ON CONFLICT …] [RETURNING …]`; `DEFAULT VALUES` (one row)
-/// when there are no columns; with columns but no rows, an `INSERT … SELECT` that inserts nothing.
-pub fn insert(d: &dyn Dialect, s: &InsertStmt) -> Sql {
+/// `INSERT INTO t (cols) SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`, the rows bound
+/// as one JSON text (moved into the parameters, not copied); `DEFAULT VALUES` (one row) when
+/// there are no columns.
+pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("INSERT INTO ");
     push_relation(d, &s.table, &mut out.text);
-    if s.columns.is_empty() {
+    let columns: Vec<String> = s.all_columns().cloned().collect();
+    if columns.is_empty() {
         out.text.push_str(" DEFAULT VALUES");
     } else {
         out.text.push_str(" (");
-        push_idents(d, &s.columns, &mut out.text);
-        out.text.push(')');
-        if s.rows.is_empty() {
-            out.text.push_str(" SELECT ");
-            let nulls = vec!["NULL"; s.columns.len()];
-            out.text.push_str(&nulls.join(", "));
-            out.text.push_str(" WHERE 1 = 0");
-        } else {
-            out.text.push_str(" VALUES ");
-            for (i, row) in s.rows.iter().enumerate() {
-                if i > 0 {
-                    out.text.push_str(", ");
-                }
-                out.text.push('(');
-                for (j, v) in row.iter().enumerate() {
-                    if j > 0 {
-                        out.text.push_str(", ");
-                    }
-                    let ph = bind(d, &mut out, v.clone());
-                    out.text.push_str(&ph);
-                }
-                out.text.push(')');
-            }
-        }
+        push_idents(d, &columns, &mut out.text);
+        out.text.push_str(") ");
+        let rows = std::mem::take(&mut s.rows.text);
+        rows_select(d, &s, &columns, rows, &|_, cell| cell, &mut out);
     }
     if let Some(oc) = &s.on_conflict {
         let (target, update) = match oc {
@@ -361,6 +356,56 @@ pub fn insert(d: &dyn Dialect, s: &InsertStmt) -> Sql {
     }
     returning(d, &s.returning, &mut out);
     out
+}
+
+/// `SELECT <cell> AS "c", … [FROM <rows>] WHERE true`: an insert's rows as a query, giving the
+/// columns `wanted` (each one of `s.columns` or of its constants). `rows` is the statement's
+/// JSON text (moved or copied by the caller) and `typed` wraps each cell of the rows with its
+/// column's name (a caller comparing the cells casts them to the column's type); constants are
+/// cast to their own type. Without `s.columns` the query
+/// gives one row. The `WHERE` keeps SQLite from reading a following `ON CONFLICT` as a join
+/// constraint.
+pub fn rows_select(
+    d: &dyn Dialect,
+    s: &InsertStmt,
+    wanted: &[String],
+    rows: String,
+    typed: &dyn Fn(&str, String) -> String,
+    out: &mut Sql,
+) {
+    let rows = (!s.columns.is_empty()).then(|| bind(d, out, Value::Text(rows)));
+    out.text.push_str("SELECT ");
+    for (i, column) in wanted.iter().enumerate() {
+        if i > 0 {
+            out.text.push_str(", ");
+        }
+        let cell = match s.columns.iter().position(|c| c == column) {
+            Some(_) if d.rows_by_name() => typed(column, format!("r.{}", d.quote_ident(column))),
+            Some(index) => typed(column, format!("value ->> {index}")),
+            None => match s.constants.iter().find(|c| c.column == *column) {
+                Some(Constant {
+                    value,
+                    cast: Some(t),
+                    ..
+                }) => format!("CAST({} AS {t})", bind(d, out, value.clone())),
+                Some(constant) => bind(d, out, constant.value.clone()),
+                None => "NULL".to_string(),
+            },
+        };
+        out.text.push_str(&cell);
+        out.text.push_str(" AS ");
+        out.text.push_str(&d.quote_ident(column));
+    }
+    if let Some(rows) = rows {
+        if d.rows_by_name() {
+            out.text.push_str(" FROM json_populate_recordset(NULL::");
+            push_relation(d, &s.table, &mut out.text);
+            out.text.push_str(&format!(", {rows}::json) AS r"));
+        } else {
+            out.text.push_str(&format!(" FROM json_each({rows})"));
+        }
+    }
+    out.text.push_str(" WHERE true");
 }
 
 /// `UPDATE t SET c = ?, … [WHERE …] [RETURNING …]`.

@@ -88,19 +88,54 @@ pub enum OnConflict {
     },
 }
 
-/// `INSERT INTO table (columns) VALUES (…), (…) [ON CONFLICT …] [RETURNING …]`.
+/// The rows of an insert: a JSON array, one element per row (see [`crate::json_rows`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JsonRows {
+    /// The JSON text.
+    pub text: String,
+    /// How many rows it holds.
+    pub count: usize,
+}
+
+/// `INSERT INTO table (columns) SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`: the rows
+/// are one bound JSON text ([`JsonRows`]), read by the database.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InsertStmt {
     /// Table name.
     pub table: Relation,
-    /// Inserted columns (may be empty: `DEFAULT VALUES`, one row).
+    /// The columns whose values `rows` holds, in the order of each row's cells. Empty: one row
+    /// of defaults (and `constants`) per statement, `rows` unused.
     pub columns: Vec<String>,
-    /// One inner vector per row, each as long as `columns`.
-    pub rows: Vec<Vec<Value>>,
+    /// The rows, written for these columns by a [`crate::json_rows::JsonRowsWriter`].
+    pub rows: JsonRows,
+    /// Columns given the same value in every row (a row filter's pinned column), after
+    /// `columns`.
+    pub constants: Vec<Constant>,
     /// Upsert behaviour.
     pub on_conflict: Option<OnConflict>,
     /// Columns to return (`RETURNING`); empty means no RETURNING clause.
     pub returning: Vec<OutputColumn>,
+}
+
+impl InsertStmt {
+    /// Every inserted column: `columns`, then the constants' columns.
+    pub fn all_columns(&self) -> impl Iterator<Item = &String> {
+        self.columns
+            .iter()
+            .chain(self.constants.iter().map(|c| &c.column))
+    }
+}
+
+/// A column an insert gives the same value in every row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Constant {
+    /// The column.
+    pub column: String,
+    /// Its value.
+    pub value: Value,
+    /// The column's SQL type, which the bound value is cast to (PostgreSQL gives a parameter in
+    /// a select list the type text, not the column's); a plain type name or `None`.
+    pub cast: Option<String>,
 }
 
 /// `UPDATE table SET c = ?, … WHERE … [RETURNING …]`.

@@ -1,10 +1,12 @@
 //! Snapshot tests of rendered SQL and parameters for both dialects, plus checks that the SQLite
 //! rendering runs on SQLite with the intended effect.
 
+use rowgate_query::json_rows::{Cell, JsonRowsWriter};
 use rowgate_query::parse::parse_query;
 use rowgate_query::render::{self, Dialect, Postgres, Sqlite};
 use rowgate_query::stmt::{
-    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, Sql, UpdateStmt,
+    Constant, CountStmt, DeleteStmt, InsertStmt, JsonRows, OnConflict, OutputColumn, SelectStmt,
+    Sql, UpdateStmt,
 };
 use rowgate_query::{Condition, Direction, Nulls, OrderTerm, Value};
 
@@ -260,49 +262,85 @@ fn count_statement() {
     ));
 }
 
-fn insert_stmt(on_conflict: Option<OnConflict>) -> InsertStmt {
+fn json_rows(d: &dyn Dialect, columns: &[String], rows: &[Vec<Value>]) -> JsonRows {
+    let mut w = JsonRowsWriter::new(d, columns);
+    for row in rows {
+        w.begin_row();
+        for v in row {
+            w.cell(Cell::Value(v));
+        }
+        w.end_row();
+    }
+    w.finish().remove(0)
+}
+
+fn insert_with(
+    d: &dyn Dialect,
+    on_conflict: Option<OnConflict>,
+    rows: &[Vec<Value>],
+) -> InsertStmt {
+    let columns: Vec<String> = vec!["id".into(), "name".into(), "ok".into()];
     InsertStmt {
         table: "items".into(),
-        columns: vec!["id".into(), "name".into(), "ok".into()],
-        rows: vec![
-            vec![Value::Int(1), Value::Text("a".into()), Value::Bool(true)],
-            vec![Value::Int(2), Value::Null, Value::Real(1.5)],
-        ],
+        rows: json_rows(d, &columns, rows),
+        columns,
+        constants: vec![],
         on_conflict,
         returning: vec![],
     }
 }
 
+fn insert_stmt(d: &dyn Dialect, on_conflict: Option<OnConflict>) -> InsertStmt {
+    insert_with(
+        d,
+        on_conflict,
+        &[
+            vec![Value::Int(1), Value::Text("a".into()), Value::Bool(true)],
+            vec![Value::Int(2), Value::Null, Value::Real(1.5)],
+        ],
+    )
+}
+
 #[test]
 fn insert_rows() {
-    insta::assert_snapshot!(both(|d| render::insert(d, &insert_stmt(None))));
+    insta::assert_snapshot!(both(|d| render::insert(d, insert_stmt(d, None))));
 }
 
 #[test]
 fn insert_default_values_and_no_rows() {
-    let default = InsertStmt {
+    let default = |d: &dyn Dialect| InsertStmt {
         columns: vec![],
-        rows: vec![vec![]],
         returning: vec![out("id")],
-        ..insert_stmt(None)
+        ..insert_with(d, None, &[])
     };
-    let no_rows = InsertStmt {
-        rows: vec![],
-        ..insert_stmt(None)
+    let pinned = |d: &dyn Dialect| InsertStmt {
+        constants: vec![Constant {
+            column: "owner".into(),
+            value: Value::Text("u1".into()),
+            cast: Some("INTEGER".into()),
+        }],
+        ..default(d)
     };
+    let no_rows = |d: &dyn Dialect| insert_with(d, None, &[]);
     insta::assert_snapshot!(format!(
-        "{}{}",
-        both(|d| render::insert(d, &default)),
-        both(|d| render::insert(d, &no_rows))
+        "{}{}{}",
+        both(|d| render::insert(d, default(d))),
+        both(|d| render::insert(d, pinned(d))),
+        both(|d| render::insert(d, no_rows(d)))
     ));
 }
 
 #[test]
 fn insert_upserts() {
-    let ignore = insert_stmt(Some(OnConflict::Ignore {
-        target: vec!["id".into()],
-    }));
-    let merge = InsertStmt {
+    let ignore = |d: &dyn Dialect| {
+        insert_stmt(
+            d,
+            Some(OnConflict::Ignore {
+                target: vec!["id".into()],
+            }),
+        )
+    };
+    let merge = |d: &dyn Dialect| InsertStmt {
         returning: vec![
             out("id"),
             OutputColumn {
@@ -312,20 +350,33 @@ fn insert_upserts() {
                 cast: Some("text".into()),
             },
         ],
-        ..insert_stmt(Some(OnConflict::Merge {
-            target: vec!["id".into(), "name".into()],
-            update: vec!["ok".into()],
-        }))
+        constants: vec![Constant {
+            column: "owner".into(),
+            value: Value::Text("u1".into()),
+            cast: Some("INTEGER".into()),
+        }],
+        ..insert_stmt(
+            d,
+            Some(OnConflict::Merge {
+                target: vec!["id".into(), "name".into()],
+                update: vec!["ok".into()],
+            }),
+        )
     };
-    let merge_nothing = insert_stmt(Some(OnConflict::Merge {
-        target: vec!["id".into()],
-        update: vec![],
-    }));
+    let merge_nothing = |d: &dyn Dialect| {
+        insert_stmt(
+            d,
+            Some(OnConflict::Merge {
+                target: vec!["id".into()],
+                update: vec![],
+            }),
+        )
+    };
     insta::assert_snapshot!(format!(
         "{}{}{}",
-        both(|d| render::insert(d, &ignore)),
-        both(|d| render::insert(d, &merge)),
-        both(|d| render::insert(d, &merge_nothing))
+        both(|d| render::insert(d, ignore(d))),
+        both(|d| render::insert(d, merge(d))),
+        both(|d| render::insert(d, merge_nothing(d)))
     ));
 }
 
@@ -479,53 +530,57 @@ fn sqlite_rendering_executes() {
     .expect("schema");
     let ins = InsertStmt {
         returning: vec![out("id")],
-        ..insert_stmt(None)
+        ..insert_stmt(&Sqlite, None)
     };
     assert_eq!(
-        rows(&conn, &render::insert(&Sqlite, &ins)),
+        rows(&conn, &render::insert(&Sqlite, ins)),
         vec![vec![V::Integer(1)], vec![V::Integer(2)]]
     );
     // upsert: id 1 conflicts and merges `ok`, id 3 is new
     let up = InsertStmt {
-        rows: vec![
-            vec![Value::Int(1), Value::Text("ignored".into()), Value::Int(7)],
-            vec![Value::Int(3), Value::Text("c".into()), Value::Int(0)],
-        ],
         returning: vec![out("id"), out("name"), out("ok")],
-        ..insert_stmt(Some(OnConflict::Merge {
-            target: vec!["id".into()],
-            update: vec!["ok".into()],
-        }))
+        ..insert_with(
+            &Sqlite,
+            Some(OnConflict::Merge {
+                target: vec!["id".into()],
+                update: vec!["ok".into()],
+            }),
+            &[
+                vec![Value::Int(1), Value::Text("ignored".into()), Value::Int(7)],
+                vec![Value::Int(3), Value::Text("c".into()), Value::Int(0)],
+            ],
+        )
     };
     assert_eq!(
-        rows(&conn, &render::insert(&Sqlite, &up)),
+        rows(&conn, &render::insert(&Sqlite, up)),
         vec![
             vec![V::Integer(1), V::Text("a".into()), V::Integer(7)],
             vec![V::Integer(3), V::Text("c".into()), V::Integer(0)],
         ]
     );
     let ignore = InsertStmt {
-        rows: vec![vec![Value::Int(3), Value::Text("x".into()), Value::Int(1)]],
         returning: vec![out("id")],
-        ..insert_stmt(Some(OnConflict::Ignore {
-            target: vec!["id".into()],
-        }))
+        ..insert_with(
+            &Sqlite,
+            Some(OnConflict::Ignore {
+                target: vec!["id".into()],
+            }),
+            &[vec![Value::Int(3), Value::Text("x".into()), Value::Int(1)]],
+        )
     };
-    assert!(rows(&conn, &render::insert(&Sqlite, &ignore)).is_empty());
+    assert!(rows(&conn, &render::insert(&Sqlite, ignore)).is_empty());
     let none = InsertStmt {
-        rows: vec![],
         returning: vec![out("id")],
-        ..insert_stmt(None)
+        ..insert_with(&Sqlite, None, &[])
     };
-    assert!(rows(&conn, &render::insert(&Sqlite, &none)).is_empty());
+    assert!(rows(&conn, &render::insert(&Sqlite, none)).is_empty());
     let default = InsertStmt {
         columns: vec![],
-        rows: vec![vec![]],
         returning: vec![out("id"), out("ok")],
-        ..insert_stmt(None)
+        ..insert_with(&Sqlite, None, &[])
     };
     assert_eq!(
-        rows(&conn, &render::insert(&Sqlite, &default)),
+        rows(&conn, &render::insert(&Sqlite, default)),
         vec![vec![V::Integer(4), V::Integer(0)]]
     );
     // ids 1..4, names a, NULL, c, NULL: NULLs sort last ascending, first descending

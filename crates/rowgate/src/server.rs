@@ -268,12 +268,14 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
         }
         Route::Table | Route::Item => {
             let principal = app.auth.authenticate(&parts.headers)?;
-            let body = app.read_body(&parts, body).await?;
+            // the slot of a large body is held until the answer; the bytes go to the handler,
+            // which may drop them once planned
+            let crate::app::AdmittedBody { bytes, _slot } = app.read_body(&parts, body).await?;
             let table = table.unwrap_or_default();
             api::handle(
                 app,
                 &parts,
-                body.bytes.clone(),
+                bytes,
                 Target {
                     table: &table,
                     key: key.as_deref(),

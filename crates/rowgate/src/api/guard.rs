@@ -6,7 +6,7 @@
 
 use http::Method;
 use rowgate_query::render::{self, Dialect};
-use rowgate_query::stmt::{InsertStmt, OnConflict, Sql, UpdateStmt};
+use rowgate_query::stmt::{Constant, InsertStmt, OnConflict, Sql, UpdateStmt};
 use rowgate_query::{Condition, Operand, Operator, Value};
 
 use super::plan;
@@ -94,16 +94,17 @@ impl<'a> Guard<'a> {
             return Ok(Vec::new());
         }
         for (column, value) in fixed_columns(&self.row_filter) {
-            if !stmt.columns.contains(&column) {
-                stmt.columns.push(column);
-                for row in &mut stmt.rows {
-                    row.push(Value::Text(value.clone()));
-                }
+            if !stmt.all_columns().any(|c| *c == column) {
+                stmt.constants.push(Constant {
+                    cast: plain_type(table, &column),
+                    column,
+                    value: Value::Text(value),
+                });
             }
         }
         let mut needed = Vec::new();
         for c in self.row_filter.iter().flat_map(columns_of) {
-            if !stmt.columns.contains(c) && !needed.contains(c) {
+            if !stmt.all_columns().any(|given| given == c) && !needed.contains(c) {
                 needed.push(c.clone());
             }
         }
@@ -118,32 +119,19 @@ impl<'a> Guard<'a> {
             ));
         }
         let mut steps = Vec::new();
-        if !stmt.rows.is_empty() {
+        let typed = |column: &str, cell: String| typed(table, column, &cell);
+        let columns: Vec<String> = stmt.all_columns().cloned().collect();
+        if stmt.columns.is_empty() || stmt.rows.count > 0 {
             let mut sql = Sql::default();
             sql.text.push_str("SELECT count(*) FROM (");
-            for (i, row) in stmt.rows.iter().enumerate() {
-                sql.text.push_str(if i == 0 {
-                    "SELECT "
-                } else {
-                    " UNION ALL SELECT "
-                });
-                for (j, (column, value)) in stmt.columns.iter().zip(row).enumerate() {
-                    if j > 0 {
-                        sql.text.push_str(", ");
-                    }
-                    let ph = bind(d, &mut sql, value.clone());
-                    sql.text.push_str(&typed(table, column, &ph));
-                    sql.text.push_str(" AS ");
-                    sql.text.push_str(&d.quote_ident(column));
-                }
-            }
+            render::rows_select(d, stmt, &columns, stmt.rows.text.clone(), &typed, &mut sql);
             sql.text.push_str(") AS ");
             sql.text.push_str(&d.quote_ident(&table.name));
             self.violations(d, &mut sql);
             steps.push(self.forbid(sql, "a row would be outside the role's row filter"));
         }
         if let Some(OnConflict::Merge { target, .. }) = &stmt.on_conflict {
-            steps.extend(self.takeover_check(d, table, &stmt.columns, &stmt.rows, target));
+            steps.extend(self.takeover_check(d, table, stmt, target, &typed));
         }
         Ok(steps)
     }
@@ -185,43 +173,25 @@ impl<'a> Guard<'a> {
 
     /// For an upsert that updates (POST with merge-duplicates, PUT): no existing row with one of
     /// the conflict keys may be outside the filter.
-    pub fn takeover_check(
+    fn takeover_check(
         &self,
         d: &dyn Dialect,
         table: &Table,
-        columns: &[String],
-        rows: &[Vec<Value>],
+        stmt: &InsertStmt,
         target: &[String],
+        typed: &dyn Fn(&str, String) -> String,
     ) -> Option<Step> {
-        if self.row_filter.is_empty() || rows.is_empty() {
-            return None;
-        }
-        let positions: Vec<usize> = target
-            .iter()
-            .filter_map(|t| columns.iter().position(|c| c == t))
-            .collect();
-        if positions.len() != target.len() {
+        if target.is_empty() || !target.iter().all(|t| stmt.all_columns().any(|c| c == t)) {
             return None;
         }
         let mut sql = Sql::default();
         sql.text.push_str("SELECT count(*) FROM ");
         render::push_relation(d, &table.relation(), &mut sql.text);
         sql.text.push_str(" WHERE (");
-        for (i, row) in rows.iter().enumerate() {
-            sql.text.push_str(if i == 0 { "(" } else { " OR (" });
-            for (j, &p) in positions.iter().enumerate() {
-                if j > 0 {
-                    sql.text.push_str(" AND ");
-                }
-                sql.text.push_str(&d.quote_ident(&columns[p]));
-                sql.text.push_str(" = ");
-                let ph = bind(d, &mut sql, row[p].clone());
-                sql.text.push_str(&typed(table, &columns[p], &ph));
-            }
-            sql.text.push(')');
-        }
-        sql.text.push(')');
-        sql.text.push_str(" AND NOT COALESCE((");
+        push_idents(d, target, &mut sql.text);
+        sql.text.push_str(") IN (");
+        render::rows_select(d, stmt, target, stmt.rows.text.clone(), typed, &mut sql);
+        sql.text.push_str(") AND NOT COALESCE((");
         self.render_filter(d, &mut sql);
         sql.text.push_str("), FALSE)");
         Some(self.forbid(
@@ -261,13 +231,31 @@ fn bind(d: &dyn Dialect, sql: &mut Sql, v: Value) -> String {
 
 /// A bound value as the column's type (so comparisons in the filter behave as on the column).
 fn typed(table: &Table, column: &str, placeholder: &str) -> String {
+    match plain_type(table, column) {
+        Some(t) => format!("CAST({placeholder} AS {t})"),
+        None => placeholder.to_string(),
+    }
+}
+
+/// The column's declared type when it is a plain type name, to cast a bound value to (so that
+/// comparisons in the filter behave as on the column).
+fn plain_type(table: &Table, column: &str) -> Option<String> {
     let plain = |t: &str| {
         t.chars()
             .all(|c| c.is_ascii_alphanumeric() || " _(),[]".contains(c))
     };
     match table.column(column).map(|c| c.decl_type.trim()) {
-        Some(t) if !t.is_empty() && plain(t) => format!("CAST({placeholder} AS {t})"),
-        _ => placeholder.to_string(),
+        Some(t) if !t.is_empty() && plain(t) => Some(t.to_string()),
+        _ => None,
+    }
+}
+
+fn push_idents(d: &dyn Dialect, ids: &[String], text: &mut String) {
+    for (i, c) in ids.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(&d.quote_ident(c));
     }
 }
 

@@ -14,7 +14,7 @@ use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::OutputColumn;
 use rowgate_query::Query;
 
-use crate::app::App;
+use crate::app::{App, LARGE_BODY};
 use crate::auth::Principal;
 use crate::db::sqlite_job::{Encoded, Format};
 use crate::error::{ApiError, ErrorCode};
@@ -40,7 +40,9 @@ pub struct Target<'a> {
 /// schema cache still lists but the database no longer has (a DDL change not yet picked up)
 /// failed before it changed anything: the schema is reloaded and the request planned and run
 /// again, so it is answered as if the cache had been current (404 `PGRST205`, 400 `PGRST204`,
-/// or the rows), never with a stale plan's error.
+/// or the rows), never with a stale plan's error. A body over [`LARGE_BODY`] is not kept for a
+/// second attempt (an insert drops it once its rows are planned, so that it is not held beside
+/// them): such a request answers 503 `PGRST002`, to be retried.
 pub async fn handle(
     app: &App,
     parts: &Parts,
@@ -48,20 +50,24 @@ pub async fn handle(
     target: Target<'_>,
     principal: &Principal,
 ) -> Result<Reply, ApiError> {
-    let first = handle_once(app, parts, &body, &target, principal).await;
-    match first {
-        Err(e) if e.code == ErrorCode::SchemaChanged => {
+    let kept = (body.len() <= LARGE_BODY).then(|| body.clone());
+    let first = handle_once(app, parts, body, &target, principal).await;
+    match (first, kept) {
+        (Err(e), kept) if e.code == ErrorCode::SchemaChanged => {
             app.db.reload_schema().await?;
-            handle_once(app, parts, &body, &target, principal).await
+            match kept {
+                Some(body) => handle_once(app, parts, body, &target, principal).await,
+                None => Err(e),
+            }
         }
-        answer => answer,
+        (answer, _) => answer,
     }
 }
 
 async fn handle_once(
     app: &App,
     parts: &Parts,
-    body: &Bytes,
+    body: Bytes,
     target: &Target<'_>,
     principal: &Principal,
 ) -> Result<Reply, ApiError> {
@@ -94,9 +100,9 @@ async fn handle_once(
         Method::GET | Method::HEAD => read(app, parts, &table, &query, &prefer, item).await,
         Method::POST if !is_item => insert(app, parts, &table, &query, &prefer, body).await,
         Method::PATCH | Method::DELETE => {
-            modify(app, parts, &table, &query, &prefer, item, body).await
+            modify(app, parts, &table, &query, &prefer, item, &body).await
         }
-        Method::PUT => put(app, parts, &table, &query, &prefer, target.key, body).await,
+        Method::PUT => put(app, parts, &table, &query, &prefer, target.key, &body).await,
         _ => {
             let allow = if full.is_view {
                 "GET, HEAD"
@@ -302,22 +308,25 @@ async fn insert(
     tables: &Tables<'_>,
     query: &Query,
     prefer: &Prefer,
-    body: &[u8],
+    body: Bytes,
 ) -> Result<Reply, ApiError> {
     let d = app.db.dialect();
     let table = tables.full;
-    let rows = request::parse_rows(&parts.headers, body, query.columns.as_deref())?;
     let media = write_media(parts, prefer)?;
     let (cols, shape) = returning(d, tables.view, query, prefer)?;
-    let mut plan = plan::insert(table, query, rows, prefer, cols, shape)?;
+    let read = |sink: &mut dyn rows::RowSink| {
+        request::read_rows(&parts.headers, &body, query.columns.as_deref(), sink)
+    };
+    let plan = plan::insert(d, table, query, (body.len(), read), prefer, cols, shape)?;
+    // planned: the rows hold the body's values (see `handle`)
+    drop(body);
     let returns_rows = !plan.shape.keys.is_empty();
     let mut steps = Vec::with_capacity(plan.stmts.len() * 2);
-    for stmt in &mut plan.stmts {
+    for mut stmt in plan.stmts {
         tables.guard.check_writable(&stmt.columns)?;
-        steps.extend(tables.guard.insert_checks(d, table, stmt)?);
+        steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+        // the rows move into the statement's parameters: a large body is held once more
         let sql = render::insert(d, stmt);
-        // the values now live in the statement's parameters: a large body is held once
-        stmt.rows = Vec::new();
         steps.push(if returns_rows {
             Step::Rows {
                 sql,
@@ -559,11 +568,11 @@ async fn put(
     let (cols, shape) = returning(d, tables.view, query, prefer)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
-    let mut stmt = plan::put(table, &key_values, &json, cols)?;
+    let mut stmt = plan::put(d, table, &key_values, &json, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     let mut steps = if_match_step(precondition);
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
-    let sql = render::insert(d, &stmt);
+    let sql = render::insert(d, stmt);
     steps.push(if returns_rows {
         Step::Rows {
             sql,

@@ -2,9 +2,10 @@
 //! `rowgate-query` statements. Every table, column and cast is checked here; unknown names are
 //! 4xx errors naming them, and the statements carry the cache's spellings only.
 
+use rowgate_query::json_rows::{Cell, JsonRowsWriter};
 use rowgate_query::render::Dialect;
 use rowgate_query::stmt::{
-    CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
+    CountStmt, DeleteStmt, InsertStmt, JsonRows, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
 };
 use rowgate_query::{
     path_key, Condition, JsonStep, Operand, Operator, OrderTerm, Predicate, Query, SelectItem,
@@ -14,12 +15,16 @@ use serde_json::Value as Json;
 
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
+use super::rows::{body_cell, BodyCell, RowSink};
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::OutputShape;
+use crate::schema::input::InputType;
 use crate::schema::{JsonKind, SchemaCache, Table};
 
-/// Most rows one INSERT statement carries (SQLite allows 32,766 bound variables).
-const MAX_PARAMS_PER_STATEMENT: usize = 32_000;
+/// About the most JSON text one INSERT statement binds: the database copies and parses a
+/// statement's rows whole (SQLite holds them three times over), so the rows of a large body are
+/// inserted by several statements (in one transaction).
+const STATEMENT_ROWS_BYTES: usize = 1024 * 1024;
 
 /// A planned read.
 #[derive(Debug, Clone)]
@@ -404,22 +409,28 @@ pub struct InsertPlan {
     pub rows: usize,
 }
 
-/// Plans `POST` (insert or upsert). `returning` are the columns to give back (empty for none).
+/// Plans `POST` (insert or upsert) of a body: its length, and the reading of its rows into a
+/// sink ([`super::rows::read_rows`]).
+/// `returning` are the columns to give back (empty for none).
+#[allow(clippy::too_many_arguments)]
 pub fn insert(
+    d: &dyn Dialect,
     table: &Table,
     query: &Query,
-    body: super::rows::BodyRows,
+    body: (
+        usize,
+        impl FnOnce(&mut dyn RowSink) -> Result<usize, ApiError>,
+    ),
     prefer: &Prefer,
     returning: Vec<OutputColumn>,
     shape: OutputShape,
 ) -> Result<InsertPlan, ApiError> {
     writable(table)?;
-    let columns: Vec<String> = body
-        .keys
-        .iter()
-        .map(|c| column(table, c))
-        .collect::<Result<_, _>>()?;
-    let count = body.len();
+    let (body_len, read) = body;
+    let mut rows = RowsPlanner::new(d, table, prefer.missing_default);
+    // the rows' text is about as long as the body's values: room for all of it at once
+    rows.capacity = body_len;
+    let count = read(&mut rows)?;
     let on_conflict = match prefer.resolution {
         None => None,
         Some(resolution) => {
@@ -443,7 +454,8 @@ pub fn insert(
             Some(match resolution {
                 Resolution::Ignore => OnConflict::Ignore { target },
                 Resolution::Merge => OnConflict::Merge {
-                    update: columns
+                    update: rows
+                        .columns
                         .iter()
                         .filter(|c| !target.contains(c))
                         .cloned()
@@ -453,51 +465,21 @@ pub fn insert(
             })
         }
     };
-    // Rows are grouped by which columns they give: with missing=default an absent key takes the
-    // column default, which SQLite can only express by leaving the column out of the INSERT.
-    let mut groups: Vec<(Vec<bool>, Vec<Vec<Value>>)> = Vec::new();
-    // without missing=default every row is in one group: sized once, never regrown
-    let expected = if prefer.missing_default { 0 } else { count };
-    for cells in body.into_rows() {
-        let present: Vec<bool> = cells
-            .iter()
-            .map(|c| !prefer.missing_default || c.is_some())
-            .collect();
-        let row: Vec<Value> = columns
-            .iter()
-            .zip(cells)
-            .zip(&present)
-            .filter(|(_, p)| **p)
-            .map(|((c, v), _)| checked_value(table, c, v.unwrap_or(Value::Null)))
-            .collect::<Result<_, _>>()?;
-        match groups.iter_mut().find(|(mask, _)| *mask == present) {
-            Some((_, rows)) => rows.push(row),
-            None => {
-                let mut rows = Vec::with_capacity(expected.max(1));
-                rows.push(row);
-                groups.push((present, rows));
-            }
-        }
-    }
     let mut stmts = Vec::new();
-    for (mask, rows) in groups {
-        let cols: Vec<String> = columns
-            .iter()
-            .zip(&mask)
-            .filter(|(_, p)| **p)
-            .map(|(c, _)| c.clone())
-            .collect();
+    for group in rows.groups {
         let on_conflict = on_conflict.clone().map(|oc| match oc {
             OnConflict::Merge { target, update } => {
-                let mut update: Vec<String> =
-                    update.into_iter().filter(|c| cols.contains(c)).collect();
+                let mut update: Vec<String> = update
+                    .into_iter()
+                    .filter(|c| group.columns.contains(c))
+                    .collect();
                 if update.is_empty() {
                     // Every given column is a conflict column: set them to themselves, so the
                     // existing row is "updated" and RETURNING gives it (as PostgREST does);
                     // DO NOTHING would leave it out of the representation.
                     update = target
                         .iter()
-                        .filter(|c| cols.contains(c))
+                        .filter(|c| group.columns.contains(c))
                         .cloned()
                         .collect();
                 }
@@ -505,31 +487,28 @@ pub fn insert(
             }
             other => other,
         });
-        if cols.is_empty() {
+        let pieces = group.writer.finish();
+        if group.columns.is_empty() {
             // DEFAULT VALUES inserts one row per statement.
-            for _ in rows {
+            let count: usize = pieces.iter().map(|p| p.count).sum();
+            for _ in 0..count {
                 stmts.push(InsertStmt {
                     table: table.relation(),
                     columns: Vec::new(),
-                    rows: vec![Vec::new()],
+                    rows: JsonRows::default(),
+                    constants: Vec::new(),
                     on_conflict: on_conflict.clone(),
                     returning: returning.clone(),
                 });
             }
             continue;
         }
-        let per_stmt = (MAX_PARAMS_PER_STATEMENT / cols.len()).max(1);
-        let mut rows = rows.into_iter();
-        loop {
-            // moved into each statement, not copied
-            let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_stmt).collect();
-            if chunk.is_empty() {
-                break;
-            }
+        for rows in pieces.into_iter().filter(|p| p.count > 0) {
             stmts.push(InsertStmt {
                 table: table.relation(),
-                columns: cols.clone(),
-                rows: chunk,
+                columns: group.columns.clone(),
+                rows,
+                constants: Vec::new(),
                 on_conflict: on_conflict.clone(),
                 returning: returning.clone(),
             });
@@ -540,6 +519,123 @@ pub fn insert(
         shape,
         rows: count,
     })
+}
+
+/// The rows of an insert as they are read: each value checked against its column and written
+/// into compact JSON rows, one set of rows per combination of given columns (with
+/// `missing=default` an absent key takes the column's default, which only leaving the column out
+/// of the INSERT expresses).
+struct RowsPlanner<'a> {
+    d: &'a dyn Dialect,
+    table: &'a Table,
+    missing_default: bool,
+    /// The body's keys as columns (schema-cache spelling), with what each accepts.
+    columns: Vec<String>,
+    inputs: Vec<InputType>,
+    groups: Vec<RowGroup>,
+    /// The current row's given columns (reused from row to row).
+    present: Vec<bool>,
+    /// Bytes reserved for the first set of rows.
+    capacity: usize,
+}
+
+/// Rows that give the same columns.
+struct RowGroup {
+    present: Vec<bool>,
+    columns: Vec<String>,
+    writer: JsonRowsWriter,
+}
+
+impl<'a> RowsPlanner<'a> {
+    fn new(d: &'a dyn Dialect, table: &'a Table, missing_default: bool) -> RowsPlanner<'a> {
+        RowsPlanner {
+            d,
+            table,
+            missing_default,
+            columns: Vec::new(),
+            inputs: Vec::new(),
+            groups: Vec::new(),
+            present: Vec::new(),
+            capacity: 0,
+        }
+    }
+
+    /// The one set of rows (a body read without `missing=default`), or none.
+    fn into_single(self) -> Option<RowGroup> {
+        self.groups.into_iter().next()
+    }
+}
+
+impl RowSink for RowsPlanner<'_> {
+    fn keys(&mut self, keys: &[String]) -> Result<(), ApiError> {
+        self.columns = keys
+            .iter()
+            .map(|k| column(self.table, k))
+            .collect::<Result<_, _>>()?;
+        self.inputs = self
+            .columns
+            .iter()
+            .map(|c| self.table.column(c).map_or(InputType::Any, |c| c.input))
+            .collect();
+        Ok(())
+    }
+
+    fn row(&mut self, cells: &mut [Option<BodyCell>]) -> Result<(), ApiError> {
+        self.present.clear();
+        self.present
+            .extend(cells.iter().map(|c| !self.missing_default || c.is_some()));
+        let group = match self.groups.iter().position(|g| g.present == self.present) {
+            Some(i) => &mut self.groups[i],
+            None => {
+                let columns: Vec<String> = self
+                    .columns
+                    .iter()
+                    .zip(&self.present)
+                    .filter(|(_, p)| **p)
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                self.groups.push(RowGroup {
+                    present: self.present.clone(),
+                    writer: JsonRowsWriter::cut(
+                        self.d,
+                        &columns,
+                        std::mem::take(&mut self.capacity),
+                        STATEMENT_ROWS_BYTES,
+                    ),
+                    columns,
+                });
+                self.groups.last_mut().expect("just pushed")
+            }
+        };
+        group.writer.begin_row();
+        for (i, cell) in cells.iter_mut().enumerate() {
+            if !self.present[i] {
+                continue;
+            }
+            let input = self.inputs[i];
+            let refused = |e: ApiError| {
+                e.details(format!("column {} of {}", self.columns[i], self.table.name))
+            };
+            match cell.take() {
+                None => group.writer.cell(Cell::Value(&Value::Null)),
+                Some(BodyCell::Json(text))
+                    if matches!(input, InputType::Native | InputType::Any) =>
+                {
+                    group.writer.cell(Cell::Json(&text))
+                }
+                Some(BodyCell::Json(text)) => {
+                    let v = input.check_value(Value::Text(text)).map_err(refused)?;
+                    group.writer.cell(Cell::Value(&v));
+                }
+                Some(BodyCell::Value(v)) => {
+                    let v = input.check_value(v).map_err(refused)?;
+                    group.writer.cell(Cell::Value(&v));
+                }
+            }
+        }
+        group.writer.end_row();
+        Ok(())
+    }
 }
 
 /// Plans `PATCH`: the body's keys become assignments.
@@ -592,6 +688,7 @@ pub fn delete(
 /// Plans `PUT`: a single-row upsert by the full primary key. `key` holds the key values from the
 /// URL (item URL or `pk=eq.v` filters); the body must agree with them.
 pub fn put(
+    d: &dyn Dialect,
     table: &Table,
     key: &[(String, String)],
     body: &Json,
@@ -622,13 +719,16 @@ pub fn put(
             }
         }
     }
-    let mut columns = Vec::new();
-    let mut row = Vec::new();
-    for (k, v) in &object {
-        let name = column(table, k)?;
-        row.push(column_value(table, &name, v)?);
-        columns.push(name);
-    }
+    let keys: Vec<String> = object.keys().cloned().collect();
+    let mut rows = RowsPlanner::new(d, table, false);
+    rows.keys(&keys)?;
+    let mut cells: Vec<Option<BodyCell>> = object.values().map(|v| Some(body_cell(v))).collect();
+    rows.row(&mut cells)?;
+    let columns = rows.columns.clone();
+    let json = rows
+        .into_single()
+        .and_then(|g| g.writer.finish().into_iter().next())
+        .unwrap_or_default();
     let target = table.primary_key.clone();
     Ok(InsertStmt {
         table: table.relation(),
@@ -641,7 +741,8 @@ pub fn put(
             target,
         }),
         columns,
-        rows: vec![row],
+        rows: json,
+        constants: Vec::new(),
         returning,
     })
 }

@@ -347,11 +347,12 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
 
 /// An insert body as rows (see [`super::rows`]): JSON is read straight into rows; a form (or
 /// JSON sent as a form) is parsed as [`parse_body`] does first.
-pub fn parse_rows(
+pub fn read_rows(
     headers: &HeaderMap,
     body: &[u8],
     columns: Option<&[String]>,
-) -> Result<super::rows::BodyRows, ApiError> {
+    sink: &mut dyn super::rows::RowSink,
+) -> Result<usize, ApiError> {
     let media = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -359,9 +360,9 @@ pub fn parse_rows(
         .map(|m| m.trim().to_ascii_lowercase())
         .unwrap_or_default();
     if media.is_empty() || media == "application/json" {
-        super::rows::BodyRows::parse(body, columns)
+        super::rows::read_rows(body, columns, sink)
     } else {
-        super::rows::BodyRows::from_json(&parse_body(headers, body)?, columns)
+        super::rows::read_json_rows(&parse_body(headers, body)?, columns, sink)
     }
 }
 
@@ -417,7 +418,9 @@ pub async fn read_body(
         return Err(too_large());
     }
     let timeout = Duration::from_millis(limits.body_read_timeout_ms);
-    let Ok(read) = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await else {
+    let Ok(read) =
+        tokio::time::timeout(timeout, collect(Limited::new(body, limit), declared)).await
+    else {
         return Err(ApiError::new(
             ErrorCode::RequestTimeout,
             "the request body did not arrive in time",
@@ -428,7 +431,7 @@ pub async fn read_body(
         )));
     };
     match read {
-        Ok(collected) => Ok(collected.to_bytes()),
+        Ok(bytes) => Ok(bytes),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
@@ -440,6 +443,32 @@ pub async fn read_body(
                 .details(e.to_string()),
         ),
     }
+}
+
+/// A body's bytes in one buffer, made once: a body of one chunk is kept as it is; several are
+/// copied into a buffer of the declared length (collecting the chunks first and joining them
+/// after would hold a large body twice).
+async fn collect(
+    mut body: Limited<Incoming>,
+    declared: Option<usize>,
+) -> Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
+    let mut first: Option<Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            Some(head) => {
+                joined.reserve(declared.unwrap_or(0).max(head.len() + data.len()));
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&data);
+            }
+            None => joined.extend_from_slice(&data),
+        }
+    }
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Whether the method reads.

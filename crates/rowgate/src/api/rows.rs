@@ -1,6 +1,8 @@
-//! An insert's body as rows: one cell per key of each object, parsed straight from the JSON
-//! text. No per-object map is built: a `serde_json::Value` costs hundreds of bytes for an
-//! object of a few bytes (a 10 MB array of small objects took a worker past 1 GB), a cell 32.
+//! An insert's body read object by object: each object's values are handed to a [`RowSink`]
+//! as one row of cells (one per key) and forgotten, so that no representation of the whole body
+//! is built besides what the sink keeps (the planner keeps compact JSON rows). A
+//! `serde_json::Value` costs hundreds of bytes for an object of a few bytes: a 10 MB array of
+//! small objects took a worker past 1 GB.
 //!
 //! The keys are `columns=` when given (other keys are ignored), else the first object's keys;
 //! without `columns=` every object must have exactly those keys (PostgREST's "All object keys
@@ -10,126 +12,127 @@ use std::borrow::Cow;
 use std::fmt;
 
 use rowgate_query::Value;
-use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
 use crate::error::{ApiError, ErrorCode};
 
-/// The objects of an insert body, as rows of cells.
-#[derive(Debug, Default)]
-pub struct BodyRows {
-    /// The keys, in order: one cell per key in every row.
-    pub keys: Vec<String>,
-    /// The cells, row after row (`None`: the object has no such key).
-    cells: Vec<Option<Value>>,
-    /// Whether `keys` came from `columns=` (unknown keys ignored, missing keys allowed).
-    named: bool,
+/// One value of an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyCell {
+    /// A scalar (a number too large for an integer as its text).
+    Value(Value),
+    /// A nested object or array, as JSON text.
+    Json(String),
 }
 
-impl BodyRows {
-    /// How many rows (objects) the body has.
-    pub fn len(&self) -> usize {
-        self.cells.len().checked_div(self.keys.len()).unwrap_or(0)
+/// Where the rows of a body go.
+pub trait RowSink {
+    /// The keys every row has a cell for, in order: `columns=` (before any row) when given,
+    /// else the first object's keys.
+    fn keys(&mut self, keys: &[String]) -> Result<(), ApiError>;
+
+    /// One object's cells, one per key (`None`: the object lacks that key, only with
+    /// `columns=`). The sink may take them.
+    fn row(&mut self, cells: &mut [Option<BodyCell>]) -> Result<(), ApiError>;
+}
+
+/// Reads a JSON body (an object or an array of objects) into `sink`; answers how many rows it
+/// had.
+pub fn read_rows(
+    body: &[u8],
+    columns: Option<&[String]>,
+    sink: &mut dyn RowSink,
+) -> Result<usize, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
+            .hint("send a JSON object or an array of objects"));
+    }
+    let mut reader = Reader {
+        keys: columns.map(<[String]>::to_vec).unwrap_or_default(),
+        named: columns.is_some(),
+        cells: Vec::new(),
+        count: 0,
+        sink,
+        failure: None,
+    };
+    if let Some(columns) = columns {
+        reader.sink.keys(columns)?;
+    }
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let whole = Part {
+        reader: &mut reader,
+        whole: true,
+    };
+    let parsed = whole.deserialize(&mut json).and_then(|()| json.end());
+    match (parsed, reader.failure) {
+        (_, Some(refusal)) => Err(refusal),
+        (Err(e), None) => Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the request body is not valid JSON",
+        )
+        .details(e.to_string())),
+        (Ok(()), None) => Ok(reader.count),
+    }
+}
+
+/// Reads an already parsed body (a form's object) into `sink`.
+pub fn read_json_rows(
+    body: &Json,
+    columns: Option<&[String]>,
+    sink: &mut dyn RowSink,
+) -> Result<usize, ApiError> {
+    if !matches!(body, Json::Object(_) | Json::Array(_)) {
+        return Err(not_objects());
+    }
+    read_rows(body.to_string().as_bytes(), columns, sink)
+}
+
+/// A JSON value as a cell: scalars as themselves, objects and arrays as their JSON text.
+pub fn body_cell(v: &Json) -> BodyCell {
+    match v {
+        Json::Object(_) | Json::Array(_) => BodyCell::Json(v.to_string()),
+        scalar => BodyCell::Value(json_value(scalar)),
+    }
+}
+
+/// The reading of one body: the keys, the current object's cells, what went wrong.
+struct Reader<'s> {
+    keys: Vec<String>,
+    /// Whether `keys` came from `columns=` (unknown keys ignored, missing keys allowed).
+    named: bool,
+    cells: Vec<Option<BodyCell>>,
+    count: usize,
+    sink: &'s mut dyn RowSink,
+    failure: Option<ApiError>,
+}
+
+impl Reader<'_> {
+    /// Keeps `refusal` as the answer and stops the parse.
+    fn refuse<E: de::Error>(&mut self, refusal: ApiError) -> E {
+        let message = refusal.message.clone();
+        self.failure = Some(refusal);
+        E::custom(message)
     }
 
-    /// Whether the body has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The rows, each a slice of one cell per key, taken out (each row's cells once).
-    pub fn into_rows(self) -> impl Iterator<Item = Vec<Option<Value>>> {
-        let width = self.keys.len().max(1);
-        let mut cells = self.cells.into_iter();
-        std::iter::from_fn(move || {
-            let row: Vec<Option<Value>> = cells.by_ref().take(width).collect();
-            (!row.is_empty()).then_some(row)
-        })
-    }
-
-    /// The rows of an already parsed body (a form's object, or JSON parsed elsewhere).
-    pub fn from_json(body: &Json, columns: Option<&[String]>) -> Result<BodyRows, ApiError> {
-        let mut rows = BodyRows::start(columns);
-        let objects: Vec<&serde_json::Map<String, Json>> = match body {
-            Json::Object(o) => vec![o],
-            Json::Array(items) => items
-                .iter()
-                .map(|i| i.as_object().ok_or_else(not_objects))
-                .collect::<Result<_, _>>()?,
-            _ => return Err(not_objects()),
-        };
-        for object in objects {
-            rows.begin_row(object.keys().map(String::as_str))?;
-            for (k, v) in object {
-                rows.put(k, json_value(v))?;
-            }
-            rows.end_row()?;
-        }
-        Ok(rows)
-    }
-
-    /// Parses a JSON body (an object or an array of objects).
-    pub fn parse(body: &[u8], columns: Option<&[String]>) -> Result<BodyRows, ApiError> {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
-                .hint("send a JSON object or an array of objects"));
-        }
-        let mut rows = BodyRows::start(columns);
-        let mut failure = None;
-        let mut reader = serde_json::Deserializer::from_slice(body);
-        let parsed = reader
-            .deserialize_any(Top {
-                rows: &mut rows,
-                failure: &mut failure,
-            })
-            .and_then(|()| reader.end());
-        match (parsed, failure) {
-            (_, Some(refusal)) => Err(refusal),
-            (Err(e), None) => Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                "the request body is not valid JSON",
-            )
-            .details(e.to_string())),
-            (Ok(()), None) => Ok(rows),
-        }
-    }
-
-    fn start(columns: Option<&[String]>) -> BodyRows {
-        BodyRows {
-            keys: columns.map(<[String]>::to_vec).unwrap_or_default(),
-            cells: Vec::new(),
-            named: columns.is_some(),
-        }
-    }
-
-    /// Opens a row; the first object of a body without `columns=` names the keys (its own,
-    /// given in `first_keys` when known up front).
-    fn begin_row<'k>(&mut self, first_keys: impl Iterator<Item = &'k str>) -> Result<(), ApiError> {
-        if !self.named && self.cells.is_empty() && self.keys.is_empty() {
-            self.keys = first_keys.map(str::to_string).collect();
-        }
-        self.cells
-            .extend(std::iter::repeat_with(|| None).take(self.keys.len()));
-        Ok(())
-    }
-
-    /// The current row's value for `key`.
-    fn put(&mut self, key: &str, value: Value) -> Result<(), ApiError> {
-        let row = self.cells.len() - self.keys.len();
+    /// Puts the current object's `key` into its cell.
+    fn put(&mut self, key: &str, value: BodyCell) -> Result<(), ApiError> {
         match self.keys.iter().position(|k| k == key) {
-            Some(i) => self.cells[row + i] = Some(value),
+            Some(i) => self.cells[i] = Some(value),
             None if self.named => {}
-            None => return Err(keys_differ(self.len().saturating_sub(1))),
+            None => return Err(keys_differ(self.count)),
         }
         Ok(())
     }
 
-    /// Closes the current row: without `columns=`, every key must have been given.
+    /// Hands the current object to the sink: without `columns=`, every key must have been
+    /// given.
     fn end_row(&mut self) -> Result<(), ApiError> {
-        let row = self.cells.len() - self.keys.len();
-        if !self.named && self.cells[row..].iter().any(Option::is_none) {
-            return Err(keys_differ(self.len().saturating_sub(1)));
+        if !self.named && self.cells.iter().any(Option::is_none) {
+            return Err(keys_differ(self.count));
         }
+        self.sink.row(&mut self.cells)?;
+        self.count += 1;
         Ok(())
     }
 }
@@ -162,85 +165,14 @@ fn keys_differ(index: usize) -> ApiError {
         .hint("give every object the same keys, or name the columns with columns=")
 }
 
-/// The body: one object, or an array of objects.
-struct Top<'a> {
-    rows: &'a mut BodyRows,
-    failure: &'a mut Option<ApiError>,
+/// A part of the body: the whole (one object, or an array of objects) or one element of the
+/// array (an object), each object handed to the sink as a row.
+struct Part<'r, 's> {
+    reader: &'r mut Reader<'s>,
+    whole: bool,
 }
 
-impl<'de> Visitor<'de> for Top<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object or an array of objects")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        Row {
-            rows: self.rows,
-            failure: self.failure,
-        }
-        .visit_map(map)
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.not_objects()
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq
-            .next_element_seed(Row {
-                rows: &mut *self.rows,
-                failure: &mut *self.failure,
-            })?
-            .is_some()
-        {}
-        Ok(())
-    }
-}
-
-impl Top<'_> {
-    fn not_objects<E: de::Error>(self) -> Result<(), E> {
-        *self.failure = Some(not_objects());
-        Err(E::custom("not an object"))
-    }
-}
-
-/// One object of the body, put into the next row.
-struct Row<'a> {
-    rows: &'a mut BodyRows,
-    failure: &'a mut Option<ApiError>,
-}
-
-impl Row<'_> {
-    fn refuse<E: de::Error>(&mut self, refusal: ApiError) -> E {
-        let message = refusal.message.clone();
-        *self.failure = Some(refusal);
-        E::custom(message)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Row<'_> {
+impl<'de> DeserializeSeed<'de> for Part<'_, '_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -248,133 +180,139 @@ impl<'de> DeserializeSeed<'de> for Row<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Row<'_> {
+impl<'de> Visitor<'de> for Part<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
+        f.write_str("a JSON object or an array of objects")
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let reader = self.reader;
         // The first object of a body without columns= names the keys: gather it whole.
-        let naming = !self.rows.named && self.rows.cells.is_empty() && self.rows.keys.is_empty();
-        if naming {
-            let mut entries: Vec<(String, Value)> = Vec::new();
+        if !reader.named && reader.count == 0 && reader.keys.is_empty() {
+            let mut values = Vec::new();
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                let value = map.next_value_seed(Cell)?;
-                entries.push((key.into_owned(), value));
+                values.push(Some(map.next_value_seed(CellSeed)?));
+                reader.keys.push(key.into_owned());
             }
-            if let Err(e) = self.rows.begin_row(entries.iter().map(|(k, _)| k.as_str())) {
-                return Err(self.refuse(e));
-            }
-            for (k, v) in entries {
-                if let Err(e) = self.rows.put(&k, v) {
-                    return Err(self.refuse(e));
-                }
+            reader.cells = values;
+            if let Err(e) = reader.sink.keys(&reader.keys) {
+                return Err(reader.refuse(e));
             }
         } else {
-            if let Err(e) = self.rows.begin_row(std::iter::empty()) {
-                return Err(self.refuse(e));
-            }
+            reader.cells.clear();
+            reader.cells.resize_with(reader.keys.len(), || None);
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                let value = map.next_value_seed(Cell)?;
-                if let Err(e) = self.rows.put(&key, value) {
-                    return Err(self.refuse(e));
+                let value = map.next_value_seed(CellSeed)?;
+                if let Err(e) = reader.put(&key, value) {
+                    return Err(reader.refuse(e));
                 }
             }
         }
-        if let Err(e) = self.rows.end_row() {
-            return Err(self.refuse(e));
+        match reader.end_row() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(reader.refuse(e)),
         }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if !self.whole {
+            return Err(self.reader.refuse(not_objects()));
+        }
+        while seq
+            .next_element_seed(Part {
+                reader: &mut *self.reader,
+                whole: false,
+            })?
+            .is_some()
+        {}
         Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, _: A) -> Result<(), A::Error> {
-        Err(self.refuse(not_objects()))
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 
-    fn visit_str<E: de::Error>(mut self, _: &str) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 
-    fn visit_i64<E: de::Error>(mut self, _: i64) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 
-    fn visit_u64<E: de::Error>(mut self, _: u64) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 
-    fn visit_f64<E: de::Error>(mut self, _: f64) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 
-    fn visit_bool<E: de::Error>(mut self, _: bool) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
-    }
-
-    fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
-        Err(self.refuse(not_objects()))
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(self.reader.refuse(not_objects()))
     }
 }
 
-/// One value of an object, as a bound parameter: scalars as themselves, nested objects and
-/// arrays as their JSON text (as `plan::json_value` does).
-struct Cell;
+/// One value of an object: scalars as themselves, nested objects and arrays as their JSON text.
+struct CellSeed;
 
-impl<'de> DeserializeSeed<'de> for Cell {
-    type Value = Value;
+impl<'de> DeserializeSeed<'de> for CellSeed {
+    type Value = BodyCell;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<BodyCell, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Cell {
-    type Value = Value;
+impl<'de> Visitor<'de> for CellSeed {
+    type Value = BodyCell;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Null))
     }
 
-    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
-        Ok(Value::Bool(b))
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Bool(b)))
     }
 
-    fn visit_i64<E: de::Error>(self, i: i64) -> Result<Value, E> {
-        Ok(Value::Int(i))
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Int(i)))
     }
 
-    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Value, E> {
-        Ok(i64::try_from(u).map_or_else(|_| Value::Text(u.to_string()), Value::Int))
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(
+            i64::try_from(u).map_or_else(|_| Value::Text(u.to_string()), Value::Int),
+        ))
     }
 
-    fn visit_f64<E: de::Error>(self, f: f64) -> Result<Value, E> {
-        Ok(Value::Real(f))
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Real(f)))
     }
 
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
-        Ok(Value::Text(s.to_string()))
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Text(s.to_string())))
     }
 
-    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
-        Ok(Value::Text(s))
+    fn visit_string<E: de::Error>(self, s: String) -> Result<BodyCell, E> {
+        Ok(BodyCell::Value(Value::Text(s)))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BodyCell, A::Error> {
         let nested: Json =
             serde::Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Value::Text(nested.to_string()))
+        Ok(BodyCell::Json(nested.to_string()))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<BodyCell, A::Error> {
         let nested: Json =
             serde::Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Value::Text(nested.to_string()))
+        Ok(BodyCell::Json(nested.to_string()))
     }
 }
 
@@ -382,33 +320,69 @@ impl<'de> Visitor<'de> for Cell {
 mod tests {
     use super::*;
 
-    type Parsed = (Vec<String>, Vec<Vec<Option<Value>>>);
+    /// A sink keeping everything, for the tests.
+    #[derive(Default)]
+    struct Kept {
+        keys: Vec<String>,
+        rows: Vec<Vec<Option<BodyCell>>>,
+    }
 
-    fn rows(body: &str, columns: Option<&[String]>) -> Result<Parsed, String> {
-        BodyRows::parse(body.as_bytes(), columns)
-            .map(|r| (r.keys.clone(), r.into_rows().collect()))
-            .map_err(|e| e.message)
+    impl RowSink for Kept {
+        fn keys(&mut self, keys: &[String]) -> Result<(), ApiError> {
+            self.keys = keys.to_vec();
+            Ok(())
+        }
+
+        fn row(&mut self, cells: &mut [Option<BodyCell>]) -> Result<(), ApiError> {
+            self.rows.push(cells.iter_mut().map(Option::take).collect());
+            Ok(())
+        }
+    }
+
+    fn rows(body: &str, columns: Option<&[String]>) -> Result<Kept, String> {
+        let mut kept = Kept::default();
+        let count = read_rows(body.as_bytes(), columns, &mut kept).map_err(|e| e.message)?;
+        assert_eq!(count, kept.rows.len());
+        Ok(kept)
+    }
+
+    fn int(i: i64) -> Option<BodyCell> {
+        Some(BodyCell::Value(Value::Int(i)))
     }
 
     #[test]
     fn objects_become_rows_of_cells() {
-        let (keys, all) = rows(r#"[{"a":1,"b":"x"},{"b":"y","a":2.5}]"#, None).expect("rows");
-        assert_eq!(keys, vec!["a", "b"]);
+        let all = rows(r#"[{"a":1,"b":"x"},{"b":"y","a":2.5}]"#, None).expect("rows");
+        assert_eq!(all.keys, vec!["a", "b"]);
         assert_eq!(
-            all,
+            all.rows,
             vec![
-                vec![Some(Value::Int(1)), Some(Value::Text("x".into()))],
-                vec![Some(Value::Real(2.5)), Some(Value::Text("y".into()))],
+                vec![int(1), Some(BodyCell::Value(Value::Text("x".into())))],
+                vec![
+                    Some(BodyCell::Value(Value::Real(2.5))),
+                    Some(BodyCell::Value(Value::Text("y".into())))
+                ],
             ]
         );
-        let (_, one) = rows(r#"{"a":{"n":[1,2]},"b":null}"#, None).expect("rows");
-        assert_eq!(one[0][0], Some(Value::Text(r#"{"n":[1,2]}"#.into())));
-        assert_eq!(one[0][1], Some(Value::Null));
+        let one = rows(r#"{"a":{"n":[1,2]},"b":null}"#, None).expect("rows");
+        assert_eq!(
+            one.rows[0][0],
+            Some(BodyCell::Json(r#"{"n":[1,2]}"#.into()))
+        );
+        assert_eq!(one.rows[0][1], Some(BodyCell::Value(Value::Null)));
         // columns=: other keys ignored, missing ones absent
         let named = ["b".to_string(), "c".to_string()];
-        let (keys, all) = rows(r#"[{"a":1,"b":2},{"c":3}]"#, Some(&named)).expect("rows");
-        assert_eq!(keys, named.to_vec());
-        assert_eq!(all[1], vec![None, Some(Value::Int(3))]);
+        let all = rows(r#"[{"a":1,"b":2},{"c":3}]"#, Some(&named)).expect("rows");
+        assert_eq!(all.keys, named.to_vec());
+        assert_eq!(all.rows[1], vec![None, int(3)]);
+        // a form's object
+        let mut kept = Kept::default();
+        let form = serde_json::json!({"a": "1"});
+        assert_eq!(read_json_rows(&form, None, &mut kept).ok(), Some(1));
+        assert_eq!(
+            kept.rows,
+            vec![vec![Some(BodyCell::Value(Value::Text("1".into())))]]
+        );
     }
 
     #[test]
@@ -430,7 +404,6 @@ mod tests {
         ] {
             assert_eq!(rows(body, None).err().as_deref(), Some(message), "{body}");
         }
-        let (_, none) = rows("[]", None).expect("empty array");
-        assert!(none.is_empty());
+        assert!(rows("[]", None).expect("empty array").rows.is_empty());
     }
 }
