@@ -824,6 +824,54 @@ async fn if_match_on_item_writes(b: Backend) {
     assert_eq!(r.status().as_u16(), 412);
 }
 
+/// A PUT by filters on a composite key whose values hold commas: its If-Match is checked
+/// against that row (the key values were once joined with commas and split again, which lost
+/// the key filter and compared the ETag with some other row's).
+async fn put_if_match_on_a_composite_key_with_commas(b: Backend) {
+    let s = TestServer::start_prepared(
+        b,
+        tempfile::tempdir().expect("tempdir"),
+        rowgate::config::Config::default(),
+        "CREATE TABLE pairs (a text, b text, n integer, PRIMARY KEY (a, b));
+         INSERT INTO pairs VALUES ('x,y', 'z', 1), ('a', 'b', 2);",
+        |_| {},
+    )
+    .await;
+    let etag = |r: &reqwest::Response| header(r, "etag").expect("etag");
+    let other = etag(
+        &s.get("/pairs?a=eq.a&b=eq.b")
+            .header("Accept", "application/vnd.pgrst.object+json")
+            .send()
+            .await
+            .expect("request"),
+    );
+    let mine = etag(
+        &s.get("/pairs?a=eq.x,y&b=eq.z")
+            .header("Accept", "application/vnd.pgrst.object+json")
+            .send()
+            .await
+            .expect("request"),
+    );
+    assert_ne!(other, mine);
+    let put = |tag: String, n: i64| {
+        s.put(
+            "/pairs?a=eq.x,y&b=eq.z",
+            json!({"a": "x,y", "b": "z", "n": n}),
+        )
+        .header("If-Match", tag)
+        .send()
+    };
+    let r = put(other, 10).await.expect("request");
+    assert_eq!(r.status().as_u16(), 412);
+    assert_eq!(count(&s, "SELECT count(*) FROM pairs WHERE n = 10"), 0);
+    let r = put(mine, 11).await.expect("request");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM pairs WHERE a = 'x,y' AND n = 11"),
+        1
+    );
+}
+
 async fn singular_write_rolls_back(b: Backend) {
     let s = TestServer::start(b).await;
     let before = teams(&s);
@@ -1112,6 +1160,7 @@ backend_tests!(
     delete_with_filters,
     max_affected_strict,
     if_match_on_item_writes,
+    put_if_match_on_a_composite_key_with_commas,
     singular_write_rolls_back,
     singular_minimal_write_rolls_back,
     form_urlencoded_body,

@@ -550,15 +550,7 @@ async fn put(
         }
         None => plan::put_key(table, query)?,
     };
-    let key_filters: Vec<rowgate_query::Condition> = plan::item_filters(
-        table,
-        &key_values
-            .iter()
-            .map(|(_, v)| v.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    )
-    .unwrap_or_default();
+    let key_filters = plan::key_filters(&key_values);
     let precondition = match if_match(&parts.headers) {
         Some(tags) => Some((current_item(d, tables, key_filters)?, tags)),
         None => None,

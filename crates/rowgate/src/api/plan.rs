@@ -321,6 +321,11 @@ pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError
         .collect())
 }
 
+/// `col = value` for each key column and its value.
+pub fn key_filters(key: &[(String, String)]) -> Vec<Condition> {
+    key.iter().map(|(col, v)| eq(col, v)).collect()
+}
+
 fn eq(column: &str, value: &str) -> Condition {
     Condition::Pred(Predicate {
         column: column.to_string(),

@@ -129,6 +129,17 @@ pub struct Postgres {
 }
 
 /// A digest of the exposed relations and their columns: cheap to poll, changes with DDL.
+/// The schema cache's version for a catalog fingerprint (an md5 in hex; empty when nothing is
+/// exposed): its first 60 bits, so that a change of any exposed relation or column changes the
+/// version (what the realtime tailer watches to add capture to new tables), the same on every
+/// node.
+fn schema_version(fingerprint: &str) -> i64 {
+    fingerprint
+        .get(..15)
+        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        .unwrap_or(0)
+}
+
 const FINGERPRINT: &str = "SELECT coalesce(md5(string_agg(c.oid::text || ':' || a.attnum || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY c.oid, a.attnum)), '')
      FROM pg_class c
      JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -238,9 +249,10 @@ impl Postgres {
             .await
             .context("cannot read the catalog")?
             .get(0);
-        let schema = crate::schema::postgres::introspect(&client, &opts.schemas)
+        let mut schema = crate::schema::postgres::introspect(&client, &opts.schemas)
             .await
             .context("cannot read the schema")?;
+        schema.version = schema_version(&fingerprint);
         drop(client);
         Ok(Postgres {
             pool,
@@ -278,11 +290,12 @@ impl Postgres {
             .await
             .map_err(map_error)?
             .get(0);
-        let fresh = crate::schema::postgres::introspect(&client, &self.schemas)
+        let mut fresh = crate::schema::postgres::introspect(&client, &self.schemas)
             .await
             .map_err(map_error)?;
+        fresh.version = schema_version(&fingerprint);
         self.fingerprint.store(Arc::new(fingerprint));
-        let changed = !self.schema.load().tables.keys().eq(fresh.tables.keys());
+        let changed = fresh.version != self.schema.load().version;
         self.schema.store(Arc::new(fresh));
         Ok(changed)
     }

@@ -131,7 +131,8 @@ impl Table {
 pub struct SchemaCache {
     /// Tables and views by name, sorted.
     pub tables: std::collections::BTreeMap<String, Table>,
-    /// `PRAGMA schema_version` the cache was read at.
+    /// The schema's version when the cache was read: SQLite's `PRAGMA schema_version`, on
+    /// PostgreSQL a digest of the exposed relations and columns. It changes when they do.
     pub version: i64,
 }
 
