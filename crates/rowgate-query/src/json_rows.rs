@@ -107,7 +107,12 @@ impl JsonRowsWriter {
         }
         self.cells_in_row += 1;
         match cell {
-            Cell::Json(text) => self.out.extend_from_slice(text.as_bytes()),
+            // PostgreSQL reads a nested value by the column's type (jsonb, arrays); SQLite
+            // reads it as text, the same text whichever way its rows are bound
+            Cell::Json(text) if self.keys.is_some() => self.out.extend_from_slice(text.as_bytes()),
+            Cell::Json(text) => {
+                let _ = serde_json::to_writer(&mut self.out, text);
+            }
             Cell::Value(Value::Null) => self.out.extend_from_slice(b"null"),
             Cell::Value(Value::Bool(b)) => {
                 self.out
@@ -139,6 +144,11 @@ impl JsonRowsWriter {
             self.pieces.push(piece);
             self.start_text();
         }
+    }
+
+    /// How many rows have been written.
+    pub fn count(&self) -> usize {
+        self.pieces.iter().map(|p| p.count).sum::<usize>() + self.count
     }
 
     /// The rows written: one text, or the pieces cut (never none; a text may hold no row).
@@ -205,7 +215,7 @@ mod tests {
         assert_eq!(sqlite.count, 4);
         assert_eq!(
             sqlite.text,
-            r#"[[1,"x\"y"],[2.5,{"n":[1]}],[null,true],[-9e999,null]]"#
+            r#"[[1,"x\"y"],[2.5,"{\"n\":[1]}"],[null,true],[-9e999,null]]"#
         );
         assert_eq!(
             write(&Postgres).text,
@@ -223,7 +233,7 @@ mod tests {
         assert_eq!(
             texts,
             vec![
-                (r#"[[1,"x\"y"],[2.5,{"n":[1]}]]"#, 2),
+                (r#"[[1,"x\"y"],[2.5,"{\"n\":[1]}"]]"#, 2),
                 (r#"[[null,true],[-9e999,null]]"#, 2),
             ]
         );

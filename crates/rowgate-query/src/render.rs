@@ -20,8 +20,8 @@ use crate::ast::{
     Predicate, Quantifier, Value,
 };
 use crate::stmt::{
-    Constant, CountStmt, DeleteStmt, InsertStmt, OnConflict, OutputColumn, Relation, SelectStmt,
-    Sql, UpdateStmt,
+    Constant, CountStmt, DeleteStmt, InsertRows, InsertStmt, JsonRows, OnConflict, OutputColumn,
+    Relation, SelectStmt, Sql, UpdateStmt,
 };
 
 /// What differs between databases.
@@ -87,6 +87,11 @@ pub trait Dialect: Send + Sync {
     /// row type (PostgreSQL's `json_populate_recordset` converts each value to its column's
     /// type), rather than arrays of cells in column order (SQLite's `json_each`, `value ->> i`).
     fn rows_by_name(&self) -> bool;
+
+    /// Bodies up to this many bytes are inserted with one bound value per cell (faster for a
+    /// few rows); larger ones as JSON rows ([`Dialect::rows_by_name`]). 0 on PostgreSQL, whose
+    /// JSON reading types each value as PostgREST's does: bodies of any size alike.
+    fn values_insert_bytes(&self) -> usize;
 
     /// Whether ORDER BY terms without an explicit null placement must spell out PostgreSQL's
     /// default (nulls last ascending, first descending) because the database's default differs.
@@ -168,6 +173,10 @@ impl Dialect for Sqlite {
 
     fn rows_by_name(&self) -> bool {
         false
+    }
+
+    fn values_insert_bytes(&self) -> usize {
+        64 * 1024
     }
 
     /// SQLite's `->>` gives numbers as numbers; PostgreSQL's gives text, so it is cast to TEXT to
@@ -264,6 +273,10 @@ impl Dialect for Postgres {
         true
     }
 
+    fn values_insert_bytes(&self) -> usize {
+        0
+    }
+
     /// Keys are cast so that `->` picks the object (text) or array (int) form.
     fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String {
         let arrow = if as_text { "->>" } else { "->" };
@@ -313,9 +326,9 @@ pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
     out
 }
 
-/// `INSERT INTO t (cols) SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`, the rows bound
-/// as one JSON text (moved into the parameters, not copied); `DEFAULT VALUES` (one row) when
-/// there are no columns.
+/// `INSERT INTO t (cols) VALUES (…), … | SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`:
+/// bound values, or a JSON text moved into the parameters (not copied); `DEFAULT VALUES` (one
+/// row) when there are no columns.
 pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("INSERT INTO ");
@@ -327,8 +340,32 @@ pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
         out.text.push_str(" (");
         push_idents(d, &columns, &mut out.text);
         out.text.push_str(") ");
-        let rows = std::mem::take(&mut s.rows.text);
-        rows_select(d, &s, &columns, rows, &|_, cell| cell, &mut out);
+        match std::mem::take(&mut s.rows) {
+            InsertRows::Values(rows) if !rows.is_empty() => {
+                let constants: Vec<String> = s
+                    .constants
+                    .iter()
+                    .map(|c| constant(d, c, &mut out))
+                    .collect();
+                out.text.push_str("VALUES ");
+                for (i, row) in rows.into_iter().enumerate() {
+                    out.text.push_str(if i == 0 { "(" } else { ", (" });
+                    for (j, v) in row.into_iter().enumerate() {
+                        if j > 0 {
+                            out.text.push_str(", ");
+                        }
+                        let ph = bind(d, &mut out, v);
+                        out.text.push_str(&ph);
+                    }
+                    for c in &constants {
+                        out.text.push_str(", ");
+                        out.text.push_str(c);
+                    }
+                    out.text.push(')');
+                }
+            }
+            rows => select_rows(d, &s, &columns, rows, &|_, cell| cell, &mut out),
+        }
     }
     if let Some(oc) = &s.on_conflict {
         let (target, update) = match oc {
@@ -359,36 +396,73 @@ pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
 }
 
 /// `SELECT <cell> AS "c", … [FROM <rows>] WHERE true`: an insert's rows as a query, giving the
-/// columns `wanted` (each one of `s.columns` or of its constants). `rows` is the statement's
-/// JSON text (moved or copied by the caller) and `typed` wraps each cell of the rows with its
-/// column's name (a caller comparing the cells casts them to the column's type); constants are
-/// cast to their own type. Without `s.columns` the query
-/// gives one row. The `WHERE` keeps SQLite from reading a following `ON CONFLICT` as a join
-/// constraint.
+/// columns `wanted` (each one of `s.columns` or of its constants), the rows bound once more.
+/// `typed` wraps each cell of the rows with its column's name (a caller comparing the cells
+/// casts them to the column's type); constants are cast to their own type. Without `s.columns`
+/// the query gives one row.
 pub fn rows_select(
     d: &dyn Dialect,
     s: &InsertStmt,
     wanted: &[String],
-    rows: String,
     typed: &dyn Fn(&str, String) -> String,
     out: &mut Sql,
 ) {
-    let rows = (!s.columns.is_empty()).then(|| bind(d, out, Value::Text(rows)));
+    select_rows(d, s, wanted, s.rows.clone(), typed, out);
+}
+
+/// [`rows_select`] of `rows` (the statement's, moved or copied by the caller). The `WHERE`
+/// keeps SQLite from reading a following `ON CONFLICT` as a join constraint.
+fn select_rows(
+    d: &dyn Dialect,
+    s: &InsertStmt,
+    wanted: &[String],
+    rows: InsertRows,
+    typed: &dyn Fn(&str, String) -> String,
+    out: &mut Sql,
+) {
+    let from = if s.columns.is_empty() {
+        String::new()
+    } else {
+        match rows {
+            InsertRows::Values(rows) if rows.is_empty() => select_from_json(
+                d,
+                s,
+                JsonRows {
+                    text: "[]".into(),
+                    count: 0,
+                },
+                out,
+            ),
+            InsertRows::Values(rows) => {
+                let mut from = String::from(" FROM (VALUES ");
+                for (i, row) in rows.into_iter().enumerate() {
+                    from.push_str(if i == 0 { "(" } else { ", (" });
+                    for (j, v) in row.into_iter().enumerate() {
+                        if j > 0 {
+                            from.push_str(", ");
+                        }
+                        from.push_str(&bind(d, out, v));
+                    }
+                    from.push(')');
+                }
+                from.push_str(") AS v");
+                from
+            }
+            InsertRows::Json(rows) => select_from_json(d, s, rows, out),
+        }
+    };
+    let values = from.starts_with(" FROM (VALUES");
     out.text.push_str("SELECT ");
     for (i, column) in wanted.iter().enumerate() {
         if i > 0 {
             out.text.push_str(", ");
         }
         let cell = match s.columns.iter().position(|c| c == column) {
+            Some(index) if values => typed(column, format!("v.column{}", index + 1)),
             Some(_) if d.rows_by_name() => typed(column, format!("r.{}", d.quote_ident(column))),
             Some(index) => typed(column, format!("value ->> {index}")),
             None => match s.constants.iter().find(|c| c.column == *column) {
-                Some(Constant {
-                    value,
-                    cast: Some(t),
-                    ..
-                }) => format!("CAST({} AS {t})", bind(d, out, value.clone())),
-                Some(constant) => bind(d, out, constant.value.clone()),
+                Some(c) => constant(d, c, out),
                 None => "NULL".to_string(),
             },
         };
@@ -396,16 +470,30 @@ pub fn rows_select(
         out.text.push_str(" AS ");
         out.text.push_str(&d.quote_ident(column));
     }
-    if let Some(rows) = rows {
-        if d.rows_by_name() {
-            out.text.push_str(" FROM json_populate_recordset(NULL::");
-            push_relation(d, &s.table, &mut out.text);
-            out.text.push_str(&format!(", {rows}::json) AS r"));
-        } else {
-            out.text.push_str(&format!(" FROM json_each({rows})"));
-        }
-    }
+    out.text.push_str(&from);
     out.text.push_str(" WHERE true");
+}
+
+/// ` FROM <the JSON rows>`, the text bound.
+fn select_from_json(d: &dyn Dialect, s: &InsertStmt, rows: JsonRows, out: &mut Sql) -> String {
+    let ph = bind(d, out, Value::Text(rows.text));
+    if d.rows_by_name() {
+        let mut from = String::from(" FROM json_populate_recordset(NULL::");
+        push_relation(d, &s.table, &mut from);
+        from.push_str(&format!(", {ph}::json) AS r"));
+        from
+    } else {
+        format!(" FROM json_each({ph})")
+    }
+}
+
+/// A constant's value bound, cast to its type when it has one.
+fn constant(d: &dyn Dialect, c: &Constant, out: &mut Sql) -> String {
+    let ph = bind(d, out, c.value.clone());
+    match &c.cast {
+        Some(t) => format!("CAST({ph} AS {t})"),
+        None => ph,
+    }
 }
 
 /// `UPDATE t SET c = ?, … [WHERE …] [RETURNING …]`.

@@ -97,8 +97,33 @@ pub struct JsonRows {
     pub count: usize,
 }
 
-/// `INSERT INTO table (columns) SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`: the rows
-/// are one bound JSON text ([`JsonRows`]), read by the database.
+/// An insert's rows, bound one of two ways.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertRows {
+    /// One bound value per cell, one inner vector per row (each as long as the columns): the
+    /// fastest for a few rows.
+    Values(Vec<Vec<Value>>),
+    /// One bound JSON text read by the database: a large body held once, compactly.
+    Json(JsonRows),
+}
+
+impl Default for InsertRows {
+    fn default() -> InsertRows {
+        InsertRows::Values(Vec::new())
+    }
+}
+
+impl InsertRows {
+    /// How many rows.
+    pub fn count(&self) -> usize {
+        match self {
+            InsertRows::Values(rows) => rows.len(),
+            InsertRows::Json(rows) => rows.count,
+        }
+    }
+}
+
+/// `INSERT INTO table (columns) VALUES … | SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InsertStmt {
     /// Table name.
@@ -106,8 +131,9 @@ pub struct InsertStmt {
     /// The columns whose values `rows` holds, in the order of each row's cells. Empty: one row
     /// of defaults (and `constants`) per statement, `rows` unused.
     pub columns: Vec<String>,
-    /// The rows, written for these columns by a [`crate::json_rows::JsonRowsWriter`].
-    pub rows: JsonRows,
+    /// The rows, one cell per column (as JSON, written by a
+    /// [`crate::json_rows::JsonRowsWriter`]).
+    pub rows: InsertRows,
     /// Columns given the same value in every row (a row filter's pinned column), after
     /// `columns`.
     pub constants: Vec<Constant>,

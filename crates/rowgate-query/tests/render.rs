@@ -5,7 +5,7 @@ use rowgate_query::json_rows::{Cell, JsonRowsWriter};
 use rowgate_query::parse::parse_query;
 use rowgate_query::render::{self, Dialect, Postgres, Sqlite};
 use rowgate_query::stmt::{
-    Constant, CountStmt, DeleteStmt, InsertStmt, JsonRows, OnConflict, OutputColumn, SelectStmt,
+    Constant, CountStmt, DeleteStmt, InsertRows, InsertStmt, OnConflict, OutputColumn, SelectStmt,
     Sql, UpdateStmt,
 };
 use rowgate_query::{Condition, Direction, Nulls, OrderTerm, Value};
@@ -262,7 +262,7 @@ fn count_statement() {
     ));
 }
 
-fn json_rows(d: &dyn Dialect, columns: &[String], rows: &[Vec<Value>]) -> JsonRows {
+fn json_rows(d: &dyn Dialect, columns: &[String], rows: &[Vec<Value>]) -> InsertRows {
     let mut w = JsonRowsWriter::new(d, columns);
     for row in rows {
         w.begin_row();
@@ -271,7 +271,7 @@ fn json_rows(d: &dyn Dialect, columns: &[String], rows: &[Vec<Value>]) -> JsonRo
         }
         w.end_row();
     }
-    w.finish().remove(0)
+    InsertRows::Json(w.finish().remove(0))
 }
 
 fn insert_with(
@@ -304,6 +304,35 @@ fn insert_stmt(d: &dyn Dialect, on_conflict: Option<OnConflict>) -> InsertStmt {
 #[test]
 fn insert_rows() {
     insta::assert_snapshot!(both(|d| render::insert(d, insert_stmt(d, None))));
+}
+
+#[test]
+fn insert_bound_values() {
+    let values = |d: &dyn Dialect| InsertStmt {
+        rows: InsertRows::Values(vec![
+            vec![Value::Int(1), Value::Text("a".into()), Value::Bool(true)],
+            vec![Value::Int(2), Value::Null, Value::Real(1.5)],
+        ]),
+        constants: vec![Constant {
+            column: "owner".into(),
+            value: Value::Text("u1".into()),
+            cast: None,
+        }],
+        ..insert_stmt(d, None)
+    };
+    let mut checked = Sql::default();
+    render::rows_select(
+        &Sqlite,
+        &values(&Sqlite),
+        &["id".into(), "owner".into()],
+        &|_, cell| format!("CAST({cell} AS INTEGER)"),
+        &mut checked,
+    );
+    insta::assert_snapshot!(format!(
+        "{}{}",
+        both(|d| render::insert(d, values(d))),
+        show(&checked)
+    ));
 }
 
 #[test]

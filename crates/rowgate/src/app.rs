@@ -167,6 +167,14 @@ impl App {
 /// Compiles the resources of `config` and checks their SQL against `db`: prepared on one of
 /// SQLite's reader connections (off the async threads), or on a pooled PostgreSQL connection.
 pub async fn compile_resources(config: &Config, db: &Arc<Database>) -> anyhow::Result<Resources> {
+    let compiled = compile_resources_on(config, db).await?;
+    if let Some(warning) = compiled.unreachable_warning() {
+        tracing::warn!("{warning}");
+    }
+    Ok(compiled)
+}
+
+async fn compile_resources_on(config: &Config, db: &Arc<Database>) -> anyhow::Result<Resources> {
     match &**db {
         Database::Sqlite(_) => {
             let (config, db) = (config.clone(), db.clone());

@@ -417,6 +417,9 @@ fn check(config: &Config) -> anyhow::Result<()> {
     if let Some(warning) = no_grants_warning(config) {
         eprintln!("warning: {warning}");
     }
+    if let Some(warning) = resources.unreachable_warning() {
+        eprintln!("warning: {warning}");
+    }
     if let Some(schema) = schema {
         let problems = policy.problems(&schema);
         if !problems.is_empty() {

@@ -41,11 +41,7 @@ pub fn document(
 ) -> Value {
     let mut paths = Map::new();
     for resource in &resources.list {
-        if resource
-            .roles
-            .as_ref()
-            .is_some_and(|roles| !roles.contains(&principal.role))
-        {
+        if !resource.allows(&principal.role) {
             continue;
         }
         let Value::Object(ops) = custom_resource(resource) else {

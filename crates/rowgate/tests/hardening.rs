@@ -195,6 +195,7 @@ async fn host_and_transfer_coding_are_checked(b: Backend) {
 async fn templates_have_tojson(b: Backend) {
     let toml = r#"
 [[resources]]
+roles = ["*"]
 path = "/teams.json"
 sql = "SELECT team_id, name FROM team WHERE team_id <= 2 ORDER BY team_id"
 template = "teams.json"
@@ -327,6 +328,7 @@ statement_timeout_ms = 2000
 max_value_bytes = 1048576
 
 [[resources]]
+roles = ["*"]
 path = "/double"
 sql = "WITH RECURSIVE r(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM r WHERE n < 40) SELECT max(length(s)) AS longest FROM r"
 "#;

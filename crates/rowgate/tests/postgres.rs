@@ -167,7 +167,7 @@ fn demo_init_command_accepts_a_postgres_url() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("bad.toml"),
-        "[[resources]]\npath = \"/x\"\nsql = \"SELECT nope FROM team\"\n",
+        "[[resources]]\nroles = [\"*\"]\npath = \"/x\"\nsql = \"SELECT nope FROM team\"\n",
     )
     .expect("write");
     let bad = dir.path().join("bad.toml");
@@ -589,14 +589,17 @@ async fn custom_resources_are_checked_on_postgres() {
     let err = refused(load(
         r#"
 [[resources]]
+roles = ["*"]
 path = "/typo"
 sql = "SELEC 1"
 
 [[resources]]
+roles = ["*"]
 path = "/nowhere"
 sql = "SELECT * FROM nowhere"
 
 [[resources]]
+roles = ["*"]
 path = "/mismatch"
 sql = "SELECT * FROM team WHERE team_id = :name"
 params.name = { type = "text" }
@@ -611,7 +614,7 @@ params.name = { type = "text" }
         assert!(err.contains(words), "{words}: {err}");
     }
     let err = refused(load(
-        "[[resources]]\npath = \"/wipe\"\nsql = \"WITH d AS (DELETE FROM team RETURNING 1) SELECT count(*) FROM d\"\n",
+        "[[resources]]\nroles = [\"*\"]\npath = \"/wipe\"\nsql = \"WITH d AS (DELETE FROM team RETURNING 1) SELECT count(*) FROM d\"\n",
     ))
     .await;
     assert!(
@@ -622,16 +625,19 @@ params.name = { type = "text" }
     let good = load(
         r#"
 [[resources]]
+roles = ["*"]
 path = "/sneaky"
 sql = "SELECT bump()"
 
 [[resources]]
+roles = ["*"]
 path = "/bump"
 method = "POST"
 shape = "value"
 sql = "SELECT bump()"
 
 [[resources]]
+roles = ["*"]
 path = "/teams/{id}/drivers"
 sql = "SELECT driver_id, name FROM driver WHERE team_id = :id ORDER BY driver_id"
 params.id = { type = "int" }

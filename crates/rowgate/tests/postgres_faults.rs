@@ -110,7 +110,7 @@ async fn old_connections_are_replaced() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = common::write_config(
         dir.path(),
-        "[[resources]]\npath = \"/pid\"\nshape = \"value\"\nsql = \"SELECT pg_backend_pid()\"\n",
+        "[[resources]]\nroles = [\"*\"]\npath = \"/pid\"\nshape = \"value\"\nsql = \"SELECT pg_backend_pid()\"\n",
         &[],
     )
     .expect("config");

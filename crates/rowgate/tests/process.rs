@@ -232,7 +232,7 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
     .expect("write");
     std::fs::write(
         dir.path().join("rowgate.toml"),
-        "[db]\npath = \"d.db\"\n[[resources]]\npath = \"/page\"\nsql = \"SELECT name FROM team\"\ntemplate = \"t/page.html\"\n",
+        "[db]\npath = \"d.db\"\n[[resources]]\nroles = [\"*\"]\npath = \"/page\"\nsql = \"SELECT name FROM team\"\ntemplate = \"t/page.html\"\n",
     )
     .expect("write");
     let check = || {
@@ -310,7 +310,7 @@ fn sighup_reloads_custom_resources() {
     let dir = tempfile::tempdir().expect("tempdir");
     rowgate::demo::init(&dir.path().join("d.db"), 10).expect("demo");
     let config = |greeting: &str| {
-        format!("[db]\npath = \"d.db\"\n[[resources]]\npath = \"/hi\"\nshape = \"value\"\nsql = \"SELECT '{greeting}'\"\n")
+        format!("[db]\npath = \"d.db\"\n[[resources]]\nroles = [\"*\"]\npath = \"/hi\"\nshape = \"value\"\nsql = \"SELECT '{greeting}'\"\n")
     };
     std::fs::write(dir.path().join("rowgate.toml"), config("hello")).expect("write");
     let server = serve(dir.path(), &[], &[]);
@@ -319,7 +319,7 @@ fn sighup_reloads_custom_resources() {
     // A broken file is ignored: the running set stays.
     std::fs::write(
         dir.path().join("rowgate.toml"),
-        "[[resources]]\npath = \"/hi\"\nsql = \"SELEC\"\n",
+        "[[resources]]\nroles = [\"*\"]\npath = \"/hi\"\nsql = \"SELEC\"\n",
     )
     .expect("write");
     signal(&server.child, "HUP");

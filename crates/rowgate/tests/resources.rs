@@ -10,33 +10,39 @@ use serde_json::{json, Value};
 /// A configuration exercising every shape and source over the demo tables.
 const CONFIG: &str = r#"
 [[resources]]
+roles = ["*"]
 path = "/hello"
 shape = "value"
 sql = "SELECT 'hello ' || :name"
 params.name = { default = "world" }
 
 [[resources]]
+roles = ["*"]
 path = "/teams"
 sql = "SELECT team_id, name, points FROM team WHERE points >= :min ORDER BY team_id"
 params.min = { type = "int", default = 0 }
 
 [[resources]]
+roles = ["*"]
 path = "/teams/{id}"
 shape = "row"
 sql = "SELECT team_id, name, points FROM team WHERE team_id = :id"
 params.id = { type = "int" }
 
 [[resources]]
+roles = ["*"]
 path = "/teams/{id}/drivers"
 sql = "SELECT driver_id, name FROM driver WHERE team_id = :id ORDER BY driver_id"
 params.id = { type = "int" }
 
 [[resources]]
+roles = ["*"]
 path = "/all-teams-as-row"
 shape = "row"
 sql = "SELECT team_id FROM team"
 
 [[resources]]
+roles = ["*"]
 path = "/echo"
 method = ["GET", "POST"]
 shape = "row"
@@ -51,6 +57,7 @@ params.j = { type = "json", from = "query", default = {} }
 params.opt = { type = "text", from = "query", required = false }
 
 [[resources]]
+roles = ["*"]
 path = "/teams/{id}/points"
 method = "POST"
 shape = "none"
@@ -59,6 +66,7 @@ params.id = { type = "int" }
 params.add = { type = "int" }
 
 [[resources]]
+roles = ["*"]
 path = "/teams/new"
 method = "POST"
 shape = "row"
@@ -67,6 +75,7 @@ params.name = { type = "text" }
 params.points = { type = "int", default = 0 }
 
 [[resources]]
+roles = ["*"]
 path = "/two-steps"
 method = "POST"
 shape = "none"
@@ -79,6 +88,7 @@ params.driver = {}
 params.team = { type = "int" }
 
 [[resources]]
+roles = ["*"]
 path = "/blog"
 sql = "SELECT id, title, body FROM posts ORDER BY id"
 template = "templates/blog.html"
@@ -86,6 +96,7 @@ cache_control = "max-age=30"
 etag = true
 
 [[resources]]
+roles = ["*"]
 path = "/slow"
 shape = "value"
 sql = """WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"""
@@ -531,7 +542,7 @@ async fn reload_under_traffic(b: Backend) {
     // A broken configuration is refused and the running set stays.
     let mut broken = write_config(
         &dir,
-        &format!("{CONFIG}\n[[resources]]\npath = \"/x\"\nsql = \"SELEC 1\"\n"),
+        &format!("{CONFIG}\n[[resources]]\nroles = [\"*\"]\npath = \"/x\"\nsql = \"SELEC 1\"\n"),
         &[],
     )
     .expect("config");
@@ -540,6 +551,35 @@ async fn reload_under_traffic(b: Backend) {
     let err = app.reload_resources(&broken).await.expect_err("must fail");
     assert!(format!("{err:#}").contains("resource /x"), "{err:#}");
     assert_eq!(get(&s, "/hello").await, (200, json!("bonjour world")));
+}
+
+/// Default deny, as for tables: a resource that names no roles answers 401 to the anonymous
+/// role (and says why); `roles = ["anon"]` opens it to that role, `["*"]` to every role.
+async fn resources_without_roles_are_closed(b: Backend) {
+    let s = TestServer::start_toml(
+        b,
+        "[[resources]]\npath = \"/closed\"\nshape = \"value\"\nsql = \"SELECT 1\"\n\
+         [[resources]]\nroles = [\"anon\"]\npath = \"/anon\"\nshape = \"value\"\nsql = \"SELECT 2\"\n\
+         [[resources]]\nroles = [\"writer\"]\npath = \"/writers\"\nshape = \"value\"\nsql = \"SELECT 3\"\n",
+        &[],
+    )
+    .await;
+    let r = s
+        .client
+        .get(s.root_url("/closed"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 401);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["details"]
+            .as_str()
+            .is_some_and(|d| d.contains("names no roles")),
+        "{body}"
+    );
+    assert_eq!(get(&s, "/anon").await, (200, json!(2)));
+    assert_eq!(get(&s, "/writers").await.0, 401);
 }
 
 /// The demo configuration built into the binary: RAD Server's /xyz and /data, TreeFrog's /blog.
@@ -609,6 +649,7 @@ backend_tests!(
     statement_timeout_applies,
     reload_under_traffic,
     demo_resources,
+    resources_without_roles_are_closed,
 );
 
 /// Runs a future to completion on a fresh runtime (from a plain #[test]).
@@ -751,7 +792,7 @@ fn bad_declarations_are_refused_at_load() {
     for (i, (decl, files, words)) in cases.iter().enumerate() {
         let sub = dir.path().join(format!("case{i}"));
         std::fs::create_dir_all(&sub).expect("dir");
-        let toml = format!("[[resources]]\n{decl}\n");
+        let toml = format!("[[resources]]\nroles = [\"*\"]\n{decl}\n");
         let outcome = write_config(&sub, &toml, files).and_then(|mut config| {
             config.db.path = db.clone();
             block_on(rowgate::cli::start(config)).map(|_| ())
@@ -767,7 +808,7 @@ fn bad_declarations_are_refused_at_load() {
     // Two resources on one path and method.
     let sub = dir.path().join("dup");
     std::fs::create_dir_all(&sub).expect("dir");
-    let toml = "[[resources]]\npath = \"/a\"\nsql = \"SELECT 1\"\n[[resources]]\npath = \"/a\"\nsql = \"SELECT 2\"\n";
+    let toml = "[[resources]]\nroles = [\"*\"]\npath = \"/a\"\nsql = \"SELECT 1\"\n[[resources]]\nroles = [\"*\"]\npath = \"/a\"\nsql = \"SELECT 2\"\n";
     let mut config = write_config(&sub, toml, &[]).expect("config");
     config.db.path = db;
     let err = block_on(rowgate::cli::start(config))
@@ -783,11 +824,11 @@ async fn resources_from_a_folder() {
     let files = [
         (
             "more/a.toml",
-            "[[resources]]\npath = \"/one\"\nshape = \"value\"\nsql = \"SELECT 1\"\n",
+            "[[resources]]\nroles = [\"*\"]\npath = \"/one\"\nshape = \"value\"\nsql = \"SELECT 1\"\n",
         ),
         (
             "more/b.toml",
-            "[[resources]]\npath = \"/two\"\nshape = \"value\"\nsql = \"SELECT 2\"\n",
+            "[[resources]]\nroles = [\"*\"]\npath = \"/two\"\nshape = \"value\"\nsql = \"SELECT 2\"\n",
         ),
         ("more/notes.txt", "not a resource file"),
     ];

@@ -121,10 +121,10 @@ impl<'a> Guard<'a> {
         let mut steps = Vec::new();
         let typed = |column: &str, cell: String| typed(table, column, &cell);
         let columns: Vec<String> = stmt.all_columns().cloned().collect();
-        if stmt.columns.is_empty() || stmt.rows.count > 0 {
+        if stmt.columns.is_empty() || stmt.rows.count() > 0 {
             let mut sql = Sql::default();
             sql.text.push_str("SELECT count(*) FROM (");
-            render::rows_select(d, stmt, &columns, stmt.rows.text.clone(), &typed, &mut sql);
+            render::rows_select(d, stmt, &columns, &typed, &mut sql);
             sql.text.push_str(") AS ");
             sql.text.push_str(&d.quote_ident(&table.name));
             self.violations(d, &mut sql);
@@ -190,7 +190,7 @@ impl<'a> Guard<'a> {
         sql.text.push_str(" WHERE (");
         push_idents(d, target, &mut sql.text);
         sql.text.push_str(") IN (");
-        render::rows_select(d, stmt, target, stmt.rows.text.clone(), typed, &mut sql);
+        render::rows_select(d, stmt, target, typed, &mut sql);
         sql.text.push_str(") AND NOT COALESCE((");
         self.render_filter(d, &mut sql);
         sql.text.push_str("), FALSE)");

@@ -560,7 +560,7 @@ async fn put(
     let (cols, shape) = returning(d, tables.view, query, prefer)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let cols = if returns_rows { cols } else { Vec::new() };
-    let mut stmt = plan::put(d, table, &key_values, &json, cols)?;
+    let mut stmt = plan::put(d, body.len(), table, &key_values, &json, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     let mut steps = if_match_step(precondition);
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);

@@ -5,7 +5,7 @@
 use rowgate_query::json_rows::{Cell, JsonRowsWriter};
 use rowgate_query::render::Dialect;
 use rowgate_query::stmt::{
-    CountStmt, DeleteStmt, InsertStmt, JsonRows, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
+    CountStmt, DeleteStmt, InsertRows, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
 };
 use rowgate_query::{
     path_key, Condition, JsonStep, Operand, Operator, OrderTerm, Predicate, Query, SelectItem,
@@ -25,6 +25,9 @@ use crate::schema::{JsonKind, SchemaCache, Table};
 /// statement's rows whole (SQLite holds them three times over), so the rows of a large body are
 /// inserted by several statements (in one transaction).
 const STATEMENT_ROWS_BYTES: usize = 1024 * 1024;
+
+/// Most values one INSERT statement binds (SQLite allows 32,766).
+const MAX_PARAMS_PER_STATEMENT: usize = 32_000;
 
 /// A planned read.
 #[derive(Debug, Clone)]
@@ -432,9 +435,7 @@ pub fn insert(
 ) -> Result<InsertPlan, ApiError> {
     writable(table)?;
     let (body_len, read) = body;
-    let mut rows = RowsPlanner::new(d, table, prefer.missing_default);
-    // the rows' text is about as long as the body's values: room for all of it at once
-    rows.capacity = body_len;
+    let mut rows = RowsPlanner::new(d, table, prefer.missing_default, body_len);
     let count = read(&mut rows)?;
     let on_conflict = match prefer.resolution {
         None => None,
@@ -492,15 +493,15 @@ pub fn insert(
             }
             other => other,
         });
-        let pieces = group.writer.finish();
-        if group.columns.is_empty() {
+        let count = group.count();
+        let columns = group.columns.clone();
+        if columns.is_empty() {
             // DEFAULT VALUES inserts one row per statement.
-            let count: usize = pieces.iter().map(|p| p.count).sum();
             for _ in 0..count {
                 stmts.push(InsertStmt {
                     table: table.relation(),
                     columns: Vec::new(),
-                    rows: JsonRows::default(),
+                    rows: InsertRows::default(),
                     constants: Vec::new(),
                     on_conflict: on_conflict.clone(),
                     returning: returning.clone(),
@@ -508,10 +509,10 @@ pub fn insert(
             }
             continue;
         }
-        for rows in pieces.into_iter().filter(|p| p.count > 0) {
+        for rows in group.finish() {
             stmts.push(InsertStmt {
                 table: table.relation(),
-                columns: group.columns.clone(),
+                columns: columns.clone(),
                 rows,
                 constants: Vec::new(),
                 on_conflict: on_conflict.clone(),
@@ -540,19 +541,89 @@ struct RowsPlanner<'a> {
     groups: Vec<RowGroup>,
     /// The current row's given columns (reused from row to row).
     present: Vec<bool>,
-    /// Bytes reserved for the first set of rows.
-    capacity: usize,
+    /// The body's length: small bodies are bound as values, the rows of large ones as JSON
+    /// texts with room reserved for about that much.
+    body_len: usize,
 }
 
 /// Rows that give the same columns.
 struct RowGroup {
     present: Vec<bool>,
     columns: Vec<String>,
-    writer: JsonRowsWriter,
+    rows: GroupRows,
+}
+
+/// A group's rows as they are written.
+enum GroupRows {
+    Values(Vec<Vec<Value>>),
+    Json(JsonRowsWriter),
+}
+
+impl RowGroup {
+    fn begin_row(&mut self) {
+        match &mut self.rows {
+            GroupRows::Values(rows) => rows.push(Vec::with_capacity(self.columns.len())),
+            GroupRows::Json(writer) => writer.begin_row(),
+        }
+    }
+
+    /// The next cell of the row: a checked value, or JSON text to be read by the column's type.
+    fn cell(&mut self, value: Value, json: Option<String>) {
+        match &mut self.rows {
+            GroupRows::Values(rows) => {
+                let row = rows.last_mut().expect("a row was begun");
+                row.push(json.map_or(value, Value::Text));
+            }
+            GroupRows::Json(writer) => match &json {
+                Some(text) => writer.cell(Cell::Json(text)),
+                None => writer.cell(Cell::Value(&value)),
+            },
+        }
+    }
+
+    fn end_row(&mut self) {
+        if let GroupRows::Json(writer) = &mut self.rows {
+            writer.end_row();
+        }
+    }
+
+    /// How many rows so far.
+    fn count(&self) -> usize {
+        match &self.rows {
+            GroupRows::Values(rows) => rows.len(),
+            GroupRows::Json(writer) => writer.count(),
+        }
+    }
+
+    /// The rows, as one or more statements' worth.
+    fn finish(self) -> Vec<InsertRows> {
+        match self.rows {
+            GroupRows::Values(rows) => {
+                let per_stmt = (MAX_PARAMS_PER_STATEMENT / self.columns.len().max(1)).max(1);
+                let mut rows = rows.into_iter();
+                std::iter::from_fn(|| {
+                    let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_stmt).collect();
+                    (!chunk.is_empty()).then_some(InsertRows::Values(chunk))
+                })
+                .collect()
+            }
+            GroupRows::Json(writer) => writer
+                .finish()
+                .into_iter()
+                .filter(|piece| piece.count > 0)
+                .map(InsertRows::Json)
+                .collect(),
+        }
+    }
 }
 
 impl<'a> RowsPlanner<'a> {
-    fn new(d: &'a dyn Dialect, table: &'a Table, missing_default: bool) -> RowsPlanner<'a> {
+    fn new(
+        d: &'a dyn Dialect,
+        table: &'a Table,
+        missing_default: bool,
+        body_len: usize,
+    ) -> RowsPlanner<'a> {
         RowsPlanner {
             d,
             table,
@@ -561,7 +632,7 @@ impl<'a> RowsPlanner<'a> {
             inputs: Vec::new(),
             groups: Vec::new(),
             present: Vec::new(),
-            capacity: 0,
+            body_len,
         }
     }
 
@@ -599,20 +670,25 @@ impl RowSink for RowsPlanner<'_> {
                     .filter(|(_, p)| **p)
                     .map(|(c, _)| c.clone())
                     .collect();
-                self.groups.push(RowGroup {
-                    present: self.present.clone(),
-                    writer: JsonRowsWriter::cut(
+                let rows = if self.body_len < self.d.values_insert_bytes() {
+                    GroupRows::Values(Vec::new())
+                } else {
+                    GroupRows::Json(JsonRowsWriter::cut(
                         self.d,
                         &columns,
-                        std::mem::take(&mut self.capacity),
+                        std::mem::take(&mut self.body_len),
                         STATEMENT_ROWS_BYTES,
-                    ),
+                    ))
+                };
+                self.groups.push(RowGroup {
+                    present: self.present.clone(),
                     columns,
+                    rows,
                 });
                 self.groups.last_mut().expect("just pushed")
             }
         };
-        group.writer.begin_row();
+        group.begin_row();
         for (i, cell) in cells.iter_mut().enumerate() {
             if !self.present[i] {
                 continue;
@@ -622,23 +698,21 @@ impl RowSink for RowsPlanner<'_> {
                 e.details(format!("column {} of {}", self.columns[i], self.table.name))
             };
             match cell.take() {
-                None => group.writer.cell(Cell::Value(&Value::Null)),
+                None => group.cell(Value::Null, None),
                 Some(BodyCell::Json(text))
                     if matches!(input, InputType::Native | InputType::Any) =>
                 {
-                    group.writer.cell(Cell::Json(&text))
+                    group.cell(Value::Null, Some(text))
                 }
                 Some(BodyCell::Json(text)) => {
-                    let v = input.check_value(Value::Text(text)).map_err(refused)?;
-                    group.writer.cell(Cell::Value(&v));
+                    group.cell(input.check_value(Value::Text(text)).map_err(refused)?, None)
                 }
                 Some(BodyCell::Value(v)) => {
-                    let v = input.check_value(v).map_err(refused)?;
-                    group.writer.cell(Cell::Value(&v));
+                    group.cell(input.check_value(v).map_err(refused)?, None)
                 }
             }
         }
-        group.writer.end_row();
+        group.end_row();
         Ok(())
     }
 }
@@ -692,8 +766,10 @@ pub fn delete(
 
 /// Plans `PUT`: a single-row upsert by the full primary key. `key` holds the key values from the
 /// URL (item URL or `pk=eq.v` filters); the body must agree with them.
+#[allow(clippy::too_many_arguments)]
 pub fn put(
     d: &dyn Dialect,
+    body_len: usize,
     table: &Table,
     key: &[(String, String)],
     body: &Json,
@@ -725,14 +801,14 @@ pub fn put(
         }
     }
     let keys: Vec<String> = object.keys().cloned().collect();
-    let mut rows = RowsPlanner::new(d, table, false);
+    let mut rows = RowsPlanner::new(d, table, false, body_len);
     rows.keys(&keys)?;
     let mut cells: Vec<Option<BodyCell>> = object.values().map(|v| Some(body_cell(v))).collect();
     rows.row(&mut cells)?;
     let columns = rows.columns.clone();
     let json = rows
         .into_single()
-        .and_then(|g| g.writer.finish().into_iter().next())
+        .and_then(|g| g.finish().into_iter().next())
         .unwrap_or_default();
     let target = table.primary_key.clone();
     Ok(InsertStmt {

@@ -37,7 +37,8 @@ pub struct ResourceConfig {
     /// Send a strong `ETag` and answer `If-None-Match` with 304.
     #[serde(default)]
     pub etag: bool,
-    /// The roles that may call it (the anonymous role included by name); everyone when absent.
+    /// The roles that may call it (the anonymous role by its name, `"*"` for every role); no one
+    /// when absent, as a table no grant names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<Vec<String>>,
 }

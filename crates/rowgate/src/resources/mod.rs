@@ -65,8 +65,36 @@ pub struct Resource {
     etag: bool,
     /// Whether a statement may write (then it runs in the writer's transaction).
     writes: bool,
-    /// The roles that may call it (everyone when `None`).
+    /// The roles that may call it (`"*"`: every role; no one when `None`).
     pub roles: Option<Vec<String>>,
+}
+
+impl Resources {
+    /// The warning for resources that name no roles (no one may call them), if any.
+    pub fn unreachable_warning(&self) -> Option<String> {
+        let paths: Vec<&str> = self
+            .list
+            .iter()
+            .filter(|r| r.roles.is_none())
+            .map(|r| r.path.as_str())
+            .collect();
+        (!paths.is_empty()).then(|| {
+            format!(
+                "custom resources without roles answer 401/403 to everyone: {} \
+                 (declare roles = [\"anon\", …], or [\"*\"] for every role)",
+                paths.join(", ")
+            )
+        })
+    }
+}
+
+impl Resource {
+    /// Whether `role` may call the resource: default deny, as for tables.
+    pub fn allows(&self, role: &str) -> bool {
+        self.roles
+            .as_ref()
+            .is_some_and(|roles| roles.iter().any(|r| r == "*" || r == role))
+    }
 }
 
 /// One parameter of a resource.

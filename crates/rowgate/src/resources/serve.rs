@@ -48,14 +48,14 @@ pub async fn handle(
         .details(format!("allowed: {}", allow.join(", "))));
     };
     let resource = &resources.list[index];
-    if let Some(roles) = &resource.roles {
-        if !roles.contains(&principal.role) {
-            return Err(denied(principal).details(format!(
-                "{} is open to roles {}",
-                resource.path,
-                roles.join(", ")
-            )));
-        }
+    if !resource.allows(&principal.role) {
+        return Err(denied(principal).details(match &resource.roles {
+            Some(roles) => format!("{} is open to roles {}", resource.path, roles.join(", ")),
+            None => format!(
+                "{} names no roles, so no one may call it (declare roles = [\"anon\"] or \"*\")",
+                resource.path
+            ),
+        }));
     }
     let path_values: Vec<(String, String)> = matched
         .params
