@@ -1,6 +1,7 @@
 //! Configuration: one TOML file (`rowgate.toml`), every key overridable by a `ROWGATE_*`
-//! environment variable and by CLI flags (precedence file < env < CLI). Each key is declared once
-//! in [`KEYS`] (name, env var, doc); defaults live on the structs below.
+//! environment variable and by CLI flags (precedence file < env < CLI). Each key is defined once,
+//! as a field of the structs below (its doc comment and its default beside it); [`keys`] reads
+//! the keys and their environment variables off the defaults.
 
 use std::path::{Path, PathBuf};
 
@@ -442,239 +443,47 @@ impl Default for LimitsConfig {
     }
 }
 
-/// One configuration key: its dotted name, environment variable and meaning.
+/// Keys whose values are tables (`[[resources]]`, `[[grants]]`, `[[auth.external]]`): they are
+/// set in the file only.
+const TABLE_KEYS: &[&str] = &["resources", "grants", "auth.external"];
+
+/// One configuration key: its dotted name and the environment variable that overrides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key {
     /// Dotted TOML path.
-    pub name: &'static str,
-    /// Environment variable that overrides it.
-    pub env: &'static str,
-    /// What it means.
-    pub doc: &'static str,
+    pub name: String,
+    /// Environment variable that overrides it: `ROWGATE_` and the name in capitals, `_` for
+    /// `.`.
+    pub env: String,
 }
 
-/// Every configuration key.
-pub const KEYS: &[Key] = &[
-    Key {
-        name: "listen",
-        env: "ROWGATE_LISTEN",
-        doc: "address to listen on",
-    },
-    Key {
-        name: "log",
-        env: "ROWGATE_LOG",
-        doc: "log filter, e.g. info or rowgate=debug",
-    },
-    Key {
-        name: "db.path",
-        env: "ROWGATE_DB_PATH",
-        doc: "SQLite database file (or a PostgreSQL URL)",
-    },
-    Key {
-        name: "db.url",
-        env: "ROWGATE_DB_URL",
-        doc: "PostgreSQL URL (replaces db.path)",
-    },
-    Key {
-        name: "db.pool_size",
-        env: "ROWGATE_DB_POOL_SIZE",
-        doc: "PostgreSQL: most pooled connections",
-    },
-    Key {
-        name: "db.acquire_timeout_ms",
-        env: "ROWGATE_DB_ACQUIRE_TIMEOUT_MS",
-        doc: "PostgreSQL: wait for a free connection before a 503, in ms",
-    },
-    Key {
-        name: "db.max_lifetime_s",
-        env: "ROWGATE_DB_MAX_LIFETIME_S",
-        doc: "PostgreSQL: close pooled connections older than this, in s (0 = never)",
-    },
-    Key {
-        name: "db.schemas",
-        env: "ROWGATE_DB_SCHEMAS",
-        doc: "PostgreSQL: exposed schemas, comma-separated",
-    },
-    Key {
-        name: "db.inline_reads",
-        env: "ROWGATE_DB_INLINE_READS",
-        doc: "SQLite: run short reads on the request's thread",
-    },
-    Key {
-        name: "db.readers",
-        env: "ROWGATE_DB_READERS",
-        doc: "reader threads (0 = CPUs)",
-    },
-    Key {
-        name: "db.statement_timeout_ms",
-        env: "ROWGATE_DB_STATEMENT_TIMEOUT_MS",
-        doc: "statement timeout in ms (0 = none)",
-    },
-    Key {
-        name: "db.busy_timeout_ms",
-        env: "ROWGATE_DB_BUSY_TIMEOUT_MS",
-        doc: "wait for another process's lock, in ms",
-    },
-    Key {
-        name: "db.max_value_bytes",
-        env: "ROWGATE_DB_MAX_VALUE_BYTES",
-        doc: "SQLite: longest string or blob a statement may build",
-    },
-    Key {
-        name: "db.schema_poll_ms",
-        env: "ROWGATE_DB_SCHEMA_POLL_MS",
-        doc: "schema change check interval in ms",
-    },
-    Key {
-        name: "limits.max_filter_depth",
-        env: "ROWGATE_LIMITS_MAX_FILTER_DEPTH",
-        doc: "deepest or=/and= nesting",
-    },
-    Key {
-        name: "limits.max_list_items",
-        env: "ROWGATE_LIMITS_MAX_LIST_ITEMS",
-        doc: "most values in one in.() list",
-    },
-    Key {
-        name: "limits.max_connections",
-        env: "ROWGATE_LIMITS_MAX_CONNECTIONS",
-        doc: "most open connections (then 503)",
-    },
-    Key {
-        name: "supervisor.workers",
-        env: "ROWGATE_SUPERVISOR_WORKERS",
-        doc: "worker processes (0 = one process, no supervisor)",
-    },
-    Key {
-        name: "supervisor.pid_file",
-        env: "ROWGATE_SUPERVISOR_PID_FILE",
-        doc: "supervisor pid file (state in the same path + .json)",
-    },
-    Key {
-        name: "supervisor.max_requests",
-        env: "ROWGATE_SUPERVISOR_MAX_REQUESTS",
-        doc: "replace a worker after this many requests (0 = never)",
-    },
-    Key {
-        name: "supervisor.max_rss_mb",
-        env: "ROWGATE_SUPERVISOR_MAX_RSS_MB",
-        doc: "replace a worker above this resident memory (0 = never)",
-    },
-    Key {
-        name: "metrics.enabled",
-        env: "ROWGATE_METRICS_ENABLED",
-        doc: "serve /metrics (Prometheus text)",
-    },
-    Key {
-        name: "metrics.loopback",
-        env: "ROWGATE_METRICS_LOOPBACK",
-        doc: "let loopback clients read /metrics without a token",
-    },
-    Key {
-        name: "realtime.retention_s",
-        env: "ROWGATE_REALTIME_RETENTION_S",
-        doc: "keep captured changes this long, in s",
-    },
-    Key {
-        name: "realtime.retention_rows",
-        env: "ROWGATE_REALTIME_RETENTION_ROWS",
-        doc: "keep at most this many captured changes",
-    },
-    Key {
-        name: "realtime.poll_ms",
-        env: "ROWGATE_REALTIME_POLL_MS",
-        doc: "look for outside writers' changes this often, in ms",
-    },
-    Key {
-        name: "realtime.prune_ms",
-        env: "ROWGATE_REALTIME_PRUNE_MS",
-        doc: "prune the change log this often, in ms",
-    },
-    Key {
-        name: "realtime.queue",
-        env: "ROWGATE_REALTIME_QUEUE",
-        doc: "events waiting per connection before it is closed (1013)",
-    },
-    Key {
-        name: "realtime.max_subscriptions",
-        env: "ROWGATE_REALTIME_MAX_SUBSCRIPTIONS",
-        doc: "tables one connection may subscribe to",
-    },
-    Key {
-        name: "realtime.max_message_bytes",
-        env: "ROWGATE_REALTIME_MAX_MESSAGE_BYTES",
-        doc: "largest client message (1009 beyond)",
-    },
-    Key {
-        name: "realtime.max_messages_per_s",
-        env: "ROWGATE_REALTIME_MAX_MESSAGES_PER_S",
-        doc: "client messages per second before closing (1008)",
-    },
-    Key {
-        name: "realtime.ping_s",
-        env: "ROWGATE_REALTIME_PING_S",
-        doc: "ping every realtime connection this often, in s (0 = never)",
-    },
-    Key {
-        name: "auth.secret_file",
-        env: "ROWGATE_AUTH_SECRET_FILE",
-        doc: "file of the server's master secret (created if missing)",
-    },
-    Key {
-        name: "auth.anon_role",
-        env: "ROWGATE_AUTH_ANON_ROLE",
-        doc: "role of requests without a token",
-    },
-    Key {
-        name: "auth.max_token_ttl_s",
-        env: "ROWGATE_AUTH_MAX_TOKEN_TTL_S",
-        doc: "longest token lifetime in seconds",
-    },
-    Key {
-        name: "rest.prefix",
-        env: "ROWGATE_REST_PREFIX",
-        doc: "URL prefix of the REST API",
-    },
-    Key {
-        name: "rest.max_rows",
-        env: "ROWGATE_REST_MAX_ROWS",
-        doc: "most rows a read returns (0 = unlimited)",
-    },
-    Key {
-        name: "rest.refuse_unfiltered_writes",
-        env: "ROWGATE_REST_REFUSE_UNFILTERED_WRITES",
-        doc: "refuse PATCH and DELETE without a filter (400 RG104)",
-    },
-    Key {
-        name: "limits.body_bytes",
-        env: "ROWGATE_LIMITS_BODY_BYTES",
-        doc: "largest request body in bytes",
-    },
-    Key {
-        name: "limits.max_headers",
-        env: "ROWGATE_LIMITS_MAX_HEADERS",
-        doc: "most request headers",
-    },
-    Key {
-        name: "limits.header_read_timeout_ms",
-        env: "ROWGATE_LIMITS_HEADER_READ_TIMEOUT_MS",
-        doc: "time to read request headers, in ms",
-    },
-    Key {
-        name: "limits.large_bodies",
-        env: "ROWGATE_LIMITS_LARGE_BODIES",
-        doc: "request bodies over 1 MiB handled at once per worker (more wait, then 503)",
-    },
-    Key {
-        name: "limits.body_read_timeout_ms",
-        env: "ROWGATE_LIMITS_BODY_READ_TIMEOUT_MS",
-        doc: "time to read a request body, in ms (408 and the connection closed beyond it)",
-    },
-    Key {
-        name: "limits.drain_timeout_ms",
-        env: "ROWGATE_LIMITS_DRAIN_TIMEOUT_MS",
-        doc: "time for in-flight requests on shutdown, in ms",
-    },
-];
+/// Every configuration key, read off the defaults: the structs above (field, doc, `Default`)
+/// are the one definition of a key. Each scalar or list value is a key; a list is given in the
+/// environment comma-separated.
+pub fn keys() -> Vec<Key> {
+    fn walk(table: &toml::Table, prefix: &str, out: &mut Vec<Key>) {
+        for (name, value) in table {
+            let name = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            match value {
+                _ if TABLE_KEYS.contains(&name.as_str()) => {}
+                toml::Value::Table(section) => walk(section, &name, out),
+                _ => out.push(Key {
+                    env: format!("ROWGATE_{}", name.to_ascii_uppercase().replace('.', "_")),
+                    name,
+                }),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(defaults) = toml::Table::try_from(Config::default()) {
+        walk(&defaults, "", &mut out);
+    }
+    out
+}
 
 /// The file layer of the configuration: a file on disk, or TOML built into the binary.
 pub enum Layer<'a> {
@@ -718,9 +527,9 @@ pub fn load(
             ConfigDir::Embedded(files),
         ),
     };
-    for key in KEYS {
-        if let Some(value) = env(key.env) {
-            set(&mut table, key.name, &value).with_context(|| format!("in {}", key.env))?;
+    for key in keys() {
+        if let Some(value) = env(&key.env) {
+            set(&mut table, &key.name, &value).with_context(|| format!("in {}", key.env))?;
         }
     }
     for (name, value) in overrides {
@@ -744,9 +553,10 @@ pub fn load(
     Ok(config)
 }
 
-/// Sets a dotted key from a string, typed like the key's default (numbers stay numbers).
+/// Sets a dotted key from a string, typed like the key's default (numbers stay numbers, a list
+/// is comma-separated).
 fn set(table: &mut toml::Table, name: &str, raw: &str) -> anyhow::Result<()> {
-    if !KEYS.iter().any(|k| k.name == name) {
+    if !keys().iter().any(|k| k.name == name) {
         bail!("unknown configuration key {name}");
     }
     let defaults = toml::Table::try_from(Config::default())?;
@@ -775,6 +585,13 @@ fn set(table: &mut toml::Table, name: &str, raw: &str) -> anyhow::Result<()> {
             raw.trim()
                 .parse()
                 .with_context(|| format!("{name} must be true or false, got {raw:?}"))?,
+        ),
+        Some(toml::Value::Array(_)) => toml::Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| toml::Value::String(item.to_string()))
+                .collect(),
         ),
         _ => toml::Value::String(raw.to_string()),
     };
@@ -902,15 +719,93 @@ mod tests {
     }
 
     #[test]
-    fn every_key_has_a_default() {
+    fn every_key_is_overridable_from_the_environment() {
+        let keys = keys();
+        let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        for expected in [
+            "listen",
+            "db.path",
+            "auth.issuer",
+            "auth.audience",
+            "auth.clients_poll_ms",
+            "auth.max_failures_per_minute",
+            "metrics.roles",
+            "realtime.tables",
+            "limits.max_connections",
+        ] {
+            assert!(names.contains(&expected), "{expected} in {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.starts_with("grants")));
+        // Each key set at once through its variable, to a value other than its default where
+        // the type allows: the loaded configuration has every one.
         let defaults = toml::Table::try_from(Config::default()).expect("defaults");
-        for key in KEYS {
+        let mut wanted = Vec::new();
+        for key in &keys {
             let mut node = &defaults;
             let parts: Vec<&str> = key.name.split('.').collect();
             for part in &parts[..parts.len() - 1] {
                 node = node[*part].as_table().expect("table");
             }
-            assert!(node.contains_key(parts[parts.len() - 1]), "{}", key.name);
+            let (raw, value) = match &node[parts[parts.len() - 1]] {
+                toml::Value::Integer(i) => ((i + 1).to_string(), toml::Value::Integer(i + 1)),
+                toml::Value::Boolean(b) => ((!b).to_string(), toml::Value::Boolean(!b)),
+                toml::Value::Array(_) => (
+                    " a, b ".to_string(),
+                    toml::Value::Array(vec!["a".into(), "b".into()]),
+                ),
+                toml::Value::String(text) => (text.clone(), toml::Value::String(text.clone())),
+                other => panic!("{}: unexpected default {other}", key.name),
+            };
+            wanted.push((key, raw, value));
+        }
+        let env = |name: &str| {
+            wanted
+                .iter()
+                .find(|(k, _, _)| k.env == name)
+                .map(|(_, raw, _)| raw.clone())
+        };
+        let loaded =
+            toml::Table::try_from(load(Layer::None, env, &[]).expect("load")).expect("toml");
+        for (key, _, value) in &wanted {
+            let mut node = &loaded;
+            let parts: Vec<&str> = key.name.split('.').collect();
+            for part in &parts[..parts.len() - 1] {
+                node = node[*part].as_table().expect("table");
+            }
+            assert_eq!(&node[parts[parts.len() - 1]], value, "{}", key.env);
+        }
+    }
+
+    /// The README's table of keys and the structure agree, both ways: every documented key
+    /// exists with the variable the README gives, and every key is documented.
+    #[test]
+    fn the_readme_documents_every_key() {
+        let readme = include_str!("../../../README.md");
+        let documented: Vec<(String, String)> = readme
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let key = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+                let env = cells.get(2)?.strip_prefix('`')?.strip_suffix('`')?;
+                env.starts_with("ROWGATE_")
+                    .then(|| (key.to_string(), env.to_string()))
+            })
+            .collect();
+        let keys = keys();
+        for (name, env) in &documented {
+            let key = keys.iter().find(|k| k.name == *name);
+            assert_eq!(
+                key.map(|k| k.env.as_str()),
+                Some(env.as_str()),
+                "README: {name}"
+            );
+        }
+        for key in &keys {
+            assert!(
+                documented.iter().any(|(name, _)| *name == key.name),
+                "{} is not in the README's table of keys",
+                key.name
+            );
         }
     }
 }
