@@ -351,6 +351,9 @@ pub struct RestConfig {
     /// Refuse PATCH and DELETE without any filter (400 `RG104`) instead of changing the whole
     /// table (PostgREST's behaviour, the default).
     pub refuse_unfiltered_writes: bool,
+    /// Answer a `Server-Timing` header naming each stage of a table request and its duration
+    /// (`auth`, `parse`, `plan`, `db`, `respond`), as PostgREST's `server-timing-enabled`.
+    pub server_timing: bool,
 }
 
 /// `[limits]`
@@ -423,6 +426,7 @@ impl Default for RestConfig {
             prefix: "/api".into(),
             max_rows: 0,
             refuse_unfiltered_writes: false,
+            server_timing: false,
         }
     }
 }

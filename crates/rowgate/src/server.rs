@@ -191,7 +191,16 @@ pub async fn dispatch(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> R
     };
     app.metrics.response(response.status().as_u16());
     let millis = started.elapsed().as_secs_f64() * 1000.0;
-    if let Ok(v) = HeaderValue::from_str(&format!("total;dur={millis:.3}")) {
+    // after the stages of a table request, when they are timed (`rest.server_timing`)
+    let total = match response
+        .headers()
+        .get("server-timing")
+        .map(HeaderValue::to_str)
+    {
+        Some(Ok(stages)) => format!("{stages}, total;dur={millis:.3}"),
+        _ => format!("total;dur={millis:.3}"),
+    };
+    if let Ok(v) = HeaderValue::from_str(&total) {
         response.headers_mut().insert("server-timing", v);
     }
     response
@@ -267,7 +276,9 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
             openapi::reply(app, &parts.headers, &principal)
         }
         Route::Table | Route::Item => {
+            let mut timing = crate::api::timing::Timing::start(app.config.rest.server_timing);
             let principal = app.auth.authenticate(&parts.headers)?;
+            timing.mark("auth");
             // the slot of a large body is held until the answer; the bytes go to the handler,
             // which may drop them once planned
             let crate::app::AdmittedBody { bytes, _slot } = app.read_body(&parts, body).await?;
@@ -281,6 +292,7 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
                     key: key.as_deref(),
                 },
                 &principal,
+                &mut timing,
             )
             .await
         }

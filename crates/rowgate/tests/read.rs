@@ -1129,7 +1129,47 @@ async fn json_paths(b: Backend) {
     assert_error(r, 400, code).await;
 }
 
+/// `rest.server_timing`: each table answer names its stages and their durations in
+/// `Server-Timing`, before the `total` every answer has (errors and the default configuration
+/// carry the total only).
+async fn server_timing_names_the_stages(b: Backend) {
+    let s = TestServer::start_with(b, |c| c.rest.server_timing = true).await;
+    for r in [
+        s.get("/team?select=name&order=team_id")
+            .send()
+            .await
+            .expect("read"),
+        s.patch("/team?team_id=eq.1", json!({"points": 1}))
+            .send()
+            .await
+            .expect("write"),
+    ] {
+        assert!(r.status().is_success(), "{}", r.status());
+        let timing = header(&r, "server-timing");
+        let names: Vec<&str> = timing
+            .split(", ")
+            .map(|stage| {
+                let (name, dur) = stage.split_once(";dur=").expect("name;dur=ms");
+                assert!(dur.parse::<f64>().is_ok_and(|ms| ms >= 0.0), "{timing}");
+                name
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["auth", "parse", "plan", "db", "respond", "total"],
+            "{timing}"
+        );
+    }
+    let r = s.get("/nope").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 404);
+    assert!(header(&r, "server-timing").starts_with("total;dur="));
+    let plain = TestServer::start(b).await;
+    let r = plain.get("/team").send().await.expect("request");
+    assert!(header(&r, "server-timing").starts_with("total;dur="));
+}
+
 backend_tests!(
+    server_timing_names_the_stages,
     json_paths,
     select_columns_alias_cast_star,
     comparison_operators_with_and_without_not,

@@ -4,13 +4,11 @@
 //! an inserted or updated row must satisfy it, and an upsert may not take over a row outside it.
 //! The checks are `Forbid` steps run in the write's own transaction, before the write.
 
-use http::Method;
 use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{Constant, InsertStmt, OnConflict, Sql, UpdateStmt};
 use rowgate_query::{Condition, Operand, Operator, Value};
 
 use super::plan;
-use super::request::{Prefer, Resolution, Return};
 use crate::auth::policy::{columns_of, denied, Grant, Op};
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
@@ -28,31 +26,16 @@ pub struct Guard<'a> {
 }
 
 impl<'a> Guard<'a> {
-    /// Checks that `principal` may do what `method` (with `prefer`) does to `table`.
+    /// Checks that `principal` may do each of `ops` to `table`.
     pub fn new(
         policy: &'a crate::auth::policy::Policy,
         principal: &'a Principal,
         table: &Table,
-        method: &Method,
-        prefer: &Prefer,
+        ops: &[Op],
         d: &dyn Dialect,
     ) -> Result<Guard<'a>, ApiError> {
-        let mut ops = match *method {
-            Method::POST if prefer.resolution == Some(Resolution::Merge) => {
-                vec![Op::Insert, Op::Update]
-            }
-            Method::POST => vec![Op::Insert],
-            Method::PATCH => vec![Op::Update],
-            Method::DELETE => vec![Op::Delete],
-            Method::PUT => vec![Op::Insert, Op::Update],
-            _ => vec![Op::Select],
-        };
-        let writes = ops[0] != Op::Select;
-        if writes && prefer.return_ == Return::Representation {
-            ops.push(Op::Select);
-        }
         let mut grant = None;
-        for op in ops {
+        for &op in ops {
             grant = Some(policy.check(principal, &table.name, op)?);
         }
         let grant = grant.ok_or_else(|| denied(principal))?;

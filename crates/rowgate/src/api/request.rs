@@ -15,6 +15,163 @@ use serde_json::Value as Json;
 use crate::config::LimitsConfig;
 use crate::error::{ApiError, ErrorCode};
 
+/// What a table request asks, by method and URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// GET or HEAD of the collection, or of the item with this key.
+    Read {
+        /// The item URL's key segment.
+        key: Option<&'a str>,
+    },
+    /// POST to the collection.
+    Insert,
+    /// PATCH of the rows the filters select, or of an item.
+    Update {
+        /// The item URL's key segment.
+        key: Option<&'a str>,
+    },
+    /// DELETE of the rows the filters select, or of an item.
+    Delete {
+        /// The item URL's key segment.
+        key: Option<&'a str>,
+    },
+    /// PUT of one row by its full key (the item URL's, or `pk=eq.v` filters).
+    Upsert {
+        /// The item URL's key segment.
+        key: Option<&'a str>,
+    },
+    /// Anything else (a POST to an item URL, OPTIONS, …): 405 once the table is known.
+    Unsupported {
+        /// The item URL's key segment.
+        key: Option<&'a str>,
+    },
+}
+
+impl<'a> Action<'a> {
+    /// The action of `method` on the collection, or on the item `key`.
+    pub fn of(method: &Method, key: Option<&'a str>) -> Action<'a> {
+        match *method {
+            Method::GET | Method::HEAD => Action::Read { key },
+            Method::POST if key.is_none() => Action::Insert,
+            Method::PATCH => Action::Update { key },
+            Method::DELETE => Action::Delete { key },
+            Method::PUT => Action::Upsert { key },
+            _ => Action::Unsupported { key },
+        }
+    }
+
+    /// The item URL's key segment, if any.
+    pub fn key(self) -> Option<&'a str> {
+        match self {
+            Action::Read { key }
+            | Action::Update { key }
+            | Action::Delete { key }
+            | Action::Upsert { key }
+            | Action::Unsupported { key } => key,
+            Action::Insert => None,
+        }
+    }
+}
+
+/// A table request parsed once (stage 1, `parse`): the action, its table, the query string,
+/// the preferences and the negotiated media type, the conditional headers and the body. Nothing
+/// here knows the schema: the plan stage resolves it.
+pub struct ApiRequest<'a> {
+    /// What is asked.
+    pub action: Action<'a>,
+    /// The table or view the URL names.
+    pub table: &'a str,
+    /// The query string.
+    pub query: Query,
+    /// `Prefer`.
+    pub prefer: Prefer,
+    /// The media type of the answer.
+    pub media: MediaType,
+    /// `Range` (reads).
+    pub range: Option<ItemRange>,
+    /// The method, as sent.
+    pub method: &'a Method,
+    /// The headers (content type, conditional requests).
+    pub headers: &'a HeaderMap,
+    /// The body (empty once the plan holds its values).
+    pub body: Bytes,
+}
+
+impl<'a> ApiRequest<'a> {
+    /// Parses the request for `table` (and item `key`) within `limits`.
+    pub fn parse(
+        parts: &'a http::request::Parts,
+        table: &'a str,
+        key: Option<&'a str>,
+        body: Bytes,
+        limits: &LimitsConfig,
+    ) -> Result<ApiRequest<'a>, ApiError> {
+        let query = parse_query(parts.uri.query())?;
+        check_limits(&query, limits)?;
+        let prefer = Prefer::parse(&parts.headers)?;
+        let action = Action::of(&parts.method, key);
+        let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
+        let (media, range) = match action {
+            Action::Read { .. } => (
+                negotiate(&parts.headers, &offered)?,
+                parse_range(&parts.headers)?,
+            ),
+            // A singular `Accept` guards every write, whatever it returns: unless exactly one
+            // row is affected, the write answers 406 and commits nothing (as PostgREST).
+            // Without a representation the other media types do not matter.
+            _ if prefer.return_ == Return::Representation => {
+                (negotiate(&parts.headers, &offered)?, None)
+            }
+            _ => (
+                negotiate(&parts.headers, &offered).unwrap_or(MediaType::Json),
+                None,
+            ),
+        };
+        Ok(ApiRequest {
+            action,
+            table,
+            query,
+            prefer,
+            media,
+            range,
+            method: &parts.method,
+            headers: &parts.headers,
+            body,
+        })
+    }
+
+    /// `If-Match` values, when the header is present.
+    pub fn if_match(&self) -> Option<Vec<String>> {
+        let values: Vec<String> = self
+            .headers
+            .get_all(header::IF_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|t| t.trim().to_string())
+            .collect();
+        (!values.is_empty()).then_some(values)
+    }
+
+    /// Whether `If-None-Match` names `tag` (or `*`).
+    pub fn if_none_match(&self, tag: &str) -> bool {
+        if_none_match(self.headers, tag)
+    }
+}
+
+/// Whether `If-None-Match` names `tag` (or `*`).
+pub fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.trim();
+            t == "*" || t.trim_start_matches("W/") == tag
+        })
+}
+
 /// What the client wants back from a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Return {

@@ -1,13 +1,14 @@
-//! Stage 5, respond: status, headers (`Content-Range`, `ETag`, `Preference-Applied`) and body of
+//! Stage 4, respond: status, headers (`Content-Range`, `ETag`, `Preference-Applied`) and body of
 //! an answer, turned into an HTTP response. Errors become `{code, message, details, hint}`.
 
 use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, StatusCode};
 use http_body_util::Full;
 
-use super::request::MediaType;
+use super::request::{ApiRequest, Count, MediaType, Return};
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::etag;
+use crate::job::{expect_one, unwrap_single, Output};
 
 /// The HTTP response type of the whole server: a whole body, or a stream (Server-Sent Events).
 pub type Response = http::Response<Body>;
@@ -187,6 +188,164 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
+}
+
+/// How a request's outcome becomes its answer: what the plan stage knows that the outcome
+/// does not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Rows of a read; an item (404 when there is none) or a singular object is one row with
+    /// an `ETag`.
+    Read {
+        /// Whether the URL names an item.
+        item: bool,
+        /// The table's name (for the 404 of a missing item).
+        table: String,
+        /// The page's first row.
+        offset: u64,
+    },
+    /// 201, with a representation or a `Location` built from the returned key.
+    Insert {
+        /// `/{prefix}/{table}?`, to which the key filters are appended.
+        location: String,
+        /// The primary-key columns.
+        key: Vec<String>,
+    },
+    /// PATCH or DELETE: 200 with the rows, or 204.
+    Modify,
+    /// PUT: 200 with the row (an object for an item URL), or 204.
+    Upsert {
+        /// Whether the URL names an item.
+        item: bool,
+    },
+}
+
+/// Stage 4, respond: the answer to `request` from its job's `outcome`.
+pub fn answer(
+    request: &ApiRequest<'_>,
+    answer: Answer,
+    mut outcome: Output,
+) -> Result<Reply, ApiError> {
+    let (media, prefer) = (request.media, &request.prefer);
+    let rows = outcome.row_count;
+    let body = std::mem::take(&mut outcome.rows);
+    let single = |body: &[u8]| Bytes::copy_from_slice(unwrap_single(body));
+    match answer {
+        Answer::Read {
+            item,
+            table,
+            offset,
+        } => {
+            if item || media == MediaType::SingleObject {
+                if item && rows == 0 {
+                    return Err(ApiError::new(
+                        ErrorCode::NotFound,
+                        format!("no row of '{table}' has this key"),
+                    ));
+                }
+                expect_one(rows)?;
+                let body = single(&body);
+                let tag = etag(&body);
+                if request.if_none_match(&tag) {
+                    return Ok(Reply::not_modified(tag));
+                }
+                return Ok(Reply::new(StatusCode::OK, media, body).header(header::ETAG, tag));
+            }
+            let total = outcome.count;
+            if let Some(total) = total {
+                if offset > total {
+                    return Err(ApiError::new(
+                        ErrorCode::RangeNotSatisfiable,
+                        "Requested range not satisfiable",
+                    )
+                    .details(format!(
+                        "An offset of {offset} was requested, but there are only {total} rows."
+                    )));
+                }
+            }
+            let status = match total {
+                Some(total) if offset > 0 || offset + rows < total => StatusCode::PARTIAL_CONTENT,
+                _ => StatusCode::OK,
+            };
+            let mut reply = Reply::new(status, media, Bytes::from(body))
+                .header(header::CONTENT_RANGE, content_range(offset, rows, total));
+            if let Some(c) = prefer.count {
+                reply = reply.applied(match c {
+                    Count::Exact => "count=exact",
+                    Count::Planned => "count=planned",
+                    Count::Estimated => "count=estimated",
+                });
+            }
+            Ok(reply)
+        }
+        Answer::Insert { location, key } => {
+            let reply = match prefer.return_ {
+                Return::Representation => {
+                    let body = if media == MediaType::SingleObject {
+                        single(&body)
+                    } else {
+                        Bytes::from(body)
+                    };
+                    Reply::new(StatusCode::CREATED, media, body)
+                }
+                Return::HeadersOnly => {
+                    let reply = Reply::empty(StatusCode::CREATED);
+                    match location_of(location, &key, &body) {
+                        Some(url) => reply.header(header::LOCATION, url),
+                        None => reply,
+                    }
+                }
+                Return::Minimal => Reply::empty(StatusCode::CREATED),
+            };
+            Ok(reply
+                .header(header::CONTENT_RANGE, format!("*/{}", outcome.affected))
+                .applied_all(&prefer.applied))
+        }
+        Answer::Modify => {
+            let reply = written(request, body, media == MediaType::SingleObject);
+            let range = match outcome.affected {
+                0 => "*/*".to_string(),
+                n => format!("0-{}/*", n - 1),
+            };
+            Ok(reply
+                .header(header::CONTENT_RANGE, range)
+                .applied_all(&prefer.applied))
+        }
+        Answer::Upsert { item } => {
+            let reply = written(request, body, item || media == MediaType::SingleObject);
+            Ok(reply.applied_all(&prefer.applied))
+        }
+    }
+}
+
+/// 200 with the written rows (one object when `one`) for `return=representation`, else 204.
+fn written(request: &ApiRequest<'_>, body: Vec<u8>, one: bool) -> Reply {
+    if request.prefer.return_ != Return::Representation {
+        return Reply::empty(StatusCode::NO_CONTENT);
+    }
+    let body = if one {
+        Bytes::copy_from_slice(unwrap_single(&body))
+    } else {
+        Bytes::from(body)
+    };
+    Reply::new(StatusCode::OK, request.media, body)
+}
+
+/// `Location: /api/table?pk=eq.v` for the first inserted row, from the returned key columns.
+fn location_of(mut url: String, key: &[String], returned: &[u8]) -> Option<String> {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(returned).ok()?;
+    let row = rows.first()?;
+    let mut ser = form_urlencoded::Serializer::new(String::new());
+    for col in key {
+        let v = match row.get(col)? {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        ser.append_pair(col, &format!("eq.{v}"));
+    }
+    url.push_str(&ser.finish());
+    Some(url)
 }
 
 /// `Content-Range` of a read: `first-last/total` (`*` when unknown or empty).

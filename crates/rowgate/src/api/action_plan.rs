@@ -1,0 +1,411 @@
+//! Stage 2, plan: a parsed [`ApiRequest`] resolved against the schema cache and the role's
+//! grant into the [`Job`] to run and the [`Answer`] to give from its outcome (PostgREST's
+//! `actionPlan`). The table and its columns are resolved here, the guard decides what the role
+//! may do, and the statements are rendered per dialect; nothing runs.
+
+use http::Method;
+use rowgate_query::render::{self, Dialect};
+use rowgate_query::stmt::{OutputColumn, Sql};
+use rowgate_query::{Condition, Operand, Query, SelectItem};
+
+use super::guard::Guard;
+use super::plan::{self, OutputShape};
+use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Resolution, Return};
+use super::respond::Answer;
+use super::rows::RowSink;
+use crate::auth::policy::{Op, Policy};
+use crate::auth::Principal;
+use crate::config::RestConfig;
+use crate::db::sqlite_job::Format;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::{Access, Job, Step};
+use crate::schema::{SchemaCache, Table};
+
+/// `count=estimated` counts exactly when the planner expects fewer rows than this.
+const ESTIMATE_EXACT_BELOW: u64 = 1000;
+
+/// What a request does: the job, and how its outcome is answered.
+pub struct ActionPlan {
+    /// The database work.
+    pub job: Job,
+    /// How the outcome becomes the answer.
+    pub answer: Answer,
+}
+
+/// What the plan stage needs besides the request.
+pub struct Context<'a> {
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// The grants.
+    pub policy: &'a Policy,
+    /// Who asks.
+    pub principal: &'a Principal,
+    /// The database's dialect.
+    pub dialect: &'a dyn Dialect,
+    /// `[rest]` settings.
+    pub rest: &'a RestConfig,
+}
+
+/// The table of a request: whole (for writes and the role's row filter), as the role may read
+/// it, and the role's guard.
+struct Tables<'a> {
+    full: &'a Table,
+    view: &'a Table,
+    guard: &'a Guard<'a>,
+}
+
+/// Plans `request`.
+pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, ApiError> {
+    let d = cx.dialect;
+    let full = plan::table(cx.schema, request.table)?;
+    let guard = Guard::new(cx.policy, cx.principal, full, &operations(request), d)?;
+    // The table as the role sees it: only the columns it may read (and filter and order by).
+    let view = guard.grant.view(full);
+    let tables = Tables {
+        full,
+        view: &view,
+        guard: &guard,
+    };
+    let item = request
+        .action
+        .key()
+        .map(|k| plan::item_filters(tables.view, k))
+        .transpose()?;
+    match request.action {
+        Action::Read { .. } => read(request, cx, &tables, item),
+        Action::Insert => insert(request, cx, &tables),
+        Action::Update { .. } | Action::Delete { .. } => modify(request, cx, &tables, item),
+        Action::Upsert { key } => put(request, cx, &tables, key),
+        Action::Unsupported { .. } => {
+            let allow = if full.is_view {
+                "GET, HEAD"
+            } else if item.is_some() {
+                "GET, HEAD, PUT, PATCH, DELETE"
+            } else {
+                "GET, HEAD, POST, PUT, PATCH, DELETE"
+            };
+            Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} is not allowed here", request.method),
+            )
+            .details(format!("allowed: {allow}")))
+        }
+    }
+}
+
+/// The operations the role needs on the table: the action's, and `select` when a write
+/// returns rows.
+fn operations(request: &ApiRequest<'_>) -> Vec<Op> {
+    let merge = request.prefer.resolution == Some(Resolution::Merge);
+    let post = *request.method == Method::POST;
+    let mut ops = match request.action {
+        Action::Insert if merge => vec![Op::Insert, Op::Update],
+        Action::Insert => vec![Op::Insert],
+        Action::Update { .. } => vec![Op::Update],
+        Action::Delete { .. } => vec![Op::Delete],
+        Action::Upsert { .. } => vec![Op::Insert, Op::Update],
+        // a POST to an item URL is refused (405) once the role may insert
+        Action::Unsupported { .. } if post && merge => vec![Op::Insert, Op::Update],
+        Action::Unsupported { .. } if post => vec![Op::Insert],
+        Action::Read { .. } | Action::Unsupported { .. } => vec![Op::Select],
+    };
+    if ops[0] != Op::Select && request.prefer.return_ == Return::Representation {
+        ops.push(Op::Select);
+    }
+    ops
+}
+
+fn format_of(media: MediaType) -> Format {
+    if media == MediaType::Csv {
+        Format::Csv
+    } else {
+        Format::Json
+    }
+}
+
+fn read(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    tables: &Tables<'_>,
+    item: Option<Vec<Condition>>,
+) -> Result<ActionPlan, ApiError> {
+    let d = cx.dialect;
+    let table = tables.view;
+    let prefer = &request.prefer;
+    let is_item = item.is_some();
+    let mut plan = plan::read(
+        table,
+        &request.query,
+        request.range,
+        prefer.count.is_some(),
+        cx.rest.max_rows,
+        item,
+        d,
+    )?;
+    let row_filter = &tables.guard.row_filter;
+    plan.select.filters.extend(row_filter.iter().cloned());
+    if let Some(count) = &mut plan.count {
+        count.filters.extend(row_filter.iter().cloned());
+    }
+    let mut steps = Vec::with_capacity(2);
+    if let Some(count) = &plan.count {
+        let exact = render::count(d, count);
+        steps.push(match prefer.count {
+            Some(Count::Planned) => Step::Estimate {
+                rows: render::matching_rows(d, count),
+                count: exact,
+                exact_below: None,
+            },
+            Some(Count::Estimated) => Step::Estimate {
+                rows: render::matching_rows(d, count),
+                count: exact,
+                exact_below: Some(ESTIMATE_EXACT_BELOW),
+            },
+            _ => Step::Count(exact),
+        });
+    }
+    steps.push(Step::Rows {
+        sql: render::select(d, &plan.select),
+        shape: Some(plan.shape),
+    });
+    let mut job = Job::new(Access::Read, steps);
+    job.format = format_of(request.media);
+    Ok(ActionPlan {
+        job,
+        answer: Answer::Read {
+            item: is_item,
+            table: table.name.clone(),
+            offset: plan.select.offset.unwrap_or(0),
+        },
+    })
+}
+
+/// What a write returns, from `Prefer: return=` and `select=`.
+fn returning(
+    d: &dyn Dialect,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
+    match prefer.return_ {
+        Return::Representation => plan::output(table, query.select.as_deref(), d),
+        Return::HeadersOnly if !table.primary_key.is_empty() => {
+            let pk: Vec<SelectItem> = table
+                .primary_key
+                .iter()
+                .map(|c| SelectItem::Column {
+                    name: c.clone(),
+                    path: Vec::new(),
+                    alias: None,
+                    cast: None,
+                })
+                .collect();
+            plan::output(table, Some(&pk), d)
+        }
+        _ => Ok((
+            Vec::new(),
+            OutputShape {
+                keys: Vec::new(),
+                kinds: Vec::new(),
+            },
+        )),
+    }
+}
+
+/// A write's job, with its checks: `max-affected` under `handling=strict`, and exactly one row
+/// for a singular-object answer.
+fn write_job(steps: Vec<Step>, prefer: &Prefer, media: MediaType) -> Job {
+    let mut job = Job::new(Access::Write, steps);
+    job.format = format_of(media);
+    job.max_affected = prefer.max_affected.filter(|_| prefer.strict);
+    job.exactly_one = media == MediaType::SingleObject;
+    job
+}
+
+/// The statement's step: its rows when they are returned, else run for its count.
+fn write_step(sql: Sql, shape: Option<OutputShape>) -> Step {
+    match shape {
+        Some(shape) => Step::Rows {
+            sql,
+            shape: Some(shape),
+        },
+        None => Step::Execute(sql),
+    }
+}
+
+fn insert(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    tables: &Tables<'_>,
+) -> Result<ActionPlan, ApiError> {
+    let d = cx.dialect;
+    let table = tables.full;
+    let (query, prefer) = (&request.query, &request.prefer);
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
+    let read = |sink: &mut dyn RowSink| {
+        super::request::read_rows(
+            request.headers,
+            &request.body,
+            query.columns.as_deref(),
+            sink,
+        )
+    };
+    let plan = plan::insert(
+        d,
+        table,
+        query,
+        (request.body.len(), read),
+        prefer,
+        cols,
+        shape,
+    )?;
+    let returns_rows = !plan.shape.keys.is_empty();
+    let mut steps = Vec::with_capacity(plan.stmts.len() * 2);
+    for mut stmt in plan.stmts {
+        tables.guard.check_writable(&stmt.columns)?;
+        steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+        // the rows move into the statement's parameters: a large body is held once more
+        let sql = render::insert(d, stmt);
+        steps.push(write_step(sql, returns_rows.then(|| plan.shape.clone())));
+    }
+    Ok(ActionPlan {
+        job: write_job(steps, prefer, request.media),
+        answer: Answer::Insert {
+            location: format!("{}/{}?", cx.rest.prefix, table.name),
+            key: table.primary_key.clone(),
+        },
+    })
+}
+
+/// The statement that reads an item's default representation (for `If-Match`), with the tags.
+fn if_match_step(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    tables: &Tables<'_>,
+    key: Vec<Condition>,
+) -> Result<Vec<Step>, ApiError> {
+    let mut steps = Vec::with_capacity(2);
+    if let Some(tags) = request.if_match() {
+        let d = cx.dialect;
+        let mut plan = plan::read(tables.view, &Query::default(), None, false, 0, Some(key), d)?;
+        plan.select
+            .filters
+            .extend(tables.guard.row_filter.iter().cloned());
+        steps.push(Step::IfMatch {
+            sql: render::select(d, &plan.select),
+            shape: plan.shape,
+            tags,
+        });
+    }
+    Ok(steps)
+}
+
+fn modify(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    tables: &Tables<'_>,
+    item: Option<Vec<Condition>>,
+) -> Result<ActionPlan, ApiError> {
+    let d = cx.dialect;
+    let table = tables.full;
+    let (query, prefer) = (&request.query, &request.prefer);
+    let returns_rows = prefer.return_ == Return::Representation;
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
+    let cols = if returns_rows { cols } else { Vec::new() };
+    if query.filters.is_empty() && item.is_none() && cx.rest.refuse_unfiltered_writes {
+        return Err(ApiError::new(
+            ErrorCode::UnfilteredWrite,
+            format!("{} without a filter would change every row", request.method),
+        )
+        .hint("add a filter (to change every row: ?id=not.is.null), or set rest.refuse_unfiltered_writes = false"));
+    }
+    let mut filters = plan::conditions(tables.view, &query.filters, d)?;
+    let mut steps = match &item {
+        Some(key) => if_match_step(request, cx, tables, key.clone())?,
+        None => Vec::with_capacity(1),
+    };
+    if let Some(key) = item {
+        filters.extend(key);
+    }
+    filters.extend(tables.guard.row_filter.iter().cloned());
+    if query.limit.is_some() || query.offset.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::QueryParse,
+            "limit and offset are not supported on PATCH and DELETE",
+        )
+        .hint("select the rows with filters instead"));
+    }
+    let sql = if matches!(request.action, Action::Update { .. }) {
+        let json = super::request::parse_body(request.headers, &request.body)?;
+        match plan::update(table, filters, &json, cols)? {
+            Some(stmt) => {
+                tables
+                    .guard
+                    .check_writable(stmt.set.iter().map(|(c, _)| c))?;
+                steps.extend(tables.guard.update_check(d, table, &stmt));
+                Some(render::update(d, &stmt))
+            }
+            None => None,
+        }
+    } else {
+        Some(render::delete(d, &plan::delete(table, filters, cols)?))
+    };
+    if let Some(sql) = sql {
+        steps.push(write_step(sql, returns_rows.then_some(shape)));
+    }
+    Ok(ActionPlan {
+        job: write_job(steps, prefer, request.media),
+        answer: Answer::Modify,
+    })
+}
+
+fn put(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    tables: &Tables<'_>,
+    key: Option<&str>,
+) -> Result<ActionPlan, ApiError> {
+    let d = cx.dialect;
+    let table = tables.full;
+    let (query, prefer) = (&request.query, &request.prefer);
+    let key_values: Vec<(String, String)> = match key {
+        Some(k) => {
+            if !query.filters.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidPut,
+                    "filters are not allowed on a PUT to an item URL",
+                ));
+            }
+            let filters = plan::item_filters(table, k)?;
+            table
+                .primary_key
+                .iter()
+                .cloned()
+                .zip(filters.iter().map(|f| match f {
+                    Condition::Pred(p) => match &p.operand {
+                        Operand::Scalar(s) => s.clone(),
+                        _ => String::new(),
+                    },
+                    _ => String::new(),
+                }))
+                .collect()
+        }
+        None => plan::put_key(table, query)?,
+    };
+    let mut steps = if_match_step(request, cx, tables, plan::key_filters(&key_values))?;
+    let json = super::request::parse_body(request.headers, &request.body)?;
+    let (cols, shape) = returning(d, tables.view, query, prefer)?;
+    let returns_rows = prefer.return_ == Return::Representation;
+    let cols = if returns_rows { cols } else { Vec::new() };
+    let mut stmt = plan::put(d, request.body.len(), table, &key_values, &json, cols)?;
+    tables.guard.check_writable(&stmt.columns)?;
+    steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+    let sql = render::insert(d, stmt);
+    steps.push(write_step(sql, returns_rows.then_some(shape)));
+    Ok(ActionPlan {
+        job: write_job(steps, prefer, request.media),
+        answer: Answer::Upsert {
+            item: key.is_some(),
+        },
+    })
+}
