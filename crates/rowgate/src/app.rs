@@ -10,28 +10,7 @@ use crate::config::Config;
 use crate::db::Database;
 use crate::resources::{self, Resources};
 
-/// What a URL path routes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// `/live`: the process is up.
-    Live,
-    /// `/ready`: the schema cache is loaded and the database answers.
-    Ready,
-    /// `/{prefix}/` and `/openapi.json`: the OpenAPI document.
-    OpenApi,
-    /// `/{prefix}/{table}`.
-    Table,
-    /// `/{prefix}/{table}/{key}`.
-    Item,
-    /// `/oauth/token`.
-    Token,
-    /// `/metrics`: Prometheus text.
-    Metrics,
-    /// `/realtime`: WebSocket change feeds.
-    Realtime,
-    /// `/realtime/sse`: one table's changes as Server-Sent Events.
-    RealtimeEvents,
-}
+pub use crate::routes::Route;
 
 /// Shared application state.
 pub struct App {
@@ -75,17 +54,13 @@ impl App {
     pub async fn new(config: Config, db: Arc<Database>) -> anyhow::Result<Arc<App>> {
         let mut router = matchit::Router::new();
         let prefix = &config.rest.prefix;
-        router.insert("/live", Route::Live)?;
-        router.insert("/ready", Route::Ready)?;
-        router.insert("/openapi.json", Route::OpenApi)?;
+        for &(path, route) in crate::routes::FIXED {
+            router.insert(path, route)?;
+        }
         router.insert(prefix.as_str(), Route::OpenApi)?;
         router.insert(format!("{prefix}/"), Route::OpenApi)?;
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
-        router.insert("/oauth/token", Route::Token)?;
-        router.insert("/metrics", Route::Metrics)?;
-        router.insert("/realtime", Route::Realtime)?;
-        router.insert("/realtime/sse", Route::RealtimeEvents)?;
         let metrics = Arc::new(crate::observe::Metrics::new());
         let realtime = crate::realtime::state::open(&config.realtime, &db, metrics.clone()).await?;
         let compiled = compile_resources(&config, &db).await?;

@@ -612,10 +612,11 @@ impl Config {
                 self.rest.prefix
             );
         }
-        if ["/live", "/ready", "/openapi.json"].contains(&self.rest.prefix.as_str()) {
+        if let Some(route) = crate::routes::reserved_by(&self.rest.prefix) {
             bail!(
-                "rest.prefix {:?} shadows a built-in route",
-                self.rest.prefix
+                "rest.prefix {:?} shadows the built-in route {route} ({} are reserved)",
+                self.rest.prefix,
+                crate::routes::RESERVED.join(", ")
             );
         }
         if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {
@@ -720,6 +721,19 @@ mod tests {
         let err =
             load(Layer::None, |_| None, &[("rest.prefix", "api".into())]).expect_err("prefix");
         assert!(format!("{err:#}").contains("rest.prefix"), "{err:#}");
+        // every built-in route is reserved, and what lies under it
+        for prefix in [
+            "/oauth",
+            "/metrics",
+            "/realtime",
+            "/ords",
+            "/live",
+            "/oauth/api",
+        ] {
+            let err = load(Layer::None, |_| None, &[("rest.prefix", prefix.into())])
+                .expect_err("a built-in route");
+            assert!(format!("{err:#}").contains("shadows"), "{prefix}: {err:#}");
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod observe;
 pub mod openapi;
 pub mod realtime;
 pub mod resources;
+pub mod routes;
 pub mod schema;
 pub mod server;
 pub mod supervisor;

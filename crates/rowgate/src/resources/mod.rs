@@ -24,17 +24,6 @@ use crate::config::Config;
 use declare::{ParamType, ResourceConfig, ResourceFile, Shape, Source};
 use params::Raw;
 
-/// Paths a resource may not take: the REST prefix is added from the configuration.
-const RESERVED: &[&str] = &[
-    "/oauth",
-    "/realtime",
-    "/live",
-    "/ready",
-    "/metrics",
-    "/openapi.json",
-    "/ords",
-];
-
 /// Most template instructions one rendering may run (bounds runaway templates).
 const TEMPLATE_FUEL: u64 = 50_000_000;
 
@@ -427,13 +416,13 @@ fn check_path(config: &Config, path: &str) -> anyhow::Result<()> {
         bail!("the path must start with '/'");
     }
     let prefix = config.rest.prefix.as_str();
-    for reserved in RESERVED.iter().copied().chain(std::iter::once(prefix)) {
-        let under = path
-            .strip_prefix(reserved)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-        if under {
-            bail!("the path shadows the built-in route {reserved} (the REST prefix, /oauth, /realtime, /live, /ready, /metrics, /openapi.json and /ords are reserved)");
-        }
+    let reserved = crate::routes::reserved_by(path)
+        .or_else(|| crate::routes::under(path, prefix).then_some(prefix));
+    if let Some(reserved) = reserved {
+        bail!(
+            "the path shadows the built-in route {reserved} (the REST prefix, {} are reserved)",
+            crate::routes::RESERVED.join(", ")
+        );
     }
     Ok(())
 }
