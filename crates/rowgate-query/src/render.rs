@@ -83,6 +83,29 @@ pub trait Dialect: Send + Sync {
         Value::Text(field.to_owned())
     }
 
+    /// Whether the database has `op` (PostgreSQL's array, range and full-text operators exist
+    /// only there).
+    fn supports(&self, op: Operator) -> bool;
+
+    /// Whether a JSON path may follow any column (SQLite's JSON functions read JSON text in any
+    /// text column); otherwise only a json or jsonb column has one.
+    fn json_paths_on_text(&self) -> bool;
+
+    /// Whether `[name]` quotes an identifier (SQLite; on PostgreSQL it is a subscript).
+    fn brackets_quote_identifiers(&self) -> bool;
+
+    /// Whether a bound parameter whose type the statement does not imply must be cast to be
+    /// typed (PostgreSQL: `$1::bigint`); SQLite takes values as they come.
+    fn types_parameters(&self) -> bool;
+
+    /// Whether a prepared statement says if it writes (SQLite's `sqlite3_stmt_readonly`);
+    /// otherwise it is judged from its words.
+    fn reports_read_only(&self) -> bool;
+
+    /// Whether the database has schemas to keep Rowgate's own tables apart (PostgreSQL: a
+    /// `rowgate` schema); otherwise they are named `_rowgate_…`.
+    fn has_schemas(&self) -> bool;
+
     /// Whether an insert's JSON rows are objects keyed by column name, read with the table's
     /// row type (PostgreSQL's `json_populate_recordset` converts each value to its column's
     /// type), rather than arrays of cells in column order (SQLite's `json_each`, `value ->> i`).
@@ -173,6 +196,30 @@ impl Dialect for Sqlite {
 
     fn rows_by_name(&self) -> bool {
         false
+    }
+
+    fn supports(&self, op: Operator) -> bool {
+        !op.postgres_only()
+    }
+
+    fn json_paths_on_text(&self) -> bool {
+        true
+    }
+
+    fn brackets_quote_identifiers(&self) -> bool {
+        true
+    }
+
+    fn types_parameters(&self) -> bool {
+        false
+    }
+
+    fn has_schemas(&self) -> bool {
+        false
+    }
+
+    fn reports_read_only(&self) -> bool {
+        true
     }
 
     fn values_insert_bytes(&self) -> usize {
@@ -271,6 +318,30 @@ impl Dialect for Postgres {
 
     fn rows_by_name(&self) -> bool {
         true
+    }
+
+    fn supports(&self, _: Operator) -> bool {
+        true
+    }
+
+    fn json_paths_on_text(&self) -> bool {
+        false
+    }
+
+    fn brackets_quote_identifiers(&self) -> bool {
+        false
+    }
+
+    fn types_parameters(&self) -> bool {
+        true
+    }
+
+    fn has_schemas(&self) -> bool {
+        true
+    }
+
+    fn reports_read_only(&self) -> bool {
+        false
     }
 
     fn values_insert_bytes(&self) -> usize {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::App;
-use crate::config::{self, Config, Layer};
+use crate::config::{self, Config, DbTarget, Layer};
 use crate::db::{Database, DbOptions, PgOptions};
 use crate::{demo, resources, server};
 
@@ -197,8 +197,8 @@ impl CommonArgs {
         }
         if let Some(db) = &self.db {
             // `--db` is the most specific choice: it replaces both keys of the lower layers
-            if crate::db::is_postgres_url(db) {
-                overrides.push(("db.url", db.clone()));
+            if let DbTarget::Postgres(url) = DbTarget::parse(db) {
+                overrides.push(("db.url", url));
             } else {
                 overrides.push(("db.path", db.clone()));
                 overrides.push(("db.url", String::new()));
@@ -231,7 +231,7 @@ pub fn main() -> anyhow::Result<()> {
             action: DbAction::Setup { db },
         } => {
             anyhow::ensure!(
-                crate::db::is_postgres_url(&db),
+                matches!(DbTarget::parse(&db), DbTarget::Postgres(_)),
                 "db setup is for PostgreSQL URLs"
             );
             tokio::runtime::Builder::new_current_thread()
@@ -247,13 +247,12 @@ pub fn main() -> anyhow::Result<()> {
         Command::Demo { action } => match action {
             DemoAction::Init { db, people } => {
                 let started = std::time::Instant::now();
-                let summary = if crate::db::is_postgres_url(&db) {
-                    tokio::runtime::Builder::new_current_thread()
+                let summary = match DbTarget::parse(&db) {
+                    DbTarget::Postgres(url) => tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?
-                        .block_on(demo::postgres::init(&db, people))?
-                } else {
-                    demo::init(Path::new(&db), people)?
+                        .block_on(demo::postgres::init(&url, people))?,
+                    DbTarget::Sqlite(path) => demo::init(&path, people)?,
                 };
                 for (table, rows) in summary.tables {
                     println!("{table:>10}: {rows} rows");
@@ -376,7 +375,8 @@ fn no_grants_warning(config: &Config) -> Option<&'static str> {
 fn check(config: &Config) -> anyhow::Result<()> {
     let path = &config.db.path;
     let policy = crate::auth::policy::Policy::compile(&config.grants)?;
-    let (resources, schema, against) = if crate::db::is_postgres_url(&path.to_string_lossy()) {
+    let on_postgres = matches!(config.db.target(), DbTarget::Postgres(_));
+    let (resources, schema, against) = if on_postgres {
         let (compiled, schema) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
@@ -551,7 +551,7 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
 /// Creates the demo database when `--demo` asks for it and it is missing; refuses a missing
 /// SQLite file unless `create` asks for an empty one.
 fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow::Result<()> {
-    let on_postgres = crate::db::is_postgres_url(&config.db.path.to_string_lossy());
+    let on_postgres = matches!(config.db.target(), DbTarget::Postgres(_));
     if args.demo && on_postgres {
         tracing::info!(
             "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
@@ -584,8 +584,7 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
 
 /// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.
 async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
-    let location = config.db.path.to_string_lossy().into_owned();
-    let db = if crate::db::is_postgres_url(&location) {
+    let db = if let DbTarget::Postgres(url) = config.db.target() {
         let opts = PgOptions {
             pool_size: config.db.pool_size,
             max_lifetime: Duration::from_secs(config.db.max_lifetime_s),
@@ -593,7 +592,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
             schemas: config.db.schema_list(),
         };
-        Database::open_postgres(&location, &opts)
+        Database::open_postgres(&url, &opts)
             .await
             .context("opening the PostgreSQL database")?
     } else {
@@ -605,7 +604,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             max_value_bytes: config.db.max_value_bytes,
         };
         Database::open_sqlite(&config.db.path, &opts)
-            .with_context(|| format!("opening database {location}"))?
+            .with_context(|| format!("opening database {}", config.db.path.display()))?
     };
     Ok(db)
 }
@@ -613,8 +612,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
 /// Reloads the schema cache on SIGUSR1, when the database's schema fingerprint changes, and, on
 /// PostgreSQL, at once on `NOTIFY rowgate, 'reload schema'` (see `rowgate db setup`).
 pub fn spawn_schema_watchers(app: &Arc<App>) {
-    let location = app.config.db.path.to_string_lossy().into_owned();
-    if crate::db::is_postgres_url(&location) {
+    if let DbTarget::Postgres(location) = app.config.db.target() {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         tokio::spawn(async move {
             loop {

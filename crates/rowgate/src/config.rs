@@ -146,7 +146,36 @@ pub struct DbConfig {
     pub schemas: String,
 }
 
+/// The database a configuration names, resolved once: a SQLite file or a PostgreSQL URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTarget {
+    /// A SQLite database file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection URL.
+    Postgres(String),
+}
+
+impl DbTarget {
+    /// What `location` names: a `postgres://` (or `postgresql://`) URL, else a SQLite file.
+    pub fn parse(location: &str) -> DbTarget {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            DbTarget::Postgres(location.to_string())
+        } else {
+            DbTarget::Sqlite(PathBuf::from(location))
+        }
+    }
+}
+
 impl DbConfig {
+    /// The database: `url` when set, else `path` (a file, or a PostgreSQL URL).
+    pub fn target(&self) -> DbTarget {
+        if self.url.is_empty() {
+            DbTarget::parse(&self.path.to_string_lossy())
+        } else {
+            DbTarget::parse(&self.url)
+        }
+    }
+
     /// The exposed PostgreSQL schemas.
     pub fn schema_list(&self) -> Vec<String> {
         self.schemas
@@ -544,8 +573,7 @@ pub fn load(
         .context("invalid configuration")?;
     config.dir = dir;
     if !config.db.url.is_empty() {
-        if !(config.db.url.starts_with("postgres://") || config.db.url.starts_with("postgresql://"))
-        {
+        if !matches!(DbTarget::parse(&config.db.url), DbTarget::Postgres(_)) {
             bail!(
                 "db.url must be a PostgreSQL URL (postgres://user@host:port/db), got {:?}; a SQLite file goes in db.path",
                 config.db.url
@@ -689,6 +717,12 @@ mod tests {
         let env = |name: &str| (name == "ROWGATE_DB_URL").then(|| url.to_string());
         let config = load(Layer::None, env, &[]).expect("load");
         assert_eq!(config.db.path, PathBuf::from(url));
+        assert_eq!(config.db.target(), DbTarget::Postgres(url.into()));
+        assert_eq!(
+            DbTarget::parse("postgresql://h/d"),
+            DbTarget::Postgres("postgresql://h/d".into())
+        );
+        assert_eq!(DbTarget::parse("pg.db"), DbTarget::Sqlite("pg.db".into()));
         // A SQLite file given on the command line (as `--db` does) replaces it.
         let config = load(
             Layer::None,
@@ -697,6 +731,7 @@ mod tests {
         )
         .expect("load");
         assert_eq!(config.db.path, PathBuf::from("x.db"));
+        assert_eq!(config.db.target(), DbTarget::Sqlite("x.db".into()));
         let err = load(Layer::None, |_| None, &[("db.url", "x.db".into())]).expect_err("bad");
         assert!(format!("{err:#}").contains("db.url must be a PostgreSQL URL"));
         let config =

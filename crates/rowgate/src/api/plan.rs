@@ -145,7 +145,7 @@ fn json_path_allowed(
     let is_json = table
         .column(name)
         .is_some_and(|c| c.json_kind == JsonKind::Json);
-    if path.is_empty() || is_json || dialect.name() == "sqlite" {
+    if path.is_empty() || is_json || dialect.json_paths_on_text() {
         return Ok(());
     }
     Err(ApiError::new(
@@ -174,7 +174,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
         Condition::Pred(p) => {
             let name = column(table, &p.column)?;
             json_path_allowed(table, &name, &p.path, dialect)?;
-            if p.op.postgres_only() && dialect.name() != "postgres" {
+            if !dialect.supports(p.op) {
                 return Err(ApiError::new(
                     ErrorCode::QueryParse,
                     format!(

@@ -83,7 +83,7 @@ fn hash_secret(pepper: &[u8], secret: &str) -> String {
 
 /// The client table's name in `d`'s SQL.
 fn table(d: &dyn Dialect) -> &'static str {
-    if d.name() == "postgres" {
+    if d.has_schemas() {
         "rowgate.clients"
     } else {
         "_rowgate_clients"
@@ -101,7 +101,7 @@ fn sql(text: String, params: Vec<Value>) -> Sql {
 pub async fn ensure_table(db: &Database) -> anyhow::Result<()> {
     let d = db.dialect();
     let mut steps = Vec::new();
-    if d.name() == "postgres" {
+    if d.has_schemas() {
         steps.push(Step::Execute(sql(
             "CREATE SCHEMA IF NOT EXISTS rowgate".into(),
             vec![],
@@ -126,7 +126,7 @@ pub async fn ensure_table(db: &Database) -> anyhow::Result<()> {
 /// Every client, by id (none when the table does not exist yet).
 pub async fn load(db: &Database) -> anyhow::Result<HashMap<String, Client>> {
     let d = db.dialect();
-    let exists = if d.name() == "postgres" {
+    let exists = if d.has_schemas() {
         "SELECT to_regclass('rowgate.clients') IS NOT NULL"
     } else {
         "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = '_rowgate_clients'"
@@ -221,7 +221,7 @@ pub async fn add(
 /// PostgreSQL cannot type a bare text parameter as a bigint in a VALUES list; SQLite needs no
 /// cast.
 fn cast_int(d: &dyn Dialect, placeholder: &str) -> String {
-    if d.name() == "postgres" {
+    if d.types_parameters() {
         format!("{placeholder}::bigint")
     } else {
         placeholder.to_string()

@@ -19,11 +19,6 @@ pub use postgres::{PgOptions, Postgres};
 pub(crate) use sqlite::register_regexp;
 pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
 
-/// Whether `db` names a PostgreSQL database rather than a SQLite file.
-pub fn is_postgres_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
-}
-
 /// A database backend.
 pub enum Database {
     /// A SQLite file.

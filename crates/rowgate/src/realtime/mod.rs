@@ -41,8 +41,7 @@ pub fn spawn(app: &Arc<App>) {
     let Some(realtime) = app.realtime.clone() else {
         return;
     };
-    let location = app.config.db.path.to_string_lossy().into_owned();
-    if crate::db::is_postgres_url(&location) {
+    if let crate::config::DbTarget::Postgres(location) = app.config.db.target() {
         // every node's tailer is woken by the capture trigger's NOTIFY
         let elsewhere = realtime.elsewhere.clone();
         tokio::spawn(async move {

@@ -211,11 +211,10 @@ fn compile_one(
         bail!("no method");
     }
     let get_only = methods.iter().all(|m| *m == Method::GET);
-    let postgres = dialect.name() == "postgres";
     let cast = |name: &str| {
         decl.params
             .get(name)
-            .filter(|_| postgres)
+            .filter(|_| dialect.types_parameters())
             .and_then(|p| p.kind.postgres_cast())
     };
 
@@ -349,7 +348,7 @@ fn compile_one(
         // PostgreSQL cannot say whether a statement writes: judged from its words, and a
         // resource answering anything but GET runs as a write (a SELECT may call a function
         // that writes); a GET runs read-only, so such a function fails it (405)
-        None if postgres => {
+        None if !dialect.reports_read_only() => {
             let mut writes = !get_only;
             for s in &statements {
                 writes |=

@@ -108,7 +108,7 @@ pub fn may_write(sql: &str, dialect: &dyn Dialect) -> Result<bool, SqlParamError
 /// a quoted identifier on SQLite only; on PostgreSQL it is a subscript).
 fn code_spans(sql: &str, dialect: &dyn Dialect) -> Result<Vec<Range<usize>>, SqlParamError> {
     let bytes = sql.as_bytes();
-    let brackets_quote = dialect.name() == "sqlite";
+    let brackets_quote = dialect.brackets_quote_identifiers();
     let mut spans = Vec::new();
     let (mut start, mut i) = (0, 0);
     while i < bytes.len() {

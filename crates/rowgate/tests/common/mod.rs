@@ -243,7 +243,9 @@ pub fn db_exec(db: &std::path::Path, sql: &str) {
 /// `LIKE` is made case-sensitive first, as the server does.
 pub fn db_rows(db: &std::path::Path, sql: &str) -> Vec<Vec<Option<String>>> {
     let location = db.to_string_lossy().into_owned();
-    if rowgate::db::is_postgres_url(&location) {
+    if let rowgate::config::DbTarget::Postgres(location) =
+        rowgate::config::DbTarget::parse(&location)
+    {
         // Its own thread and runtime: callable from sync setup code and from async tests alike.
         return std::thread::scope(|scope| {
             scope
