@@ -428,6 +428,30 @@ async fn outside_writers_produce_events(b: Backend) {
     s.stop().await;
 }
 
+/// A subscription's filter meets the same limits as a REST filter (list length, nesting).
+async fn subscription_filters_have_the_rest_limits(b: Backend) {
+    let s = server(b, "\n[limits]\nmax_list_items = 3\nmax_filter_depth = 2\n").await;
+    let mut ws = connect(&s, "").await;
+    for filter in [
+        "team_id=in.(1,2,3,4)",
+        "or=(team_id.eq.1,and(points.gt.1,or(points.lt.5,name.eq.x)))",
+    ] {
+        send(
+            &mut ws,
+            json!({"type": "subscribe", "table": "team", "filter": filter}),
+        )
+        .await;
+        let error = next(&mut ws).await;
+        assert_eq!(
+            (error["type"].as_str(), error["code"].as_str()),
+            (Some("error"), Some("RG102")),
+            "{filter}: {error}"
+        );
+    }
+    subscribe(&mut ws, "team", Some("team_id=in.(1,2,3)"), None).await;
+    s.stop().await;
+}
+
 /// Under `realtime.tables = ["*"]`, a table created while the server runs gets change capture
 /// once the schema is reloaded (on PostgreSQL the schema version used to stay 0, so a new table
 /// got no trigger until a restart).
@@ -970,6 +994,7 @@ backend_tests!(
     access_rules_apply_to_events,
     outside_writers_produce_events,
     tables_created_later_are_captured,
+    subscription_filters_have_the_rest_limits,
     concurrent_writers_every_event_once_in_order,
     stalled_consumer_is_closed_others_unaffected,
     bad_client_messages_are_closed,

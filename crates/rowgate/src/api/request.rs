@@ -107,7 +107,7 @@ impl<'a> ApiRequest<'a> {
         limits: &LimitsConfig,
     ) -> Result<ApiRequest<'a>, ApiError> {
         let query = parse_query(parts.uri.query())?;
-        check_limits(&query, limits)?;
+        check_limits(&query.filters, limits)?;
         let prefer = Prefer::parse(&parts.headers)?;
         let action = Action::of(&parts.method, key);
         let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
@@ -413,7 +413,10 @@ pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
 
 /// Refuses filters nested deeper than `limits.max_filter_depth` or lists longer than
 /// `limits.max_list_items` (400 `RG102`).
-pub fn check_limits(query: &Query, limits: &crate::config::LimitsConfig) -> Result<(), ApiError> {
+pub fn check_limits(
+    filters: &[Condition],
+    limits: &crate::config::LimitsConfig,
+) -> Result<(), ApiError> {
     fn walk(c: &Condition, depth: usize, worst: &mut (usize, usize)) {
         match c {
             Condition::Pred(p) => {
@@ -430,7 +433,7 @@ pub fn check_limits(query: &Query, limits: &crate::config::LimitsConfig) -> Resu
         }
     }
     let mut worst = (0, 0);
-    for c in &query.filters {
+    for c in filters {
         walk(c, 1, &mut worst);
     }
     if worst.0 > limits.max_filter_depth {

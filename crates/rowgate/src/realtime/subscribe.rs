@@ -2,9 +2,9 @@
 //! the WebSocket sessions and the Server-Sent Events streams.
 //!
 //! [`prepare`] checks a request against the configuration, the schema cache and the role's
-//! grant (table realtime, `select` granted, filter columns present and readable, filter
-//! evaluable in memory) and returns the filter to match (the client's AND the role's row
-//! filter) and the column view. [`replay`] reads `(since, last]` from
+//! grant through the same [`Guard`] as a REST read (table realtime, `select` granted, filter
+//! columns present and readable, the REST filter limits, filter evaluable in memory) and
+//! returns the filter to match (the client's AND the role's row filter) and the column view. [`replay`] reads `(since, last]` from
 //! the log in batches.
 
 use std::collections::HashSet;
@@ -14,6 +14,7 @@ use rowgate_query::ast::Condition;
 
 use super::capture::{self, Head};
 use super::hub::{classify, frame, Event, Hub, View};
+use crate::api::guard::Guard;
 use crate::app::App;
 use crate::auth::policy::{self, Op};
 use crate::auth::Principal;
@@ -54,7 +55,15 @@ pub fn prepare(
             format!("no table {table:?}"),
         ));
     };
-    let grant = app.auth.policy.check(principal, table, Op::Select)?;
+    // the same decision as a REST read of the table: the role's grant and row filter
+    let guard = Guard::new(
+        &app.auth.policy,
+        principal,
+        shape,
+        &[Op::Select],
+        app.db.dialect(),
+    )?;
+    let grant = guard.grant;
     let mut filter = match filter_text.map(str::trim).filter(|t| !t.is_empty()) {
         Some(text) => policy::parse_filter(text).map_err(|e| {
             ApiError::new(ErrorCode::QueryParse, "the filter could not be parsed")
@@ -62,6 +71,8 @@ pub fn prepare(
         })?,
         None => Vec::new(),
     };
+    // and the same limits as a REST filter
+    crate::api::request::check_limits(&filter, &app.config.limits)?;
     for condition in &filter {
         for column in policy::columns_of(condition) {
             if shape.column(column).is_none() || !grant.readable(column) {
@@ -81,7 +92,7 @@ pub fn prepare(
         )
         .details(e.to_string()));
     }
-    filter.extend(grant.row_filter(principal)?);
+    filter.extend(guard.row_filter);
     let readable: Option<HashSet<String>> = shape
         .columns
         .iter()
