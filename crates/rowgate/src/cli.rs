@@ -507,7 +507,6 @@ fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
             listener.local_addr()?,
             app.config.rest.prefix
         );
-        spawn_schema_watchers(&app);
         spawn_config_reloader(&app, args.clone());
         crate::worker::ignore_signals(&[crate::worker::FILE_SIZE_LIMIT]);
         server::run(listener, app, shutdown_signal()).await
@@ -523,7 +522,6 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
     io_runtime()?.block_on(async move {
         let app = start(config).await?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        spawn_schema_watchers(&app);
         crate::worker::ignore_signals(&[
             tokio::signal::unix::SignalKind::hangup(),
             crate::worker::FILE_SIZE_LIMIT,
@@ -572,13 +570,12 @@ fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow:
     Ok(())
 }
 
-/// Opens the database and builds the app (what `serve` and the tests share); keeps its view of
-/// the OAuth clients current.
+/// Opens the database, builds the app and starts its background tasks (what `serve` and the
+/// tests share).
 pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
     let db = open_database(&config).await?;
     let app = App::new(config, db).await?;
-    crate::auth::spawn_client_refresher(app.auth.clone(), app.db.clone());
-    crate::realtime::spawn(&app);
+    crate::tasks::start(&app);
     Ok(app)
 }
 
@@ -607,66 +604,6 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             .with_context(|| format!("opening database {}", config.db.path.display()))?
     };
     Ok(db)
-}
-
-/// Reloads the schema cache on SIGUSR1, when the database's schema fingerprint changes, and, on
-/// PostgreSQL, at once on `NOTIFY rowgate, 'reload schema'` (see `rowgate db setup`).
-pub fn spawn_schema_watchers(app: &Arc<App>) {
-    if let DbTarget::Postgres(location) = app.config.db.target() {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-        tokio::spawn(async move {
-            loop {
-                if let Err(e) = crate::db::postgres::listen_for_reloads(&location, &tx).await {
-                    tracing::debug!(error = %e, "schema notifications: reconnecting");
-                }
-                if tx.is_closed() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-        let app = app.clone();
-        tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                match app.db.reload_schema().await {
-                    Ok(_) => tracing::info!("NOTIFY: schema cache reloaded"),
-                    Err(e) => tracing::warn!(error = %e, "NOTIFY: schema reload failed"),
-                }
-            }
-        });
-    }
-    let poll = Duration::from_millis(app.config.db.schema_poll_ms);
-    if !poll.is_zero() {
-        let app = app.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(poll);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                match app.db.reload_schema_if_changed().await {
-                    Ok(true) => tracing::info!("schema changed: cache reloaded"),
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(error = %e, "schema check failed"),
-                }
-            }
-        });
-    }
-    #[cfg(unix)]
-    {
-        let app = app.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
-                return;
-            };
-            while usr1.recv().await.is_some() {
-                match app.db.reload_schema().await {
-                    Ok(_) => tracing::info!("SIGUSR1: schema cache reloaded"),
-                    Err(e) => tracing::warn!(error = %e, "SIGUSR1: schema reload failed"),
-                }
-            }
-        });
-    }
 }
 
 /// On SIGHUP: re-reads the configuration (file, environment, flags, as at start) and swaps in

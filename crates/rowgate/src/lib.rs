@@ -31,4 +31,5 @@ pub mod routes;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
+pub mod tasks;
 pub mod worker;

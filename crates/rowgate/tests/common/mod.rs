@@ -158,7 +158,6 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         let prefix = config.rest.prefix.clone();
         let app = rowgate::cli::start(config).await.expect("start");
-        rowgate::cli::spawn_schema_watchers(&app);
         let app_handle = app.clone();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(rowgate::server::run(listener, app, async move {
