@@ -108,6 +108,8 @@ pub struct ApiError {
     /// The database's SQLSTATE, when the database raised the error: it is the body's `code`
     /// (and, for [`ErrorCode::Database`], decides the status).
     pub sqlstate: Option<Box<str>>,
+    /// The methods a 405 allows (its `Allow` header).
+    pub allow: Option<Box<str>>,
 }
 
 #[derive(Serialize)]
@@ -127,6 +129,21 @@ impl ApiError {
             details: None,
             hint: None,
             sqlstate: None,
+            allow: None,
+        }
+    }
+
+    /// 405: `method` is not one of `allowed` here; the answer names them in `Allow` too (RFC
+    /// 9110 §15.5.6), for every route alike.
+    pub fn method_not_allowed(method: &http::Method, allowed: &[&str]) -> Self {
+        let list = allowed.join(", ");
+        ApiError {
+            allow: Some(list.clone().into()),
+            ..ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{method} is not allowed here"),
+            )
+            .details(format!("allowed: {list}"))
         }
     }
 
@@ -214,6 +231,7 @@ impl From<rowgate_query::ParseError> for ApiError {
             details: e.details,
             hint: e.hint,
             sqlstate: None,
+            allow: None,
         }
     }
 }

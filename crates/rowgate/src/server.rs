@@ -267,9 +267,9 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
         }
         Route::OpenApi => {
             if !(parts.method == Method::GET || parts.method == Method::HEAD) {
-                return Err(ApiError::new(
-                    ErrorCode::MethodNotAllowed,
-                    "the API description is read-only",
+                return Err(ApiError::method_not_allowed(
+                    &parts.method,
+                    &["GET", "HEAD"],
                 ));
             }
             let principal = app.auth.authenticate(&parts.headers)?;
@@ -302,9 +302,9 @@ async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<R
             let principal = app.auth.authenticate(&parts.headers)?;
             crate::observe::check_access(&app.config.metrics, &principal, peer)?;
             if !(parts.method == Method::GET || parts.method == Method::HEAD) {
-                return Err(ApiError::new(
-                    ErrorCode::MethodNotAllowed,
-                    "the metrics are read-only",
+                return Err(ApiError::method_not_allowed(
+                    &parts.method,
+                    &["GET", "HEAD"],
                 ));
             }
             if let Some(realtime) = &app.realtime {

@@ -75,4 +75,3 @@ fn spawn_schema_watchers(app: &Arc<App>) {
         });
     }
 }
-

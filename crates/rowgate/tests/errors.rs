@@ -725,8 +725,21 @@ async fn method_not_allowed(b: Backend) {
             .expect("request");
         let status = r.status().as_u16();
         assert_eq!(status, 405, "{method} {url}");
+        // every 405 names the methods it allows (RFC 9110), in the header and in the details
+        let allow = r
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("{method} {url}: no Allow"))
+            .to_string();
+        assert!(allow.contains("GET"), "{method} {url}: {allow}");
         let body: Value = r.json().await.expect("json");
         assert_shape(&body);
+        assert_eq!(
+            body["details"],
+            format!("allowed: {allow}"),
+            "{method} {url}"
+        );
     }
     // Views have no item URLs (no primary key).
     client_error(

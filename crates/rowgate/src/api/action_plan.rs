@@ -77,18 +77,14 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
         Action::Update { .. } | Action::Delete { .. } => modify(request, cx, &tables, item),
         Action::Upsert { key } => put(request, cx, &tables, key),
         Action::Unsupported { .. } => {
-            let allow = if full.is_view {
-                "GET, HEAD"
+            let allow: &[&str] = if full.is_view {
+                &["GET", "HEAD"]
             } else if item.is_some() {
-                "GET, HEAD, PUT, PATCH, DELETE"
+                &["GET", "HEAD", "PUT", "PATCH", "DELETE"]
             } else {
-                "GET, HEAD, POST, PUT, PATCH, DELETE"
+                &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
             };
-            Err(ApiError::new(
-                ErrorCode::MethodNotAllowed,
-                format!("{} is not allowed here", request.method),
-            )
-            .details(format!("allowed: {allow}")))
+            Err(ApiError::method_not_allowed(request.method, allow))
         }
     }
 }

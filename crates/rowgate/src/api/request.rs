@@ -153,10 +153,6 @@ impl<'a> ApiRequest<'a> {
         (!values.is_empty()).then_some(values)
     }
 
-    /// Whether `If-None-Match` names `tag` (or `*`).
-    pub fn if_none_match(&self, tag: &str) -> bool {
-        if_none_match(self.headers, tag)
-    }
 }
 
 /// Whether `If-None-Match` names `tag` (or `*`).

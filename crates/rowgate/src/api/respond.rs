@@ -181,6 +181,13 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if let Some(allow) = err
+        .allow
+        .as_deref()
+        .and_then(|a| HeaderValue::from_str(a).ok())
+    {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
     if err.status() == StatusCode::SERVICE_UNAVAILABLE {
         // The database is busy, restarting or out of connections: worth a retry shortly.
         response
@@ -244,12 +251,9 @@ pub fn answer(
                     ));
                 }
                 expect_one(rows)?;
-                let body = single(&body);
-                let tag = etag(&body);
-                if request.if_none_match(&tag) {
-                    return Ok(Reply::not_modified(tag));
-                }
-                return Ok(Reply::new(StatusCode::OK, media, body).header(header::ETAG, tag));
+                return Ok(tagged(request.headers, single(&body), |body| {
+                    Reply::new(StatusCode::OK, media, body)
+                }));
             }
             let total = outcome.count;
             if let Some(total) = total {
@@ -329,6 +333,16 @@ fn written(request: &ApiRequest<'_>, body: Vec<u8>, one: bool) -> Reply {
         Bytes::from(body)
     };
     Reply::new(StatusCode::OK, request.media, body)
+}
+
+/// A representation with a strong `ETag`, or 304 Not Modified when `If-None-Match` names it
+/// (tables and custom resources alike).
+pub fn tagged(headers: &http::HeaderMap, body: Bytes, reply: impl FnOnce(Bytes) -> Reply) -> Reply {
+    let tag = etag(&body);
+    if super::request::if_none_match(headers, &tag) {
+        return Reply::not_modified(tag);
+    }
+    reply(body).header(header::ETAG, tag)
 }
 
 /// `Location: /api/table?pk=eq.v` for the first inserted row, from the returned key columns.

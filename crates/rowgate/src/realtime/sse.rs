@@ -31,10 +31,7 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
             .hint("list tables in realtime.tables"));
     };
     if parts.method != Method::GET {
-        return Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            "the event stream is read with GET",
-        ));
+        return Err(ApiError::method_not_allowed(&parts.method, &["GET"]));
     }
     let query: Vec<(String, String)> = parts
         .uri

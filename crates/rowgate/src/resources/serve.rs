@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use super::declare::{Shape, Source};
 use super::params::{self, Raw};
 use super::{sql, template_error, Resource, Resources};
-use crate::api::respond::{etag, Reply};
+use crate::api::respond::{tagged, Reply};
 use crate::app::App;
 use crate::auth::policy::denied;
 use crate::auth::Principal;
@@ -41,11 +41,7 @@ pub async fn handle(
     };
     let Some(&(_, index)) = route.iter().find(|(m, _)| *m == method) else {
         let allow: Vec<&str> = route.iter().map(|(m, _)| m.as_str()).collect();
-        return Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            format!("{} is not allowed here", parts.method),
-        )
-        .details(format!("allowed: {}", allow.join(", "))));
+        return Err(ApiError::method_not_allowed(&parts.method, &allow));
     };
     let resource = &resources.list[index];
     if !resource.allows(&principal.role) {
@@ -221,16 +217,13 @@ fn respond(
         Shape::Value => Bytes::from(output.value.unwrap_or_else(|| b"null".to_vec())),
     };
     let cacheable = matches!(parts.method, Method::GET | Method::HEAD);
-    let tag = (cacheable && resource.etag).then(|| etag(&body));
-    if let Some(tag) = &tag {
-        if crate::api::if_none_match(&parts.headers, tag) {
-            return Ok(Reply::not_modified(tag.clone()));
-        }
-    }
-    let mut reply = Reply::typed(StatusCode::OK, resource.content_type.clone(), body);
-    if let Some(tag) = tag {
-        reply = reply.header(header::ETAG, tag);
-    }
+    let ok = |body| Reply::typed(StatusCode::OK, resource.content_type.clone(), body);
+    let mut reply = if cacheable && resource.etag {
+        // a 304 carries the Cache-Control the 200 would (RFC 9110 §15.4.5)
+        tagged(&parts.headers, body, ok)
+    } else {
+        ok(body)
+    };
     if let (true, Some(cc)) = (cacheable, &resource.cache_control) {
         reply = reply.header(header::CACHE_CONTROL, cc.to_str().unwrap_or_default());
     }
