@@ -531,16 +531,18 @@ async fn concurrent_writers_every_event_once_in_order(b: Backend) {
 /// A consumer that stops reading is cut off once its queue is full (with close 1013 when the
 /// frame still fits in its socket); a reading one gets every event.
 async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
+    const WRITES: i64 = 200;
     let s = server(b, "queue = 128\n").await;
     let mut stalled = connect(&s, "").await;
     let mut reading = connect(&s, "").await;
     subscribe(&mut stalled, "notes", None, None).await;
     subscribe(&mut reading, "notes", None, None).await;
-    let big = "x".repeat(32 * 1024);
+    // enough bytes to fill the stalled socket's buffers and its queue, in few durable writes
+    let big = "x".repeat(128 * 1024);
     let writer = {
         let (client, url, big) = (s.client.clone(), s.url("/notes"), big.clone());
         tokio::spawn(async move {
-            for id in 0..600 {
+            for id in 0..WRITES {
                 let r = client
                     .post(&url)
                     .json(&json!({"id": id, "owner": "x", "body": big}))
@@ -551,7 +553,7 @@ async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
             }
         })
     };
-    for expected in 0..600 {
+    for expected in 0..WRITES {
         assert_eq!(next(&mut reading).await["row"]["id"], expected);
     }
     writer.await.expect("writer");
@@ -572,7 +574,7 @@ async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
             Some(Err(_)) | None => break,
         }
     }
-    assert!(received < 600, "cut off: {received} of 600 events");
+    assert!(received < WRITES, "cut off: {received} of {WRITES} events");
     // the backlog, then a close frame saying why (issue 13, item 16), not a bare EOF
     assert_eq!(close_code, Some(1013), "after {received} events");
     let metrics = s
@@ -590,6 +592,8 @@ async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
             .any(|l| l.starts_with("rowgate_realtime_dropped_total") && !l.ends_with(" 0")),
         "{metrics}"
     );
+    // gone before the shutdown, which would wait for their close handshakes
+    drop((stalled, reading));
     s.stop().await;
 }
 

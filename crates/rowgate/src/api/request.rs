@@ -152,7 +152,6 @@ impl<'a> ApiRequest<'a> {
             .collect();
         (!values.is_empty()).then_some(values)
     }
-
 }
 
 /// Whether `If-None-Match` names `tag` (or `*`).
