@@ -123,6 +123,20 @@ impl Job {
     }
 }
 
+/// The `If-Match` check both backends make of an item's current representation (`rows` rows
+/// encoded in `body`): exactly one row whose ETag is one of `tags` (or `*`), else 412.
+pub fn check_if_match(rows: u64, body: &[u8], tags: &[String]) -> Result<(), ApiError> {
+    let holds = rows == 1 && {
+        let tag = etag(unwrap_single(body));
+        tags.iter().any(|t| t == "*" || *t == tag)
+    };
+    if holds {
+        Ok(())
+    } else {
+        Err(precondition_failed())
+    }
+}
+
 /// The answer to an `If-Match` that names none of the row's current ETags.
 pub fn precondition_failed() -> ApiError {
     ApiError::new(

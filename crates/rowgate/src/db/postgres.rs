@@ -19,7 +19,7 @@ use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::job::{etag, unwrap_single, Access, Format, Job, Output, OutputShape, Step};
+use crate::job::{Access, Format, Job, Output, OutputShape, Step};
 use crate::schema::SchemaCache;
 
 /// What `rowgate db setup` installs: an event trigger that sends `NOTIFY rowgate, 'reload
@@ -478,15 +478,7 @@ async fn check_if_match(
     tags: &[String],
 ) -> Result<(), ApiError> {
     let (json, n) = json_rows(client, current).await?;
-    let ok = n == 1 && {
-        let tag = etag(unwrap_single(json.as_bytes()));
-        tags.iter().any(|t| t == "*" || *t == tag)
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(crate::job::precondition_failed())
-    }
+    crate::job::check_if_match(n, json.as_bytes(), tags)
 }
 
 fn bound(params: &[Value]) -> Vec<AsText> {

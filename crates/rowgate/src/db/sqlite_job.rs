@@ -12,7 +12,7 @@ use rusqlite::{Connection, ToSql};
 use super::sqlite_error::map_error;
 use crate::error::ApiError;
 pub use crate::job::Format;
-use crate::job::{etag, unwrap_single, Access, Job, Output, OutputShape, Step};
+use crate::job::{Access, Job, Output, OutputShape, Step};
 use crate::schema::JsonKind;
 
 /// Result rows, encoded.
@@ -108,15 +108,7 @@ fn check_if_match(
     let mut out = Encoded::default();
     query_into(conn, current, shape, Format::Json, &mut out)?;
     finish(&mut out, Format::Json);
-    let ok = out.rows == 1 && {
-        let tag = etag(unwrap_single(&out.body));
-        tags.iter().any(|t| t == "*" || *t == tag)
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(crate::job::precondition_failed())
-    }
+    crate::job::check_if_match(out.rows, &out.body, tags)
 }
 
 /// Runs a statement that changes rows without returning them; returns the number changed.
