@@ -122,6 +122,22 @@ impl Operator {
             )
     }
 
+    /// Whether the operator compares the value with its operand by equality or order (`eq neq
+    /// gt gte lt lte in isdistinct`): the operand is read as a value of the compared type.
+    pub fn compares_values(self) -> bool {
+        matches!(
+            self,
+            Operator::Eq
+                | Operator::Neq
+                | Operator::Gt
+                | Operator::Gte
+                | Operator::Lt
+                | Operator::Lte
+                | Operator::In
+                | Operator::IsDistinct
+        )
+    }
+
     /// Whether the operator is a full-text match (`fts plfts phfts wfts`), which takes an optional
     /// language: `fts(english).word`.
     pub fn is_full_text(self) -> bool {

@@ -880,18 +880,7 @@ fn ends_in_json(path: &[JsonStep]) -> bool {
 /// Whether `p` compares a JSON value (a path ending in `->`) with literals by order or
 /// equality: both sides are then compared as JSON.
 fn json_comparison(p: &Predicate) -> bool {
-    ends_in_json(&p.path)
-        && matches!(
-            p.op,
-            Operator::Eq
-                | Operator::Neq
-                | Operator::Gt
-                | Operator::Gte
-                | Operator::Lt
-                | Operator::Lte
-                | Operator::In
-                | Operator::IsDistinct
-        )
+    ends_in_json(&p.path) && p.op.compares_values()
 }
 
 /// `col @@ to_tsquery([lang,] ?)` (or `plainto_`, `phraseto_`, `websearch_to_tsquery`); a column

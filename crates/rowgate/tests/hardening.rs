@@ -245,13 +245,16 @@ async fn values_are_checked_against_column_types(b: Backend) {
     )
     .await;
     let before = s.int("SELECT count(*) FROM team");
-    for (body, code) in [
-        (json!({"name": "T1", "points": "abc"}), "22P02"),
-        (json!({"name": "T2", "points": 1.5}), "22P02"),
-        (json!({"name": "T3", "points": {"a": 1}}), "22P02"),
-        (json!({"name": "T4", "points": true}), "22P02"),
+    for (path, body, code) in [
+        ("/team", json!({"name": "T1", "points": "abc"}), "22P02"),
+        ("/team", json!({"name": "T2", "points": 1.5}), "22P02"),
+        ("/team", json!({"name": "T3", "points": {"a": 1}}), "22P02"),
+        ("/team", json!({"name": "T4", "points": true}), "22P02"),
+        ("/days", json!({"day": "the first of may"}), "22007"),
+        ("/days", json!({"at": "soon"}), "22007"),
+        ("/days", json!({"ok": "maybe"}), "22P02"),
     ] {
-        let r = s.post("/team", body.clone()).send().await.expect("request");
+        let r = s.post(path, body.clone()).send().await.expect("request");
         let err = assert_error(r, 400, code).await;
         assert!(
             err["message"]
@@ -267,21 +270,6 @@ async fn values_are_checked_against_column_types(b: Backend) {
         .await
         .expect("request");
     assert_error(r, 400, "22P02").await;
-    for (body, code) in [
-        (json!({"day": "the first of may"}), "22007"),
-        (json!({"at": "soon"}), "22007"),
-        (json!({"ok": "maybe"}), "22P02"),
-    ] {
-        let r = s.post("/days", body.clone()).send().await.expect("request");
-        let err = assert_error(r, 400, code).await;
-        assert!(
-            err["message"]
-                .as_str()
-                .unwrap_or("")
-                .contains("invalid input syntax"),
-            "{body}: {err}"
-        );
-    }
     let r = s
         .post(
             "/days",

@@ -189,7 +189,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                     .column(&name)
                     .is_some_and(|c| !c.decl_type.eq_ignore_ascii_case("tsvector"))
                 || p.op.is_full_text() && !p.path.is_empty();
-            if p.path.is_empty() && compares_as_the_columns_type(p.op) {
+            if p.path.is_empty() && p.op.compares_values() {
                 check_operand(table, &name, &p.operand)?;
             }
             let is_bool = p.path.is_empty()
@@ -219,22 +219,6 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
             items: conditions(table, items, dialect)?,
         },
     })
-}
-
-/// Whether a filter with `op` reads its value as the column's type (patterns, `is` and the
-/// PostgreSQL-only operators have their own syntax).
-fn compares_as_the_columns_type(op: Operator) -> bool {
-    matches!(
-        op,
-        Operator::Eq
-            | Operator::Neq
-            | Operator::Gt
-            | Operator::Gte
-            | Operator::Lt
-            | Operator::Lte
-            | Operator::In
-            | Operator::IsDistinct
-    )
 }
 
 /// A filter's value (or list) checked against what the column accepts: `?team_id=eq.abc` is
