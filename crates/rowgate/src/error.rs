@@ -8,6 +8,8 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 use serde::Serialize;
 
+use crate::db::error::{DbError, Kind};
+
 /// The pipeline stage an error belongs to (for logs and docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -232,6 +234,67 @@ impl From<rowgate_query::ParseError> for ApiError {
             hint: e.hint,
             sqlstate: None,
             allow: None,
+        }
+    }
+}
+
+/// The one mapping of a database failure to an answer (sqlx's habit: the driver says what
+/// kind of failure it was, the edge says what the client sees).
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        let code = match e.kind {
+            Kind::UniqueViolation => ErrorCode::UniqueViolation,
+            Kind::ForeignKeyViolation => ErrorCode::ForeignKeyViolation,
+            Kind::NotNullViolation => ErrorCode::NotNullViolation,
+            Kind::CheckViolation => ErrorCode::CheckViolation,
+            Kind::InvalidRegex | Kind::TypeMismatch | Kind::UnknownName => ErrorCode::QueryParse,
+            Kind::ReadOnly => ErrorCode::ReadOnlyTransaction,
+            Kind::Timeout => ErrorCode::StatementTimeout,
+            Kind::TooComplex => ErrorCode::QueryTooComplex,
+            Kind::SchemaChanged => ErrorCode::SchemaChanged,
+            Kind::StorageFull => ErrorCode::StorageFull,
+            Kind::Unavailable => ErrorCode::Unavailable,
+            Kind::PreconditionFailed => ErrorCode::PreconditionFailed,
+            Kind::NotSingular { .. } => ErrorCode::SingularMismatch,
+            Kind::MaxAffected { .. } => ErrorCode::MaxAffectedExceeded,
+            Kind::Refused { anonymous: true } => ErrorCode::LoginRequired,
+            Kind::Refused { anonymous: false } => ErrorCode::PermissionDenied,
+            Kind::Internal => return ApiError::internal(e.message),
+            Kind::ResourceLimit => {
+                let sqlstate = e.sqlstate.as_deref().unwrap_or("53000");
+                let mut err = ApiError::database(sqlstate, e.message);
+                err.hint = e.hint;
+                return err;
+            }
+            Kind::InvalidValue | Kind::Other => {
+                let sqlstate = e.sqlstate.as_deref().unwrap_or("XX000");
+                let mut err = ApiError::database(sqlstate, e.message);
+                if !err.status().is_server_error() {
+                    err.details = e.detail;
+                    err.hint = e.hint;
+                }
+                return err;
+            }
+        };
+        let message = match e.kind {
+            // the same words on every backend; the database's own are the details
+            Kind::UniqueViolation
+            | Kind::ForeignKeyViolation
+            | Kind::NotNullViolation
+            | Kind::CheckViolation => code.describe().to_string(),
+            _ => e.message,
+        };
+        let hint = match e.kind {
+            Kind::ReadOnly => Some(
+                "SQL that writes needs a resource declared with method POST, PUT, PATCH or DELETE"
+                    .to_string(),
+            ),
+            _ => e.hint,
+        };
+        ApiError {
+            details: e.detail,
+            hint,
+            ..ApiError::new(code, message)
         }
     }
 }

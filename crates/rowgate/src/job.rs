@@ -7,7 +7,7 @@ use rowgate_query::stmt::Sql;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{ApiError, ErrorCode};
+use crate::db::error::{DbError, Kind};
 use crate::schema::JsonKind;
 
 /// Whether a job only reads (any reader connection) or writes (the writer's transaction,
@@ -71,8 +71,8 @@ pub enum Step {
     Forbid {
         /// `SELECT count(*) …` of the rows that break the rule.
         sql: Sql,
-        /// The refusal.
-        error: ApiError,
+        /// The refusal (of kind [`Kind::Refused`]).
+        error: DbError,
     },
 }
 
@@ -106,14 +106,14 @@ impl Job {
 
 impl Job {
     /// The checks after the steps: `max_affected` and `exactly_one` against the rows affected.
-    pub fn check(&self, affected: u64) -> Result<(), ApiError> {
+    pub fn check(&self, affected: u64) -> Result<(), DbError> {
         if let Some(max) = self.max_affected {
             if affected > max {
-                return Err(ApiError::new(
-                    ErrorCode::MaxAffectedExceeded,
+                return Err(DbError::new(
+                    Kind::MaxAffected { affected },
                     "Query result exceeds max-affected preference constraint",
                 )
-                .details(format!("The query affects {affected} rows")));
+                .detail(format!("The query affects {affected} rows")));
             }
         }
         if self.exactly_one {
@@ -125,7 +125,7 @@ impl Job {
 
 /// The `If-Match` check both backends make of an item's current representation (`rows` rows
 /// encoded in `body`): exactly one row whose ETag is one of `tags` (or `*`), else 412.
-pub fn check_if_match(rows: u64, body: &[u8], tags: &[String]) -> Result<(), ApiError> {
+pub fn check_if_match(rows: u64, body: &[u8], tags: &[String]) -> Result<(), DbError> {
     let holds = rows == 1 && {
         let tag = etag(unwrap_single(body));
         tags.iter().any(|t| t == "*" || *t == tag)
@@ -138,9 +138,9 @@ pub fn check_if_match(rows: u64, body: &[u8], tags: &[String]) -> Result<(), Api
 }
 
 /// The answer to an `If-Match` that names none of the row's current ETags.
-pub fn precondition_failed() -> ApiError {
-    ApiError::new(
-        ErrorCode::PreconditionFailed,
+pub fn precondition_failed() -> DbError {
+    DbError::new(
+        Kind::PreconditionFailed,
         "the row has changed (or is gone) since the ETag given in If-Match",
     )
     .hint("GET the row again for its current ETag")
@@ -185,15 +185,15 @@ pub fn etag(body: &[u8]) -> String {
 }
 
 /// Fails with 406 unless exactly one row was produced (singular object requests).
-pub fn expect_one(rows: u64) -> Result<(), ApiError> {
+pub fn expect_one(rows: u64) -> Result<(), DbError> {
     if rows == 1 {
         Ok(())
     } else {
-        Err(ApiError::new(
-            ErrorCode::SingularMismatch,
+        Err(DbError::new(
+            Kind::NotSingular { rows },
             "JSON object requested, multiple (or no) rows returned",
         )
-        .details(format!("The result contains {rows} rows")))
+        .detail(format!("The result contains {rows} rows")))
     }
 }
 

@@ -11,6 +11,7 @@ use rowgate_query::{Condition, Operand, Operator, Value};
 use super::plan;
 use crate::auth::policy::{columns_of, denied, Grant, Op};
 use crate::auth::Principal;
+use crate::db::{DbError, DbErrorKind};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::Step;
 use crate::schema::Table;
@@ -200,9 +201,21 @@ impl<'a> Guard<'a> {
     }
 
     fn forbid(&self, sql: Sql, why: &str) -> Step {
+        // the same refusal as a grant's, raised by the database step
+        let refusal = denied(self.principal);
+        let error = DbError::new(
+            DbErrorKind::Refused {
+                anonymous: self.principal.anonymous,
+            },
+            refusal.message,
+        )
+        .detail(why);
         Step::Forbid {
             sql,
-            error: denied(self.principal).details(why.to_string()),
+            error: DbError {
+                hint: refusal.hint,
+                ..error
+            },
         }
     }
 }

@@ -211,7 +211,7 @@ pub async fn add(
             client_id,
             client_secret: secret,
         }),
-        Err(e) if e.code == crate::error::ErrorCode::UniqueViolation => {
+        Err(e) if e.kind == crate::db::DbErrorKind::UniqueViolation => {
             bail!("a client named {name:?} exists already")
         }
         Err(e) => bail!("cannot add the client: {}", e.message),

@@ -2,22 +2,25 @@
 //! schema cache, health checks and reloads go through here too. SQLite (bundled) and
 //! PostgreSQL run the same jobs, each with its own interpreter.
 
+pub mod error;
 pub mod postgres;
+mod postgres_error;
 pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;
+mod tally;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use rowgate_query::render::{Dialect, Postgres as PostgresDialect, Sqlite as SqliteDialect};
 
-use crate::error::{ApiError, ErrorCode};
 use crate::job::{Job, Output};
 use crate::schema::SchemaCache;
+pub use error::{DbError, Kind as DbErrorKind};
 pub use postgres::{PgOptions, Postgres};
 pub(crate) use sqlite::register_regexp;
-pub use sqlite::{in_read_transaction, map_error, DbOptions, Sqlite};
+pub use sqlite::{in_read_transaction, DbOptions, Sqlite};
 
 /// A database backend.
 pub enum Database {
@@ -58,7 +61,7 @@ impl Database {
 
     /// Runs a job: a read on a read-only connection, a write in one transaction answered after
     /// it has committed.
-    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+    pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         match self {
             Database::Sqlite(db) => db.run(job).await,
             Database::Postgres(db) => db.run(job).await,
@@ -66,13 +69,13 @@ impl Database {
     }
 
     /// Answers when the database does.
-    pub async fn ping(&self) -> Result<(), ApiError> {
-        let unavailable = |_| ApiError::new(ErrorCode::Unavailable, "the database does not answer");
+    pub async fn ping(&self) -> Result<(), DbError> {
+        let unavailable = |_| DbError::unavailable("the database does not answer");
         match self {
             Database::Sqlite(db) => db
                 .read(|conn| {
                     conn.query_row("SELECT 1", [], |_| Ok(()))
-                        .map_err(map_error)
+                        .map_err(DbError::from)
                 })
                 .await
                 .map_err(unavailable),
@@ -81,7 +84,7 @@ impl Database {
     }
 
     /// Re-reads the schema and swaps it in; returns whether it changed.
-    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema(&self) -> Result<bool, DbError> {
         match self {
             Database::Sqlite(db) => db.reload_schema().await,
             Database::Postgres(db) => db.reload_schema().await,
@@ -89,7 +92,7 @@ impl Database {
     }
 
     /// Reloads the schema when the database says it changed.
-    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, DbError> {
         match self {
             Database::Sqlite(db) => db.reload_schema_if_changed().await,
             Database::Postgres(db) => db.reload_schema_if_changed().await,

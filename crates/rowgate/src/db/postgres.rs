@@ -18,7 +18,8 @@ use rowgate_query::Value;
 use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
-use crate::error::{ApiError, ErrorCode};
+use super::error::DbError;
+use super::tally::Tally;
 use crate::job::{Access, Format, Job, Output, OutputShape, Step};
 use crate::schema::SchemaCache;
 
@@ -268,31 +269,28 @@ impl Postgres {
         self.schema.load_full()
     }
 
-    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DbError> {
         self.pool.get().await.map_err(|e| {
             tracing::warn!(error = %e, "no PostgreSQL connection");
-            ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
+            DbError::unavailable("the database is unavailable; retry")
         })
     }
 
     /// Answers when the database does.
-    pub async fn ping(&self) -> Result<(), ApiError> {
+    pub async fn ping(&self) -> Result<(), DbError> {
         let client = self.client().await?;
-        client.simple_query("SELECT 1").await.map_err(map_error)?;
+        client.simple_query("SELECT 1").await?;
         Ok(())
     }
 
     /// Re-reads the schema and swaps it in; returns whether the set of tables changed.
-    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema(&self) -> Result<bool, DbError> {
         let client = self.client().await?;
         let fingerprint: String = client
             .query_one(FINGERPRINT, &[&self.schemas])
-            .await
-            .map_err(map_error)?
+            .await?
             .get(0);
-        let mut fresh = crate::schema::postgres::introspect(&client, &self.schemas)
-            .await
-            .map_err(map_error)?;
+        let mut fresh = crate::schema::postgres::introspect(&client, &self.schemas).await?;
         fresh.version = schema_version(&fingerprint);
         self.fingerprint.store(Arc::new(fingerprint));
         let changed = fresh.version != self.schema.load().version;
@@ -301,12 +299,11 @@ impl Postgres {
     }
 
     /// Reloads the schema when the exposed relations or columns changed since it was read.
-    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, DbError> {
         let client = self.client().await?;
         let now: String = client
             .query_one(FINGERPRINT, &[&self.schemas])
-            .await
-            .map_err(map_error)?
+            .await?
             .get(0);
         drop(client);
         if now == **self.fingerprint.load() {
@@ -333,7 +330,7 @@ impl Postgres {
 
     /// Runs a job on one pooled connection, in a transaction when it writes or has several
     /// steps (reads then see one snapshot).
-    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+    pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         let client = self.client().await?;
         let transaction = match job.access {
             Access::Write => Some("BEGIN READ WRITE"),
@@ -343,12 +340,12 @@ impl Postgres {
             Access::Read => None,
         };
         if let Some(begin) = transaction {
-            client.batch_execute(begin).await.map_err(map_error)?;
+            client.batch_execute(begin).await?;
         }
         let result = run_steps(&client, &job).await;
         if transaction.is_some() {
             let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            let ended = client.batch_execute(end).await.map_err(map_error);
+            let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
                 return Err(e);
             }
@@ -357,17 +354,19 @@ impl Postgres {
     }
 }
 
-async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Output, ApiError> {
+async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Output, DbError> {
     let mut rows = String::new();
-    let (mut row_count, mut affected, mut count, mut value) = (0u64, 0u64, None, None);
+    let mut tally = Tally::default();
     let mut csv_columns: Option<Vec<String>> = None;
     for step in &job.steps {
         match step {
             Step::IfMatch { sql, shape, tags } => check_if_match(client, sql, shape, tags).await?,
-            Step::Execute(sql) => affected += execute(client, &sql.text, &sql.params).await?,
+            Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
+            // the keys and JSON types come from the statement itself (its aliases and
+            // PostgreSQL's types): the shape SQLite needs to type its values is not needed here
             Step::Rows { sql, .. } => {
                 if job.format == Format::Csv && csv_columns.is_none() {
-                    let stmt = client.prepare_cached(&sql.text).await.map_err(map_error)?;
+                    let stmt = client.prepare_cached(&sql.text).await?;
                     csv_columns = Some(
                         stmt.columns()
                             .iter()
@@ -377,21 +376,10 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 }
                 let (json, n) = json_rows(client, sql).await?;
                 append_json_array(&mut rows, &json);
-                row_count += n;
-                if job.access == Access::Write {
-                    affected += n;
-                }
+                tally.returned(job.access, n);
             }
-            Step::Count(sql) => {
-                let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
-                count = Some(u64::try_from(n).unwrap_or(0));
-            }
-            Step::Forbid { sql, error } => {
-                let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
-                if n > 0 {
-                    return Err(error.clone());
-                }
-            }
+            Step::Count(sql) => tally.counted(count_of(client, sql).await?),
+            Step::Forbid { sql, error } => Tally::forbid(count_of(client, sql).await?, error)?,
             Step::Estimate {
                 rows,
                 count: exact,
@@ -403,14 +391,11 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 let estimate = plan[0]["Plan"]["Plan Rows"]
                     .as_f64()
                     .map(|n| n.max(0.0) as u64);
-                count = match (estimate, exact_below) {
-                    (Some(n), Some(limit)) if n >= *limit => Some(n),
-                    (Some(n), None) => Some(n),
-                    _ => {
-                        let n: i64 = query_one(client, &exact.text, &exact.params).await?.get(0);
-                        Some(u64::try_from(n).unwrap_or(0))
-                    }
-                };
+                tally.counted(match (estimate, exact_below) {
+                    (Some(n), Some(limit)) if n >= *limit => n,
+                    (Some(n), None) => n,
+                    _ => count_of(client, exact).await?,
+                });
             }
             Step::Value(sql) => {
                 let text = format!(
@@ -419,25 +404,24 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 );
                 let found = query_opt(client, &text, &sql.params).await?;
                 let json: Option<String> = found.and_then(|r| r.get(0));
-                value = Some(json.unwrap_or_else(|| "null".into()).into_bytes());
+                tally.valued(json.unwrap_or_else(|| "null".into()).into_bytes());
             }
         }
     }
     if rows.is_empty() {
         rows.push_str("[]");
     }
-    job.check(affected)?;
     let rows = match job.format {
         Format::Json => rows.into_bytes(),
         Format::Csv => json_to_csv(&rows, &csv_columns.unwrap_or_default())?,
     };
-    Ok(Output {
-        rows,
-        row_count,
-        count,
-        affected,
-        value,
-    })
+    tally.finish(job, rows)
+}
+
+/// The one integer of a `SELECT count(*) …`.
+async fn count_of(client: &deadpool_postgres::Object, sql: &Sql) -> Result<u64, DbError> {
+    let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Appends the elements of JSON array `json` to the array being built in `acc`.
@@ -461,7 +445,7 @@ fn append_json_array(acc: &mut String, json: &str) {
 async fn json_rows(
     client: &deadpool_postgres::Object,
     sql: &Sql,
-) -> Result<(String, u64), ApiError> {
+) -> Result<(String, u64), DbError> {
     let text = format!(
         "WITH _r AS ({}) SELECT coalesce('[' || string_agg(row_to_json(_r)::text, ',') || ']', '[]'), count(*) FROM _r",
         sql.text
@@ -476,7 +460,7 @@ async fn check_if_match(
     current: &Sql,
     _shape: &OutputShape,
     tags: &[String],
-) -> Result<(), ApiError> {
+) -> Result<(), DbError> {
     let (json, n) = json_rows(client, current).await?;
     crate::job::check_if_match(n, json.as_bytes(), tags)
 }
@@ -493,46 +477,46 @@ async fn execute(
     client: &deadpool_postgres::Object,
     text: &str,
     params: &[Value],
-) -> Result<u64, ApiError> {
-    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
+) -> Result<u64, DbError> {
+    let stmt = client.prepare_cached(text).await?;
     let values = bound(params);
     client
         .execute(&stmt, &refs(&values))
         .await
-        .map_err(map_error)
+        .map_err(DbError::from)
 }
 
 async fn query_one(
     client: &deadpool_postgres::Object,
     text: &str,
     params: &[Value],
-) -> Result<tokio_postgres::Row, ApiError> {
+) -> Result<tokio_postgres::Row, DbError> {
     query_opt(client, text, params)
         .await?
-        .ok_or_else(|| ApiError::internal("an aggregate query returned no row"))
+        .ok_or_else(|| DbError::internal("an aggregate query returned no row"))
 }
 
 async fn query_opt(
     client: &deadpool_postgres::Object,
     text: &str,
     params: &[Value],
-) -> Result<Option<tokio_postgres::Row>, ApiError> {
-    let stmt = client.prepare_cached(text).await.map_err(map_error)?;
+) -> Result<Option<tokio_postgres::Row>, DbError> {
+    let stmt = client.prepare_cached(text).await?;
     let values = bound(params);
     client
         .query_opt(&stmt, &refs(&values))
         .await
-        .map_err(map_error)
+        .map_err(DbError::from)
 }
 
 /// A JSON array of objects as CSV with a header line of `columns` (in the statement's order).
-fn json_to_csv(json: &str, columns: &[String]) -> Result<Vec<u8>, ApiError> {
+fn json_to_csv(json: &str, columns: &[String]) -> Result<Vec<u8>, DbError> {
     let rows: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_str(json).map_err(ApiError::internal)?;
+        serde_json::from_str(json).map_err(DbError::internal)?;
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(Vec::new());
-    writer.write_record(columns).map_err(ApiError::internal)?;
+    writer.write_record(columns).map_err(DbError::internal)?;
     for row in &rows {
         let fields: Vec<String> = columns
             .iter()
@@ -542,82 +526,9 @@ fn json_to_csv(json: &str, columns: &[String]) -> Result<Vec<u8>, ApiError> {
                 Some(other) => other.to_string(),
             })
             .collect();
-        writer.write_record(&fields).map_err(ApiError::internal)?;
+        writer.write_record(&fields).map_err(DbError::internal)?;
     }
-    writer.into_inner().map_err(ApiError::internal)
-}
-
-/// Maps a PostgreSQL error to the error a client sees (constraint errors as on SQLite).
-pub fn map_error(e: tokio_postgres::Error) -> ApiError {
-    let Some(db) = e.as_db_error() else {
-        tracing::warn!(error = %e, "PostgreSQL connection error");
-        return ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry");
-    };
-    let code = db.code().code();
-    let detail = db.detail().unwrap_or(db.message()).to_string();
-    let kind = match code {
-        "23505" => ErrorCode::UniqueViolation,
-        "23503" => ErrorCode::ForeignKeyViolation,
-        "23502" => ErrorCode::NotNullViolation,
-        "23514" => ErrorCode::CheckViolation,
-        "25006" => {
-            return ApiError::new(ErrorCode::ReadOnlyTransaction, db.message().to_string()).hint(
-                "SQL that writes needs a resource declared with method POST, PUT, PATCH or DELETE",
-            )
-        }
-        "57014" => {
-            return ApiError::new(
-                ErrorCode::StatementTimeout,
-                "canceling statement due to statement timeout",
-            )
-        }
-        "2201B" => {
-            return ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                .details(db.message().to_string())
-        }
-        c if c.starts_with("22") => return database_error(db),
-        "42P01" | "42703" => {
-            tracing::info!(message = db.message(), "the schema changed under a request");
-            return ApiError::new(
-                ErrorCode::SchemaChanged,
-                "the database schema changed; retry the request",
-            );
-        }
-        "42883" | "42804" => {
-            return ApiError::new(
-                ErrorCode::QueryParse,
-                "an operator or value does not fit the column's type",
-            )
-            .details(db.message().to_string())
-        }
-        // undefined object: in generated SQL only a text search language (`fts(klingon)`)
-        "42704" => {
-            return ApiError::new(ErrorCode::QueryParse, db.message().to_string())
-                .hint("name an installed text search configuration, e.g. english or simple")
-        }
-        "54001" | "54011" | "54023" => {
-            return ApiError::new(
-                ErrorCode::QueryTooComplex,
-                "the query is too large for the database",
-            )
-        }
-        c if c.starts_with("08") || c.starts_with("57P") || c == "53300" => {
-            return ApiError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
-        }
-        _ => return database_error(db),
-    };
-    ApiError::new(kind, kind.describe()).details(detail)
-}
-
-/// Any other error PostgreSQL raised, passed through as PostgREST does: its SQLSTATE as the
-/// code, its message, detail and hint.
-fn database_error(db: &tokio_postgres::error::DbError) -> ApiError {
-    let mut err = ApiError::database(db.code().code(), db.message());
-    if !err.status().is_server_error() {
-        err.details = db.detail().map(str::to_string);
-        err.hint = db.hint().map(str::to_string);
-    }
-    err
+    writer.into_inner().map_err(DbError::internal)
 }
 
 #[cfg(test)]

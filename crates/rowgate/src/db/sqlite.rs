@@ -2,7 +2,7 @@
 //! from one shared queue; one writer thread owns the only write connection and groups the write
 //! jobs waiting in its queue into one transaction (group commit), each job in its own savepoint,
 //! answering every job only after the COMMIT has returned (WAL, `synchronous=FULL`: durable).
-//! A progress handler enforces the statement timeout; SQLite errors become [`ApiError`]s here,
+//! A progress handler enforces the statement timeout; SQLite errors become [`DbError`]s here,
 //! so `SQLITE_BUSY` and friends never reach a client as a 500.
 
 use std::cell::RefCell;
@@ -15,10 +15,9 @@ use arc_swap::ArcSwap;
 use rusqlite::{functions::FunctionFlags, Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-pub use super::sqlite_error::map_error;
+use super::error::DbError;
 use super::sqlite_error::REGEX_ERROR_PREFIX;
 use super::sqlite_job::run_job;
-use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output};
 use crate::schema::SchemaCache;
 
@@ -28,7 +27,7 @@ type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 /// `None` means the transaction could not start: the job does not run and is answered with the
 /// error given to its completion.
 type WriteJob = Box<dyn FnOnce(Option<&Connection>) -> (bool, Completion) + Send>;
-type Completion = Box<dyn FnOnce(Result<(), ApiError>) + Send>;
+type Completion = Box<dyn FnOnce(Result<(), DbError>) + Send>;
 
 /// Most write jobs committed in one transaction.
 const MAX_GROUP: usize = 128;
@@ -241,10 +240,10 @@ impl Sqlite {
     /// own connection (no hand-off to another thread); one that outlasts a small instruction
     /// budget is abandoned and run again on the reader pool, under the statement timeout. `f`
     /// may therefore run twice: it must only read.
-    pub async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
+    pub async fn read<T, F>(&self, f: F) -> Result<T, DbError>
     where
         T: Send + 'static,
-        F: Fn(&Connection) -> Result<T, ApiError> + Send + 'static,
+        F: Fn(&Connection) -> Result<T, DbError> + Send + 'static,
     {
         if self.opts.inline_reads {
             if let Some(result) = self.read_inline(&f) {
@@ -257,17 +256,17 @@ impl Sqlite {
         });
         self.readers
             .send(job)
-            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
+            .map_err(|_| DbError::unavailable("database is shutting down"))?;
         rx.await
-            .map_err(|_| ApiError::internal("reader thread dropped a job"))?
+            .map_err(|_| DbError::internal("reader thread dropped a job"))?
     }
 
     /// `f` on this thread's connection within [`INLINE_BUDGET`]; `None` when it ran out of
     /// budget (or no connection could be opened) and must go to the pool.
     fn read_inline<T>(
         &self,
-        f: &dyn Fn(&Connection) -> Result<T, ApiError>,
-    ) -> Option<Result<T, ApiError>> {
+        f: &dyn Fn(&Connection) -> Result<T, DbError>,
+    ) -> Option<Result<T, DbError>> {
         INLINE.with(|cell| {
             let mut conns = cell.try_borrow_mut().ok()?;
             let index = match conns.iter().position(|(id, _)| *id == self.id) {
@@ -314,19 +313,16 @@ impl Sqlite {
 
     /// Runs `f` inside the writer's transaction (in its own savepoint) and answers once the
     /// transaction has durably committed. An `Err` from `f` rolls back only `f`'s changes.
-    pub async fn write<T, F>(&self, f: F) -> Result<T, ApiError>
+    pub async fn write<T, F>(&self, f: F) -> Result<T, DbError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
         let job: WriteJob = Box::new(move |conn| {
             let result = match conn {
                 Some(conn) => f(conn),
-                None => Err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    "the database is unavailable",
-                )),
+                None => Err(DbError::unavailable("the database is unavailable")),
             };
             let ok = result.is_ok();
             let completion: Completion = Box::new(move |commit| {
@@ -336,14 +332,14 @@ impl Sqlite {
         });
         self.writer
             .send(job)
-            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "database is shutting down"))?;
+            .map_err(|_| DbError::unavailable("database is shutting down"))?;
         rx.await
-            .map_err(|_| ApiError::internal("writer thread dropped a job"))?
+            .map_err(|_| DbError::internal("writer thread dropped a job"))?
     }
 
     /// Runs a [`Job`]: a read on a reader connection (several steps in one read transaction), a
     /// write in the writer's transaction, answered after COMMIT.
-    pub async fn run(&self, job: Job) -> Result<Output, ApiError> {
+    pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         match job.access {
             Access::Read if job.steps.len() > 1 => {
                 self.read(move |conn| in_read_transaction(conn, |c| run_job(c, &job)))
@@ -355,9 +351,9 @@ impl Sqlite {
     }
 
     /// Re-reads the schema and swaps it in; returns whether it changed.
-    pub async fn reload_schema(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema(&self) -> Result<bool, DbError> {
         let fresh = self
-            .read(|conn| SchemaCache::introspect(conn).map_err(map_error))
+            .read(|conn| SchemaCache::introspect(conn).map_err(DbError::from))
             .await?;
         let changed = fresh.version != self.schema.load().version;
         self.schema.store(Arc::new(fresh));
@@ -365,11 +361,11 @@ impl Sqlite {
     }
 
     /// Reloads the schema when `PRAGMA schema_version` moved since the cache was read.
-    pub async fn reload_schema_if_changed(&self) -> Result<bool, ApiError> {
+    pub async fn reload_schema_if_changed(&self) -> Result<bool, DbError> {
         let version = self
             .read(|conn| {
                 conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
-                    .map_err(map_error)
+                    .map_err(DbError::from)
             })
             .await?;
         if version == self.schema.load().version {
@@ -389,9 +385,9 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 /// come from the statement cache: no parsing per request.
 pub fn in_read_transaction<T>(
     conn: &Connection,
-    run: impl FnOnce(&Connection) -> Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    run_cached(conn, "BEGIN").map_err(map_error)?;
+    run: impl FnOnce(&Connection) -> Result<T, DbError>,
+) -> Result<T, DbError> {
+    run_cached(conn, "BEGIN")?;
     let result = run(conn);
     let _ = run_cached(conn, "COMMIT");
     result
@@ -413,7 +409,7 @@ fn writer_loop(
             }
         }
         if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
-            let err = map_error(e);
+            let err = DbError::from(e);
             tracing::error!(%err, "could not begin a write transaction");
             for job in batch {
                 let (_, completion) = job(None);
@@ -434,14 +430,14 @@ fn writer_loop(
             };
             match end {
                 Ok(()) => completions.push(completion),
-                Err(e) => completion(Err(map_error(e))),
+                Err(e) => completion(Err(DbError::from(e))),
             }
         }
         let commit = run_cached(conn, "COMMIT");
         if let Err(e) = &commit {
             exit_on_io_error(e);
         }
-        let commit = commit.map_err(map_error);
+        let commit = commit.map_err(DbError::from);
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         } else {

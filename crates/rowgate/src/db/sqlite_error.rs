@@ -1,12 +1,12 @@
-//! SQLite's errors as the errors a client sees, mapped in one place: constraint violations with
-//! their SQLSTATE, timeouts, busy databases, SQLite's size limits, a stale schema, and PostgreSQL's
-//! codes for the value errors both backends share.
+//! SQLite's errors by kind, classified in one place: constraint violations, timeouts, busy
+//! databases, SQLite's size limits, a stale schema, and PostgreSQL's SQLSTATEs for the value
+//! errors both backends share. `?` on a `rusqlite::Error` gives a [`DbError`].
 
 use rusqlite::{ffi, ErrorCode as SqliteCode};
 
-use crate::error::{ApiError, ErrorCode};
+use super::error::{DbError, Kind};
 
-/// Starts the message of every error raised by `regexp()`, so [`map_error`] can recognise it.
+/// Starts the message of every error raised by `regexp()`, so it can be recognised.
 pub(crate) const REGEX_ERROR_PREFIX: &str = "invalid regular expression: ";
 
 /// Messages of SQLite's size limits (bound variables, expression depth, result columns, …):
@@ -26,14 +26,11 @@ fn hits_a_limit(message: &str) -> bool {
     LIMIT_MESSAGES.iter().any(|m| message.contains(m))
 }
 
-/// The answer for a statement beyond one of SQLite's limits; `message` is SQLite's own (no SQL).
-fn too_complex(message: String) -> ApiError {
-    ApiError::new(
-        ErrorCode::QueryTooComplex,
-        "the query is too large for the database",
-    )
-    .details(message)
-    .hint("use fewer filters, list items or columns per request")
+/// A statement beyond one of SQLite's limits; `message` is SQLite's own (no SQL).
+fn too_complex(message: String) -> DbError {
+    DbError::new(Kind::TooComplex, "the query is too large for the database")
+        .detail(message)
+        .hint("use fewer filters, list items or columns per request")
 }
 
 /// Whether the disk refused a write outright (full, or over the file-size limit): nothing of
@@ -54,86 +51,92 @@ fn names_a_missing_object(message: &str) -> bool {
 
 /// A statement named a table or column the database no longer has: the schema cache is stale.
 /// The REST pipeline reloads it and plans the request again; elsewhere it is a 503 to retry.
-fn schema_changed(message: String) -> ApiError {
+fn schema_changed(message: String) -> DbError {
     tracing::info!(%message, "the schema changed under a request");
-    ApiError::new(
-        ErrorCode::SchemaChanged,
+    DbError::new(
+        Kind::SchemaChanged,
         "the database schema changed; retry the request",
     )
 }
 
-/// Maps a SQLite error to the error a client sees.
-pub fn map_error(e: rusqlite::Error) -> ApiError {
-    if write_refused(&e) {
-        tracing::error!(error = %e, "the database could not write: disk full or file size limit");
-        return ApiError::new(
-            ErrorCode::StorageFull,
-            "the database could not write: the disk is full or the file size limit is reached",
-        )
-        .hint("nothing was written; free space (or raise the limit) and retry");
-    }
-    match &e {
-        rusqlite::Error::SqliteFailure(f, msg) => {
-            let text = msg.clone().unwrap_or_else(|| f.to_string());
-            match f.code {
-                SqliteCode::ConstraintViolation => {
-                    let code = match f.extended_code {
-                        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
-                            ErrorCode::UniqueViolation
-                        }
-                        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorCode::ForeignKeyViolation,
-                        ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorCode::NotNullViolation,
-                        _ => ErrorCode::CheckViolation,
-                    };
-                    ApiError::new(code, code.describe()).details(text)
+fn invalid_regex(detail: String) -> DbError {
+    DbError::new(Kind::InvalidRegex, "invalid regular expression").detail(detail)
+}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> Self {
+        if write_refused(&e) {
+            tracing::error!(error = %e, "the database could not write: disk full or file size limit");
+            return DbError::new(
+                Kind::StorageFull,
+                "the database could not write: the disk is full or the file size limit is reached",
+            )
+            .hint("nothing was written; free space (or raise the limit) and retry");
+        }
+        match &e {
+            rusqlite::Error::SqliteFailure(f, msg) => {
+                let text = msg.clone().unwrap_or_else(|| f.to_string());
+                match f.code {
+                    SqliteCode::ConstraintViolation => {
+                        let kind = match f.extended_code {
+                            ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                                Kind::UniqueViolation
+                            }
+                            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Kind::ForeignKeyViolation,
+                            ffi::SQLITE_CONSTRAINT_NOTNULL => Kind::NotNullViolation,
+                            _ => Kind::CheckViolation,
+                        };
+                        DbError::new(kind, text.clone()).detail(text)
+                    }
+                    SqliteCode::OperationInterrupted => DbError::new(
+                        Kind::Timeout,
+                        "canceling statement due to statement timeout",
+                    ),
+                    SqliteCode::DatabaseBusy | SqliteCode::DatabaseLocked => {
+                        DbError::unavailable("the database is busy; retry")
+                    }
+                    SqliteCode::TypeMismatch => {
+                        DbError::sqlstate("22P02", "a value has the wrong type").detail(text)
+                    }
+                    SqliteCode::TooBig => DbError {
+                        kind: Kind::ResourceLimit,
+                        ..DbError::sqlstate("54000", format!("a value is too big: {text}")).hint(
+                            "db.max_value_bytes bounds the strings and blobs a statement may build",
+                        )
+                    },
+                    SqliteCode::OutOfMemory => DbError {
+                        kind: Kind::ResourceLimit,
+                        ..DbError::sqlstate("53200", "the database is out of memory; retry")
+                    },
+                    _ if text.starts_with(REGEX_ERROR_PREFIX) => {
+                        invalid_regex(text[REGEX_ERROR_PREFIX.len()..].to_string())
+                    }
+                    _ if hits_a_limit(&text) => too_complex(text),
+                    _ if names_a_missing_object(&text) => schema_changed(text),
+                    // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
+                    _ if text.starts_with("malformed JSON")
+                        || text.starts_with("bad JSON path") =>
+                    {
+                        DbError::sqlstate("22P02", "a value is not valid JSON").detail(text)
+                    }
+                    // PostgreSQL's words and code for the same mistake
+                    _ if text.starts_with("cannot INSERT into generated column")
+                        || text.starts_with("cannot UPDATE generated column") =>
+                    {
+                        DbError::sqlstate("428C9", "cannot write a value into a generated column")
+                            .detail(text)
+                    }
+                    _ => DbError::internal(e),
                 }
-                SqliteCode::OperationInterrupted => ApiError::new(
-                    ErrorCode::StatementTimeout,
-                    "canceling statement due to statement timeout",
-                ),
-                SqliteCode::DatabaseBusy | SqliteCode::DatabaseLocked => {
-                    ApiError::new(ErrorCode::Unavailable, "the database is busy; retry")
-                }
-                SqliteCode::TypeMismatch => {
-                    ApiError::database("22P02", "a value has the wrong type").details(text)
-                }
-                // a server-side error: its text goes to the log only
-                SqliteCode::TooBig => {
-                    ApiError::database("54000", format!("a value is too big: {text}")).hint(
-                        "db.max_value_bytes bounds the strings and blobs a statement may build",
-                    )
-                }
-                SqliteCode::OutOfMemory => {
-                    ApiError::database("53200", "the database is out of memory; retry")
-                }
-                _ if text.starts_with(REGEX_ERROR_PREFIX) => {
-                    ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                        .details(text[REGEX_ERROR_PREFIX.len()..].to_string())
-                }
-                _ if hits_a_limit(&text) => too_complex(text),
-                _ if names_a_missing_object(&text) => schema_changed(text),
-                // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
-                _ if text.starts_with("malformed JSON") || text.starts_with("bad JSON path") => {
-                    ApiError::database("22P02", "a value is not valid JSON").details(text)
-                }
-                // PostgreSQL's words and code for the same mistake
-                _ if text.starts_with("cannot INSERT into generated column")
-                    || text.starts_with("cannot UPDATE generated column") =>
-                {
-                    ApiError::database("428C9", "cannot write a value into a generated column")
-                        .details(text)
-                }
-                _ => ApiError::internal(e),
             }
+            rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => {
+                too_complex(msg.clone())
+            }
+            rusqlite::Error::SqlInputError { msg, .. } if names_a_missing_object(msg) => {
+                schema_changed(msg.clone())
+            }
+            rusqlite::Error::UserFunctionError(inner) => invalid_regex(inner.to_string()),
+            _ => DbError::internal(e),
         }
-        rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => too_complex(msg.clone()),
-        rusqlite::Error::SqlInputError { msg, .. } if names_a_missing_object(msg) => {
-            schema_changed(msg.clone())
-        }
-        rusqlite::Error::UserFunctionError(inner) => {
-            ApiError::new(ErrorCode::QueryParse, "invalid regular expression")
-                .details(inner.to_string())
-        }
-        _ => ApiError::internal(e),
     }
 }

@@ -9,10 +9,10 @@ use rowgate_query::Value;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
-use super::sqlite_error::map_error;
-use crate::error::ApiError;
+use super::error::DbError;
+use super::tally::Tally;
 pub use crate::job::Format;
-use crate::job::{Access, Job, Output, OutputShape, Step};
+use crate::job::{Job, Output, OutputShape, Step};
 use crate::schema::JsonKind;
 
 /// Result rows, encoded.
@@ -38,11 +38,10 @@ impl ToSql for Bound<'_> {
     }
 }
 
-fn prepare<'c>(conn: &'c Connection, sql: &Sql) -> Result<rusqlite::CachedStatement<'c>, ApiError> {
-    let mut stmt = conn.prepare_cached(&sql.text).map_err(map_error)?;
+fn prepare<'c>(conn: &'c Connection, sql: &Sql) -> Result<rusqlite::CachedStatement<'c>, DbError> {
+    let mut stmt = conn.prepare_cached(&sql.text)?;
     for (i, p) in sql.params.iter().enumerate() {
-        stmt.raw_bind_parameter(i + 1, Bound(p))
-            .map_err(map_error)?;
+        stmt.raw_bind_parameter(i + 1, Bound(p))?;
     }
     Ok(stmt)
 }
@@ -58,44 +57,31 @@ impl Default for Encoded {
 
 /// Runs `job`'s steps on `conn` in order, then its checks; an error fails the whole job (a
 /// write's savepoint is rolled back by the caller).
-pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, ApiError> {
+pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
     let mut out = Encoded::default();
-    let (mut affected, mut count, mut value) = (0, None, None);
+    let mut tally = Tally::default();
     for step in &job.steps {
         match step {
             Step::IfMatch { sql, shape, tags } => check_if_match(conn, sql, shape, tags)?,
-            Step::Execute(sql) => affected += execute(conn, sql)?,
+            Step::Execute(sql) => tally.executed(execute(conn, sql)?),
             Step::Rows { sql, shape } => {
                 let before = out.rows;
                 match shape {
                     Some(shape) => query_into(conn, sql, shape, job.format, &mut out)?,
                     None => query_into_as_declared(conn, sql, job.format, &mut out)?,
                 }
-                if job.access == Access::Write {
-                    affected += out.rows - before;
-                }
+                tally.returned(job.access, out.rows - before);
             }
             // SQLite has no planner estimate to offer: always exact.
             Step::Count(sql) | Step::Estimate { count: sql, .. } => {
-                count = Some(scalar(conn, sql)?)
+                tally.counted(scalar(conn, sql)?)
             }
-            Step::Value(sql) => value = Some(first_value_as_declared(conn, sql)?),
-            Step::Forbid { sql, error } => {
-                if scalar(conn, sql)? > 0 {
-                    return Err(error.clone());
-                }
-            }
+            Step::Value(sql) => tally.valued(first_value_as_declared(conn, sql)?),
+            Step::Forbid { sql, error } => Tally::forbid(scalar(conn, sql)?, error)?,
         }
     }
     finish(&mut out, job.format);
-    job.check(affected)?;
-    Ok(Output {
-        rows: out.body,
-        row_count: out.rows,
-        count,
-        affected,
-        value,
-    })
+    tally.finish(job, out.body)
 }
 
 /// Fails with 412 unless the row's current representation matches one of `tags`.
@@ -104,7 +90,7 @@ fn check_if_match(
     current: &Sql,
     shape: &OutputShape,
     tags: &[String],
-) -> Result<(), ApiError> {
+) -> Result<(), DbError> {
     let mut out = Encoded::default();
     query_into(conn, current, shape, Format::Json, &mut out)?;
     finish(&mut out, Format::Json);
@@ -112,18 +98,18 @@ fn check_if_match(
 }
 
 /// Runs a statement that changes rows without returning them; returns the number changed.
-pub fn execute(conn: &Connection, sql: &Sql) -> Result<u64, ApiError> {
+pub fn execute(conn: &Connection, sql: &Sql) -> Result<u64, DbError> {
     let mut stmt = prepare(conn, sql)?;
-    let n = stmt.raw_execute().map_err(map_error)?;
+    let n = stmt.raw_execute()?;
     Ok(n as u64)
 }
 
 /// Runs a query returning one integer (a count).
-pub fn scalar(conn: &Connection, sql: &Sql) -> Result<u64, ApiError> {
+pub fn scalar(conn: &Connection, sql: &Sql) -> Result<u64, DbError> {
     let mut stmt = prepare(conn, sql)?;
     let mut rows = stmt.raw_query();
-    match rows.next().map_err(map_error)? {
-        Some(row) => Ok(u64::try_from(row.get::<_, i64>(0).map_err(map_error)?).unwrap_or(0)),
+    match rows.next()? {
+        Some(row) => Ok(u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0)),
         None => Ok(0),
     }
 }
@@ -136,7 +122,7 @@ pub fn query_into(
     shape: &OutputShape,
     format: Format,
     out: &mut Encoded,
-) -> Result<(), ApiError> {
+) -> Result<(), DbError> {
     let mut stmt = prepare(conn, sql)?;
     encode_rows(&mut stmt, shape, format, out)
 }
@@ -148,14 +134,14 @@ pub fn query_into_as_declared(
     sql: &Sql,
     format: Format,
     out: &mut Encoded,
-) -> Result<(), ApiError> {
+) -> Result<(), DbError> {
     let mut stmt = prepare(conn, sql)?;
     let shape = declared_shape(&stmt);
     encode_rows(&mut stmt, &shape, format, out)
 }
 
 /// The first column of the first row as JSON (`null` when there is no row), typed as declared.
-pub fn first_value_as_declared(conn: &Connection, sql: &Sql) -> Result<Vec<u8>, ApiError> {
+pub fn first_value_as_declared(conn: &Connection, sql: &Sql) -> Result<Vec<u8>, DbError> {
     let mut stmt = prepare(conn, sql)?;
     let kind = declared_shape(&stmt)
         .kinds
@@ -164,9 +150,9 @@ pub fn first_value_as_declared(conn: &Connection, sql: &Sql) -> Result<Vec<u8>, 
         .unwrap_or(JsonKind::Auto);
     let mut rows = stmt.raw_query();
     let mut out = Vec::new();
-    match rows.next().map_err(map_error)? {
+    match rows.next()? {
         Some(row) if row.as_ref().column_count() > 0 => {
-            write_json_value(&mut out, row.get_ref(0).map_err(map_error)?, kind);
+            write_json_value(&mut out, row.get_ref(0)?, kind);
         }
         _ => out.extend_from_slice(b"null"),
     }
@@ -189,7 +175,7 @@ fn encode_rows(
     shape: &OutputShape,
     format: Format,
     out: &mut Encoded,
-) -> Result<(), ApiError> {
+) -> Result<(), DbError> {
     let mut rows = stmt.raw_query();
     let keys: Vec<Vec<u8>> = match format {
         Format::Json => shape
@@ -206,7 +192,7 @@ fn encode_rows(
     if format == Format::Csv && out.body.is_empty() {
         write_csv_record(&mut out.body, shape.keys.iter().map(|k| Some(k.as_bytes())));
     }
-    while let Some(row) = rows.next().map_err(map_error)? {
+    while let Some(row) = rows.next()? {
         match format {
             Format::Json => {
                 out.body.push(if out.rows == 0 { b'[' } else { b',' });
@@ -216,7 +202,7 @@ fn encode_rows(
                         out.body.push(b',');
                     }
                     out.body.extend_from_slice(key);
-                    let value = row.get_ref(i).map_err(map_error)?;
+                    let value = row.get_ref(i)?;
                     write_json_value(&mut out.body, value, shape.kinds[i]);
                 }
                 out.body.push(b'}');
@@ -224,7 +210,7 @@ fn encode_rows(
             Format::Csv => {
                 let mut fields = Vec::with_capacity(shape.keys.len());
                 for i in 0..shape.keys.len() {
-                    fields.push(csv_field(row.get_ref(i).map_err(map_error)?));
+                    fields.push(csv_field(row.get_ref(i)?));
                 }
                 write_csv_record(&mut out.body, fields.iter().map(|f| f.as_deref()));
             }

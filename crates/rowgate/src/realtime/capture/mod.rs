@@ -9,8 +9,7 @@ pub mod sqlite;
 
 use serde_json::{Map, Value as Json};
 
-use crate::db::Database;
-use crate::error::ApiError;
+use crate::db::{Database, DbError};
 use crate::schema::Table;
 
 /// What happened to a row.
@@ -87,7 +86,7 @@ pub async fn fetch(
     upto: Option<i64>,
     table: Option<String>,
     limit: usize,
-) -> Result<Vec<Change>, ApiError> {
+) -> Result<Vec<Change>, DbError> {
     match db {
         Database::Sqlite(db) => sqlite::fetch(db, after, upto, table, limit).await,
         Database::Postgres(db) => postgres::fetch(db, after, upto, table, limit).await,
@@ -95,7 +94,7 @@ pub async fn fetch(
 }
 
 /// The log's last id and pruning mark.
-pub async fn head(db: &Database) -> Result<Head, ApiError> {
+pub async fn head(db: &Database) -> Result<Head, DbError> {
     match db {
         Database::Sqlite(db) => sqlite::head(db).await,
         Database::Postgres(db) => postgres::head(db).await,
@@ -104,7 +103,7 @@ pub async fn head(db: &Database) -> Result<Head, ApiError> {
 
 /// Deletes changes older than `max_age_ms` or beyond the newest `max_rows` (the oldest 10,000
 /// per call at most); returns how many.
-pub async fn prune(db: &Database, max_age_ms: u64, max_rows: u64) -> Result<usize, ApiError> {
+pub async fn prune(db: &Database, max_age_ms: u64, max_rows: u64) -> Result<usize, DbError> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));

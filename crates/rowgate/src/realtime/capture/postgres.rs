@@ -11,9 +11,7 @@
 use tokio_postgres::types::ToSql;
 
 use super::{Change, Head, Op};
-use crate::db::postgres::map_error;
-use crate::db::Postgres;
-use crate::error::ApiError;
+use crate::db::{DbError, Postgres};
 use crate::schema::Table;
 
 /// The channel the capture trigger notifies.
@@ -103,7 +101,7 @@ pub async fn fetch(
     upto: Option<i64>,
     table: Option<String>,
     limit: usize,
-) -> Result<Vec<Change>, ApiError> {
+) -> Result<Vec<Change>, DbError> {
     let client = db.client().await?;
     let upto = upto.unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -115,8 +113,7 @@ pub async fn fetch(
              ORDER BY id LIMIT $4",
             &params,
         )
-        .await
-        .map_err(map_error)?;
+        .await?;
     Ok(rows
         .iter()
         .filter_map(|r| {
@@ -143,7 +140,7 @@ pub async fn fetch(
 }
 
 /// The last id given (the sequence, also past pruned rows) and the pruning mark.
-pub async fn head(db: &Postgres) -> Result<Head, ApiError> {
+pub async fn head(db: &Postgres) -> Result<Head, DbError> {
     let client = db.client().await?;
     let row = client
         .query_one(
@@ -152,8 +149,7 @@ pub async fn head(db: &Postgres) -> Result<Head, ApiError> {
                     (SELECT coalesce(max(through), 0) FROM rowgate.changes_pruned)",
             &[],
         )
-        .await
-        .map_err(map_error)?;
+        .await?;
     Ok(Head {
         last: row.get(0),
         pruned_through: row.get(1),
@@ -161,37 +157,29 @@ pub async fn head(db: &Postgres) -> Result<Head, ApiError> {
 }
 
 /// Deletes the oldest changes past the retention (a chunk at a time); returns how many.
-pub async fn prune(db: &Postgres, cutoff_ms: i64, keep: i64) -> Result<usize, ApiError> {
+pub async fn prune(db: &Postgres, cutoff_ms: i64, keep: i64) -> Result<usize, DbError> {
     let mut client = db.client().await?;
-    let tx = client
-        .build_transaction()
-        .read_only(false)
-        .start()
-        .await
-        .map_err(map_error)?;
+    let tx = client.build_transaction().read_only(false).start().await?;
     let through: Option<i64> = tx
         .query_one(
             "SELECT max(id) FROM (SELECT id, at FROM rowgate.changes ORDER BY id LIMIT 10000) o
              WHERE at < $1 OR id <= (SELECT max(id) FROM rowgate.changes) - $2",
             &[&cutoff_ms, &keep],
         )
-        .await
-        .map_err(map_error)?
+        .await?
         .get(0);
     let Some(through) = through else {
         return Ok(0);
     };
     let deleted = tx
         .execute("DELETE FROM rowgate.changes WHERE id <= $1", &[&through])
-        .await
-        .map_err(map_error)?;
+        .await?;
     tx.execute(
         "UPDATE rowgate.changes_pruned SET through = greatest(through, $1)",
         &[&through],
     )
-    .await
-    .map_err(map_error)?;
-    tx.commit().await.map_err(map_error)?;
+    .await?;
+    tx.commit().await?;
     Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
 }
 

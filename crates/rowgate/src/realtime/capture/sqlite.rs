@@ -7,8 +7,7 @@
 use rusqlite::{params, Connection, OptionalExtension as _};
 
 use super::{object, Change, Head, Op};
-use crate::db::{map_error, Sqlite};
-use crate::error::ApiError;
+use crate::db::{DbError, Sqlite};
 use crate::schema::{JsonKind, Table};
 
 /// The change log.
@@ -27,10 +26,10 @@ pub async fn ensure(sqlite: &Sqlite, tables: &[Table]) -> anyhow::Result<()> {
         })
         .collect();
     let current = sqlite
-        .read(|conn| current_triggers(conn).map_err(map_error))
+        .read(|conn| current_triggers(conn).map_err(DbError::from))
         .await?;
     let log_exists = sqlite
-        .read(|conn| table_exists(conn).map_err(map_error))
+        .read(|conn| table_exists(conn).map_err(DbError::from))
         .await?;
     let stale: Vec<String> = current
         .iter()
@@ -58,16 +57,13 @@ pub async fn ensure(sqlite: &Sqlite, tables: &[Table]) -> anyhow::Result<()> {
                  CREATE TABLE IF NOT EXISTS {LOG}_pruned (through INTEGER NOT NULL);
                  INSERT INTO {LOG}_pruned (through)
                    SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {LOG}_pruned);"
-            ))
-            .map_err(map_error)?;
+            ))?;
             for name in &stale {
-                conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote(name)))
-                    .map_err(map_error)?;
+                conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote(name)))?;
             }
             for (name, sql) in &missing {
-                conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote(name)))
-                    .map_err(map_error)?;
-                conn.execute_batch(sql).map_err(map_error)?;
+                conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote(name)))?;
+                conn.execute_batch(sql)?;
             }
             Ok(())
         })
@@ -85,39 +81,35 @@ pub async fn fetch(
     upto: Option<i64>,
     table: Option<String>,
     limit: usize,
-) -> Result<Vec<Change>, ApiError> {
+) -> Result<Vec<Change>, DbError> {
     sqlite
         .read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT id, tbl, op, pk, new, old FROM {LOG}
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT id, tbl, op, pk, new, old FROM {LOG}
                      WHERE id > ?1 AND id <= ?2 AND (?3 IS NULL OR tbl = ?3)
                      ORDER BY id LIMIT ?4"
-                ))
-                .map_err(map_error)?;
-            let rows = stmt
-                .query_map(
-                    params![
-                        after,
-                        upto.unwrap_or(i64::MAX),
-                        table,
-                        i64::try_from(limit).unwrap_or(i64::MAX)
-                    ],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, Option<String>>(3)?,
-                            r.get::<_, Option<String>>(4)?,
-                            r.get::<_, Option<String>>(5)?,
-                        ))
-                    },
-                )
-                .map_err(map_error)?;
+            ))?;
+            let rows = stmt.query_map(
+                params![
+                    after,
+                    upto.unwrap_or(i64::MAX),
+                    table,
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                    ))
+                },
+            )?;
             let mut changes = Vec::new();
             for row in rows {
-                let (id, table, op, key, new, old) = row.map_err(map_error)?;
+                let (id, table, op, key, new, old) = row?;
                 let Some(op) = Op::parse(&op) else { continue };
                 changes.push(Change {
                     id,
@@ -134,16 +126,14 @@ pub async fn fetch(
 }
 
 /// The log's last id and pruning mark.
-pub async fn head(sqlite: &Sqlite) -> Result<Head, ApiError> {
+pub async fn head(sqlite: &Sqlite) -> Result<Head, DbError> {
     sqlite
         .read(|conn| {
-            let last: i64 = conn
-                .query_row(
-                    &format!("SELECT coalesce(max(id), 0) FROM {LOG}"),
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(map_error)?;
+            let last: i64 = conn.query_row(
+                &format!("SELECT coalesce(max(id), 0) FROM {LOG}"),
+                [],
+                |r| r.get(0),
+            )?;
             // AUTOINCREMENT remembers the highest id ever given, also once pruned away
             let given: i64 = conn
                 .query_row(
@@ -151,16 +141,13 @@ pub async fn head(sqlite: &Sqlite) -> Result<Head, ApiError> {
                     [LOG],
                     |r| r.get(0),
                 )
-                .optional()
-                .map_err(map_error)?
+                .optional()?
                 .unwrap_or(0);
-            let pruned_through: i64 = conn
-                .query_row(
-                    &format!("SELECT coalesce(max(through), 0) FROM {LOG}_pruned"),
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(map_error)?;
+            let pruned_through: i64 = conn.query_row(
+                &format!("SELECT coalesce(max(through), 0) FROM {LOG}_pruned"),
+                [],
+                |r| r.get(0),
+            )?;
             Ok(Head {
                 last: last.max(given),
                 pruned_through,
@@ -170,30 +157,25 @@ pub async fn head(sqlite: &Sqlite) -> Result<Head, ApiError> {
 }
 
 /// Deletes the oldest changes past the retention (a chunk at a time); returns how many.
-pub async fn prune(sqlite: &Sqlite, cutoff_ms: i64, keep: i64) -> Result<usize, ApiError> {
+pub async fn prune(sqlite: &Sqlite, cutoff_ms: i64, keep: i64) -> Result<usize, DbError> {
     sqlite
         .write(move |conn| {
-            let through: Option<i64> = conn
-                .query_row(
-                    &format!(
-                        "SELECT max(id) FROM (SELECT id, at FROM {LOG} ORDER BY id LIMIT 10000)
+            let through: Option<i64> = conn.query_row(
+                &format!(
+                    "SELECT max(id) FROM (SELECT id, at FROM {LOG} ORDER BY id LIMIT 10000)
                          WHERE at < ?1 OR id <= (SELECT max(id) FROM {LOG}) - ?2"
-                    ),
-                    params![cutoff_ms, keep],
-                    |r| r.get(0),
-                )
-                .map_err(map_error)?;
+                ),
+                params![cutoff_ms, keep],
+                |r| r.get(0),
+            )?;
             let Some(through) = through else {
                 return Ok(0);
             };
-            let deleted = conn
-                .execute(&format!("DELETE FROM {LOG} WHERE id <= ?1"), [through])
-                .map_err(map_error)?;
+            let deleted = conn.execute(&format!("DELETE FROM {LOG} WHERE id <= ?1"), [through])?;
             conn.execute(
                 &format!("UPDATE {LOG}_pruned SET through = max(through, ?1)"),
                 [through],
-            )
-            .map_err(map_error)?;
+            )?;
             Ok(deleted)
         })
         .await
