@@ -482,6 +482,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             worker_args: std::env::args().skip(1).collect(),
             pid_file,
             drain: Duration::from_millis(config.limits.drain_timeout_ms),
+            backoff: Duration::from_millis(config.supervisor.restart_backoff_ms),
         },
     )
 }
@@ -526,15 +527,11 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
             tokio::signal::unix::SignalKind::hangup(),
             crate::worker::FILE_SIZE_LIMIT,
         ]);
-        let elsewhere = app.realtime.as_ref().map(|r| r.elsewhere.clone());
-        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), elsewhere) {
-            if let Some(realtime) = &app.realtime {
-                let announce = link.clone();
-                let _ = realtime
-                    .hub
-                    .announce
-                    .set(Box::new(move || announce.say(crate::worker::CHANGED)));
-            }
+        let feeds = app.realtime.as_ref().map(|r| crate::worker::ChangeFeeds {
+            elsewhere: r.elsewhere.clone(),
+            committed_here: r.committed_here.clone(),
+        });
+        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds) {
             let recycle = &app.config.supervisor;
             link.ready(
                 app.requests.clone(),

@@ -281,6 +281,9 @@ pub struct SupervisorConfig {
     pub max_requests: u64,
     /// Replace a worker whose resident memory passes this many MiB (0: never).
     pub max_rss_mb: u64,
+    /// The first pause before restarting a worker that keeps dying, in milliseconds; it
+    /// doubles with each quick death in a row, up to 5 s.
+    pub restart_backoff_ms: u64,
 }
 
 impl Default for SupervisorConfig {
@@ -290,6 +293,7 @@ impl Default for SupervisorConfig {
             pid_file: PathBuf::new(),
             max_requests: 0,
             max_rss_mb: 0,
+            restart_backoff_ms: 100,
         }
     }
 }

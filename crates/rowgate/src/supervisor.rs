@@ -3,7 +3,7 @@
 //! `listenfd`), and keeps them running. It never touches the database.
 //!
 //! - A worker that exits for any reason is restarted at once; workers that keep dying before
-//!   they serve (a crash loop) are restarted after a pause that doubles from 100 ms up to 5 s.
+//!   they serve (a crash loop) are restarted after a pause that doubles from `supervisor.restart_backoff_ms` (100 ms) up to 5 s.
 //!   Each exit is logged with its cause (signal name or exit code) and counted. A worker of the
 //!   first set that dies before serving stops `serve` with an error (the configuration or the
 //!   database is broken).
@@ -51,13 +51,22 @@ const CRASH_ALLOWANCE: usize = 10;
 /// minute even when each worker served first (a worker that serves, then crashes on some
 /// request, again and again). A crash is an exit with an error code or a fault signal; a
 /// worker killed from outside (SIGKILL, SIGTERM, SIGINT) did not crash.
-#[derive(Default)]
 struct Deaths {
+    /// The first pause (`supervisor.restart_backoff_ms`).
+    base: Duration,
     quick_in_a_row: u32,
     recent: std::collections::VecDeque<Instant>,
 }
 
 impl Deaths {
+    fn new(base: Duration) -> Deaths {
+        Deaths {
+            base,
+            quick_in_a_row: 0,
+            recent: std::collections::VecDeque::new(),
+        }
+    }
+
     /// A worker got as far as serving: the quick deaths before it were no crash loop.
     fn served(&mut self) {
         self.quick_in_a_row = 0;
@@ -84,7 +93,7 @@ impl Deaths {
         let crowded =
             u32::try_from(self.recent.len().saturating_sub(CRASH_ALLOWANCE)).unwrap_or(u32::MAX);
         let n = self.quick_in_a_row.saturating_sub(1).max(crowded);
-        (n > 0).then(|| backoff(n))
+        (n > 0).then(|| backoff(self.base, n))
     }
 }
 
@@ -101,6 +110,9 @@ pub struct Options {
     pub pid_file: Option<PathBuf>,
     /// How long workers get to drain on shutdown before they are killed.
     pub drain: Duration,
+    /// The first pause before restarting a worker that keeps dying (doubling, at most
+    /// [`MAX_BACKOFF`]).
+    pub backoff: Duration,
 }
 
 /// One running worker.
@@ -187,6 +199,8 @@ pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
     runtime.block_on(supervise(listen, options))
 }
 
+/// The event loop: each event (a worker's exit, a signal, a worker's message, the state tick)
+/// is one method of [`Supervisor`].
 async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
     let listener = crate::server::bind(listen)
         .await
@@ -198,7 +212,6 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
     )
     .context("sharing the socket with workers")?;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
     let local = listener.local_addr()?.to_string();
     tracing::info!(
         "supervisor {} on http://{local}/ with {} worker(s)",
@@ -209,15 +222,93 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing the pid file {}", path.display()))?;
     }
-    let started = (Instant::now(), SystemTime::now());
+    // Handlers first: a signal must never meet its default action (exit).
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let (exits, mut exited) = mpsc::unbounded_channel::<(u32, ExitStatus)>();
-    let (readies, mut ready) = mpsc::unbounded_channel::<Said>();
-    let mut workers: HashMap<u32, Worker> = HashMap::new();
-    let mut generation = 0u64;
-    let spawn = |generation: u64,
-                 restarts: u64,
-                 workers: &mut HashMap<u32, Worker>|
-     -> anyhow::Result<()> {
+    let (says, mut said) = mpsc::unbounded_channel::<Said>();
+    let mut supervisor = Supervisor::new(options, listener, local, exits, says);
+    for _ in 0..supervisor.options.workers {
+        supervisor.spawn()?;
+    }
+    supervisor.write_state();
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            Some((pid, status)) = exited.recv() => supervisor.exited(pid, status).await?,
+            _ = hup.recv() => supervisor.reload(),
+            Some(said) = said.recv() => supervisor.heard(said),
+            _ = usr1.recv() => supervisor.signal(|_| true, Signal::SIGUSR1),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = tick.tick() => supervisor.tick(),
+        }
+    }
+    supervisor.stop(&mut exited).await;
+    Ok(())
+}
+
+/// A reload in progress: the generation being started, how many of it serve, since when.
+#[derive(Clone, Copy)]
+struct Reload {
+    generation: u64,
+    ready: usize,
+    since: Instant,
+}
+
+/// The supervisor's state, changed only by its event methods.
+struct Supervisor {
+    options: Options,
+    /// The listening socket the workers inherit (kept open for the supervisor's life).
+    listener: std::net::TcpListener,
+    local: String,
+    started: (Instant, SystemTime),
+    workers: HashMap<u32, Worker>,
+    /// The current generation (one more per reload).
+    generation: u64,
+    restarts: u64,
+    last_exit: Option<String>,
+    deaths: Deaths,
+    /// Until a worker has said it serves, a worker's death means the server cannot start.
+    ever_ready: bool,
+    /// Recycling: new worker → the retired one it replaces (drained once the new one serves).
+    replacing: HashMap<u32, u32>,
+    reloading: Option<Reload>,
+    /// Where each worker's exit and messages are sent (the event loop's receivers).
+    exits: mpsc::UnboundedSender<(u32, ExitStatus)>,
+    says: mpsc::UnboundedSender<Said>,
+}
+
+impl Supervisor {
+    fn new(
+        options: Options,
+        listener: std::net::TcpListener,
+        local: String,
+        exits: mpsc::UnboundedSender<(u32, ExitStatus)>,
+        says: mpsc::UnboundedSender<Said>,
+    ) -> Supervisor {
+        Supervisor {
+            deaths: Deaths::new(options.backoff),
+            options,
+            listener,
+            local,
+            started: (Instant::now(), SystemTime::now()),
+            workers: HashMap::new(),
+            generation: 0,
+            restarts: 0,
+            last_exit: None,
+            ever_ready: false,
+            replacing: HashMap::new(),
+            reloading: None,
+            exits,
+            says,
+        }
+    }
+
+    /// Starts a worker of the current generation; returns its pid.
+    fn spawn(&mut self) -> anyhow::Result<u32> {
         let exe = std::env::current_exe().context("finding the rowgate binary")?;
         // Two pipes per worker, a line per message (see `crate::worker`); only the worker
         // inherits its ends: the supervisor starts one process at a time and closes its copies
@@ -239,22 +330,28 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
             // the setting was the supervisor's own: workers keep the allocator's default
             command.env_remove(EAGER_COMMIT_ENV).env_remove(LEAN_ENV);
         }
-        let raw = |end: &std::os::fd::OwnedFd| std::os::fd::AsRawFd::as_raw_fd(end).to_string();
+        let raw = |fd: std::os::fd::RawFd| fd.to_string();
         let mut child = command
-            .args(&options.worker_args)
+            .args(&self.options.worker_args)
             .env("LISTEN_FDS", "1")
-            .env("LISTEN_FDS_FIRST_FD", fd.to_string())
+            .env(
+                "LISTEN_FDS_FIRST_FD",
+                raw(std::os::fd::AsRawFd::as_raw_fd(&self.listener)),
+            )
             .env_remove("LISTEN_PID")
             .env(WORKER_ENV, std::process::id().to_string())
-            .env(UP_FD_ENV, raw(&up_write))
-            .env(DOWN_FD_ENV, raw(&down_read))
+            .env(UP_FD_ENV, raw(std::os::fd::AsRawFd::as_raw_fd(&up_write)))
+            .env(
+                DOWN_FD_ENV,
+                raw(std::os::fd::AsRawFd::as_raw_fd(&down_read)),
+            )
             .kill_on_drop(false)
             .spawn()
             .context("starting a worker")?;
         drop((up_write, down_read));
         let pid = child.id().unwrap_or(0);
         let up = tokio::net::unix::pipe::Receiver::from_owned_fd(up_read)?;
-        let readies = readies.clone();
+        let says = self.says.clone();
         tokio::spawn(async move {
             use tokio::io::AsyncBufReadExt as _;
             let mut lines = tokio::io::BufReader::new(up).lines();
@@ -265,49 +362,211 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
                     CHANGED => Said::Changed(pid),
                     _ => continue,
                 };
-                if readies.send(said).is_err() {
+                if says.send(said).is_err() {
                     break;
                 }
             }
         });
         let worker = Worker {
             started: Instant::now(),
-            generation,
+            generation: self.generation,
             retired: false,
             down: std::fs::File::from(down_write),
         };
-        worker.tell(&format!("{RESTARTS} {restarts}"));
-        workers.insert(pid, worker);
-        let exits = exits.clone();
+        worker.tell(&format!("{RESTARTS} {}", self.restarts));
+        self.workers.insert(pid, worker);
+        let exits = self.exits.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
                 let _ = exits.send((pid, status));
             }
         });
-        Ok(())
-    };
-    // Handlers first: a signal must never meet its default action (exit).
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut usr1 = signal(SignalKind::user_defined1())?;
-    let mut restarts = 0u64;
-    for _ in 0..options.workers {
-        spawn(generation, restarts, &mut workers)?;
+        Ok(pid)
     }
-    let mut last_exit: Option<String> = None;
-    let mut deaths = Deaths::default();
-    // Until a worker has said it serves, a worker's death means the server cannot start.
-    let mut ever_ready = false;
-    // Recycling: new worker → the retired one it replaces (drained once the new one serves).
-    let mut replacing: HashMap<u32, u32> = HashMap::new();
-    // A reload in progress: the generation being started and how many of it are ready.
-    let mut reloading: Option<(u64, usize, Instant)> = None;
-    let write_state = |workers: &HashMap<u32, Worker>, restarts: u64, last: Option<&str>| {
-        let Some(path) = &options.pid_file else {
+
+    /// A worker exited: a failed reload is abandoned, a retired worker is let go, any other is
+    /// restarted (after a pause when workers keep dying). Before any worker has served, an exit
+    /// means the server cannot start: `serve` stops with an error.
+    async fn exited(&mut self, pid: u32, status: ExitStatus) -> anyhow::Result<()> {
+        let Some(worker) = self.workers.remove(&pid) else {
+            return Ok(());
+        };
+        let cause = describe(status);
+        if let Some(reload) = self.reloading.filter(|r| worker.generation == r.generation) {
+            tracing::error!(pid, "reload failed: a new worker exited ({cause}) before serving; the running workers stay");
+            self.signal(|w| w.generation == reload.generation, Signal::SIGTERM);
+            self.generation = reload.generation - 1;
+            self.reloading = None;
+        } else if worker.generation != self.generation || worker.retired {
+            tracing::info!(pid, "retired worker finished ({cause})");
+        } else if !self.ever_ready {
+            self.signal(|_| true, Signal::SIGTERM);
+            self.remove_pid_file();
+            anyhow::bail!("a worker exited ({cause}) before it could serve (its error is above)");
+        } else {
+            self.restarts += 1;
+            for w in self.workers.values() {
+                w.tell(&format!("{RESTARTS} {}", self.restarts));
+            }
+            tracing::warn!(
+                pid,
+                restarts = self.restarts,
+                "worker exited ({cause}); starting another"
+            );
+            self.last_exit = Some(format!("worker {pid}: {cause}"));
+            let lived = worker.started.elapsed();
+            if let Some(pause) = self.deaths.record(Instant::now(), lived, crashed(status)) {
+                tracing::warn!("workers keep dying: waiting {pause:?} before the next start");
+                tokio::time::sleep(pause).await;
+            }
+            if let Err(e) = self.spawn() {
+                tracing::error!("cannot start a worker: {e:#}");
+            }
+        }
+        self.write_state();
+        Ok(())
+    }
+
+    /// SIGHUP: a fresh generation of workers starts; the old drain once it serves.
+    fn reload(&mut self) {
+        self.generation += 1;
+        tracing::info!(
+            generation = self.generation,
+            "SIGHUP: starting fresh workers, then draining the old ones"
+        );
+        for _ in 0..self.options.workers {
+            if let Err(e) = self.spawn() {
+                tracing::error!("cannot start a worker: {e:#}");
+            }
+        }
+        self.reloading = Some(Reload {
+            generation: self.generation,
+            ready: 0,
+            since: Instant::now(),
+        });
+        self.write_state();
+    }
+
+    /// A worker's message.
+    fn heard(&mut self, said: Said) {
+        match said {
+            Said::Changed(pid) => {
+                for (other, w) in &self.workers {
+                    if *other != pid {
+                        w.tell(CHANGED);
+                    }
+                }
+            }
+            Said::Recycle(pid) => self.recycle(pid),
+            Said::Ready(pid) => self.ready(pid),
+        }
+    }
+
+    /// A worker asked to be replaced: its replacement starts; it drains once that one serves.
+    fn recycle(&mut self, pid: u32) {
+        let current = self.generation;
+        let Some(worker) = self
+            .workers
+            .get_mut(&pid)
+            .filter(|w| w.generation == current && !w.retired)
+        else {
             return;
         };
-        let mut list: Vec<WorkerState> = workers
+        tracing::info!(pid, "recycling a worker: starting its replacement");
+        worker.retired = true;
+        match self.spawn() {
+            Ok(new) => {
+                self.replacing.insert(new, pid);
+            }
+            Err(e) => tracing::error!("cannot start a worker: {e:#}"),
+        }
+        self.write_state();
+    }
+
+    /// A worker serves: whatever killed the last one was no crash loop; the worker it replaces
+    /// drains; a reload whose workers all serve drains the old generation.
+    fn ready(&mut self, pid: u32) {
+        self.ever_ready = true;
+        self.deaths.served();
+        if let Some(old) = self.replacing.remove(&pid) {
+            if let Ok(old) = i32::try_from(old) {
+                let _ = kill(Pid::from_raw(old), Signal::SIGTERM);
+            }
+        }
+        let generation_of = self.workers.get(&pid).map(|w| w.generation);
+        let Some(mut reload) = self.reloading else {
+            return;
+        };
+        if generation_of == Some(reload.generation) {
+            reload.ready += 1;
+        }
+        if reload.ready >= self.options.workers {
+            tracing::info!(
+                "new workers ready after {:?}: draining the old ones",
+                reload.since.elapsed()
+            );
+            self.signal(|w| w.generation < reload.generation, Signal::SIGTERM);
+            self.reloading = None;
+        } else {
+            self.reloading = Some(reload);
+        }
+    }
+
+    /// Every few seconds: a reload whose workers never serve drains the old ones anyway; the
+    /// state file is refreshed.
+    fn tick(&mut self) {
+        if let Some(reload) = self.reloading {
+            if reload.since.elapsed() > READY_TIMEOUT {
+                tracing::warn!(
+                    "new workers not ready after {READY_TIMEOUT:?}: draining the old ones anyway"
+                );
+                self.signal(|w| w.generation < reload.generation, Signal::SIGTERM);
+                self.reloading = None;
+            }
+        }
+        self.write_state();
+    }
+
+    /// SIGTERM/SIGINT: every worker drains; those still running after the drain time are
+    /// killed.
+    async fn stop(mut self, exited: &mut mpsc::UnboundedReceiver<(u32, ExitStatus)>) {
+        tracing::info!("stopping: draining {} worker(s)", self.workers.len());
+        self.signal(|_| true, Signal::SIGTERM);
+        let deadline = Instant::now() + self.options.drain + Duration::from_secs(2);
+        while !self.workers.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, exited.recv()).await {
+                Ok(Some((pid, _))) => {
+                    self.workers.remove(&pid);
+                }
+                _ => {
+                    tracing::warn!("workers still running after the drain timeout: killing them");
+                    self.signal(|_| true, Signal::SIGKILL);
+                    break;
+                }
+            }
+        }
+        self.remove_pid_file();
+    }
+
+    /// Sends `sig` to the workers `which` selects.
+    fn signal(&self, which: impl Fn(&Worker) -> bool, sig: Signal) {
+        for (pid, w) in &self.workers {
+            if which(w) {
+                if let Ok(pid) = i32::try_from(*pid) {
+                    let _ = kill(Pid::from_raw(pid), sig);
+                }
+            }
+        }
+    }
+
+    /// Writes the state `rowgate status` shows (with `supervisor.pid_file`).
+    fn write_state(&self) {
+        let Some(path) = &self.options.pid_file else {
+            return;
+        };
+        let mut list: Vec<WorkerState> = self
+            .workers
             .iter()
             .map(|(pid, w)| WorkerState {
                 pid: *pid,
@@ -318,176 +577,33 @@ async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
         list.sort_by_key(|w| (w.generation, w.pid));
         let state = State {
             supervisor_pid: std::process::id(),
-            listen: &local,
-            started_unix: started
+            listen: &self.local,
+            started_unix: self
+                .started
                 .1
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            uptime_s: started.0.elapsed().as_secs(),
+            uptime_s: self.started.0.elapsed().as_secs(),
             workers: list,
-            restarts,
-            last_exit: last,
+            restarts: self.restarts,
+            last_exit: self.last_exit.as_deref(),
         };
         let text = serde_json::to_string_pretty(&state).unwrap_or_default();
         let _ = write_atomically(&state_path(path), &text);
-    };
-    write_state(&workers, restarts, None);
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        tokio::select! {
-            Some((pid, status)) = exited.recv() => {
-                let Some(worker) = workers.remove(&pid) else { continue };
-                let cause = describe(status);
-                if let Some((g, _, _)) = reloading.filter(|(g, _, _)| worker.generation == *g) {
-                    tracing::error!(pid, "reload failed: a new worker exited ({cause}) before serving; the running workers stay");
-                    signal_workers(&workers, |w| w.generation == g, Signal::SIGTERM);
-                    generation = g - 1;
-                    reloading = None;
-                    write_state(&workers, restarts, last_exit.as_deref());
-                    continue;
-                }
-                if worker.generation != generation || worker.retired {
-                    tracing::info!(pid, "retired worker finished ({cause})");
-                    write_state(&workers, restarts, last_exit.as_deref());
-                    continue;
-                }
-                if !ever_ready {
-                    signal_workers(&workers, |_| true, Signal::SIGTERM);
-                    if let Some(path) = &options.pid_file {
-                        let _ = std::fs::remove_file(path);
-                        let _ = std::fs::remove_file(state_path(path));
-                    }
-                    anyhow::bail!("a worker exited ({cause}) before it could serve (its error is above)");
-                }
-                restarts += 1;
-                for w in workers.values() {
-                    w.tell(&format!("{RESTARTS} {restarts}"));
-                }
-                tracing::warn!(pid, restarts, "worker exited ({cause}); starting another");
-                last_exit = Some(format!("worker {pid}: {cause}"));
-                if let Some(pause) =
-                    deaths.record(Instant::now(), worker.started.elapsed(), crashed(status))
-                {
-                    tracing::warn!("workers keep dying: waiting {pause:?} before the next start");
-                    tokio::time::sleep(pause).await;
-                }
-                if let Err(e) = spawn(generation, restarts, &mut workers) {
-                    tracing::error!("cannot start a worker: {e:#}");
-                }
-                write_state(&workers, restarts, last_exit.as_deref());
-            }
-            _ = hup.recv() => {
-                generation += 1;
-                tracing::info!(generation, "SIGHUP: starting fresh workers, then draining the old ones");
-                for _ in 0..options.workers {
-                    if let Err(e) = spawn(generation, restarts, &mut workers) {
-                        tracing::error!("cannot start a worker: {e:#}");
-                    }
-                }
-                reloading = Some((generation, 0, Instant::now()));
-                write_state(&workers, restarts, last_exit.as_deref());
-            }
-            Some(said) = ready.recv() => match said {
-                Said::Changed(pid) => {
-                    for (other, w) in &workers {
-                        if *other != pid {
-                            w.tell(CHANGED);
-                        }
-                    }
-                }
-                Said::Recycle(pid) => {
-                if workers.get(&pid).is_some_and(|w| w.generation == generation && !w.retired) {
-                    tracing::info!(pid, "recycling a worker: starting its replacement");
-                    if let Some(w) = workers.get_mut(&pid) {
-                        w.retired = true;
-                    }
-                    let before: Vec<u32> = workers.keys().copied().collect();
-                    match spawn(generation, restarts, &mut workers) {
-                        Ok(()) => {
-                            if let Some(new) = workers.keys().find(|p| !before.contains(p)) {
-                                replacing.insert(*new, pid);
-                            }
-                        }
-                        Err(e) => tracing::error!("cannot start a worker: {e:#}"),
-                    }
-                    write_state(&workers, restarts, last_exit.as_deref());
-                }
-            }
-                Said::Ready(pid) => {
-                // A worker got as far as serving: whatever killed the last one was no crash loop.
-                ever_ready = true;
-                deaths.served();
-                if let Some(old) = replacing.remove(&pid) {
-                    if let Ok(old) = i32::try_from(old) {
-                        let _ = kill(Pid::from_raw(old), Signal::SIGTERM);
-                    }
-                }
-                let generation_of = workers.get(&pid).map(|w| w.generation);
-                if let Some((g, ready, since)) = reloading.as_mut() {
-                    if generation_of == Some(*g) {
-                        *ready += 1;
-                    }
-                    if *ready >= options.workers {
-                        tracing::info!("new workers ready after {:?}: draining the old ones", since.elapsed());
-                        signal_workers(&workers, |w| w.generation < *g, Signal::SIGTERM);
-                        reloading = None;
-                    }
-                }
-            }
-            },
-            _ = usr1.recv() => signal_workers(&workers, |_| true, Signal::SIGUSR1),
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = tick.tick() => {
-                if let Some((g, _, since)) = reloading {
-                    if since.elapsed() > READY_TIMEOUT {
-                        tracing::warn!("new workers not ready after {READY_TIMEOUT:?}: draining the old ones anyway");
-                        signal_workers(&workers, |w| w.generation < g, Signal::SIGTERM);
-                        reloading = None;
-                    }
-                }
-                write_state(&workers, restarts, last_exit.as_deref());
-            }
-        }
     }
-    tracing::info!("stopping: draining {} worker(s)", workers.len());
-    signal_workers(&workers, |_| true, Signal::SIGTERM);
-    let deadline = Instant::now() + options.drain + Duration::from_secs(2);
-    while !workers.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, exited.recv()).await {
-            Ok(Some((pid, _))) => {
-                workers.remove(&pid);
-            }
-            _ => {
-                tracing::warn!("workers still running after the drain timeout: killing them");
-                signal_workers(&workers, |_| true, Signal::SIGKILL);
-                break;
-            }
-        }
-    }
-    if let Some(path) = &options.pid_file {
-        let _ = std::fs::remove_file(path);
-        let _ = std::fs::remove_file(state_path(path));
-    }
-    Ok(())
-}
 
-/// Sends `sig` to the workers `which` selects.
-fn signal_workers(workers: &HashMap<u32, Worker>, which: impl Fn(&Worker) -> bool, sig: Signal) {
-    for (pid, w) in workers {
-        if which(w) {
-            if let Ok(pid) = i32::try_from(*pid) {
-                let _ = kill(Pid::from_raw(pid), sig);
-            }
+    fn remove_pid_file(&self) {
+        if let Some(path) = &self.options.pid_file {
+            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(state_path(path));
         }
     }
 }
 
-/// The pause before the `n`-th quick restart in a row: 100 ms doubling, at most 5 s.
-fn backoff(n: u32) -> Duration {
-    let ms = 100u64.saturating_mul(1u64 << n.min(10));
-    Duration::from_millis(ms).min(MAX_BACKOFF)
+/// The pause before the `n`-th quick restart in a row: `base` doubling, at most
+/// [`MAX_BACKOFF`].
+fn backoff(base: Duration, n: u32) -> Duration {
+    base.saturating_mul(1u32 << n.min(10)).min(MAX_BACKOFF)
 }
 
 /// Whether a worker's exit was a crash: an error code or a fault signal, not a kill from
@@ -534,33 +650,35 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    const BASE: Duration = Duration::from_millis(100);
+
     /// Quick deaths back off from the second in a row; crashes after serving back off once more
     /// than [`CRASH_ALLOWANCE`] crowd a minute, and stop counting once they leave it; kills from
     /// outside do not count.
     #[test]
     fn deaths_back_off_when_quick_or_crowded() {
         let start = Instant::now();
-        let mut quick = Deaths::default();
+        let mut quick = Deaths::new(BASE);
         assert_eq!(quick.record(start, Duration::from_millis(50), false), None);
         assert_eq!(
             quick.record(start, Duration::from_millis(50), false),
-            Some(backoff(1))
+            Some(backoff(BASE, 1))
         );
-        let mut served = Deaths::default();
+        let mut served = Deaths::new(BASE);
         let lived = Duration::from_secs(10);
         let pauses: Vec<Option<Duration>> = (0..13u64)
             .map(|i| served.record(start + Duration::from_secs(3 * i), lived, true))
             .collect();
         assert_eq!(&pauses[..CRASH_ALLOWANCE], &[None; CRASH_ALLOWANCE]);
-        assert_eq!(pauses[CRASH_ALLOWANCE], Some(backoff(1)));
-        assert_eq!(pauses[CRASH_ALLOWANCE + 2], Some(backoff(3)));
+        assert_eq!(pauses[CRASH_ALLOWANCE], Some(backoff(BASE, 1)));
+        assert_eq!(pauses[CRASH_ALLOWANCE + 2], Some(backoff(BASE, 3)));
         // minutes later the crowd has left the window
         assert_eq!(
             served.record(start + Duration::from_secs(300), lived, true),
             None
         );
         // workers killed from outside after serving are restarted at once, however many
-        let mut killed = Deaths::default();
+        let mut killed = Deaths::new(BASE);
         for i in 0..20u64 {
             let at = start + Duration::from_secs(i);
             assert_eq!(killed.record(at, lived, false), None);

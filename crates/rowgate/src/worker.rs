@@ -54,6 +54,15 @@ pub fn listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
     Ok(listener)
 }
 
+/// The two wake-ups between a worker's realtime tailer and the other workers (through the
+/// supervisor): changes committed elsewhere, changes committed here.
+pub struct ChangeFeeds {
+    /// Woken when another worker committed changes.
+    pub elsewhere: Arc<Notify>,
+    /// Woken by this worker's tailer when it dispatched changes this worker committed.
+    pub committed_here: Arc<Notify>,
+}
+
 /// The worker's two pipes to its supervisor.
 pub struct Link {
     up: Mutex<std::fs::File>,
@@ -62,18 +71,30 @@ pub struct Link {
 impl Link {
     /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
     /// supervisor says: restart counts into `metrics`, other workers' changes into
-    /// `elsewhere`.
-    pub fn open(metrics: Arc<Metrics>, elsewhere: Option<Arc<Notify>>) -> Option<Arc<Link>> {
+    /// `feeds.elsewhere`; and tells the supervisor whenever `feeds.committed_here` is woken
+    /// (this worker's realtime tailer dispatched changes this worker committed).
+    pub fn open(metrics: Arc<Metrics>, feeds: Option<ChangeFeeds>) -> Option<Arc<Link>> {
         let up = inherited(UP_FD_ENV, true)?;
         if let Some(down) = inherited(DOWN_FD_ENV, false) {
             match tokio::net::unix::pipe::Receiver::from_file(down) {
                 Ok(down) => {
+                    let elsewhere = feeds.as_ref().map(|f| f.elsewhere.clone());
                     tokio::spawn(listen(down, metrics, elsewhere));
                 }
                 Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
             }
         }
-        Some(Arc::new(Link { up: Mutex::new(up) }))
+        let link = Arc::new(Link { up: Mutex::new(up) });
+        if let Some(feeds) = feeds {
+            let speaker = link.clone();
+            tokio::spawn(async move {
+                loop {
+                    feeds.committed_here.notified().await;
+                    speaker.say(CHANGED);
+                }
+            });
+        }
+        Some(link)
     }
 
     /// Sends one message line to the supervisor (a broken pipe means it is gone: ignored, the

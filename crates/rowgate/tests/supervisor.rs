@@ -477,15 +477,17 @@ on_both_backends!(crash_loop => crash_loop_backs_off_and_the_supervisor_survives
 /// pauses; the supervisor survives, and serves again once the configuration is fixed.
 fn crash_loop(db: &Db) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = start_on(dir.path(), 1, free_port(), db);
+    // pauses a quarter of the default's (25 ms doubling), watched for a quarter of the time
+    let backoff = "\n[supervisor]\nrestart_backoff_ms = 25\n";
+    let s = start_with(dir.path(), 1, free_port(), db, backoff);
     let supervisor = supervisor_pid(&s);
     // From now on a new worker cannot start: its configuration does not load.
     std::fs::write(dir.path().join("rowgate.toml"), "[[grants]]\nrole = 1\n").expect("config");
     signal(worker_pids(&s)[0], "KILL");
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(1));
     let restarts = status(&s)["restarts"].as_u64().expect("restarts");
-    // Without backoff a failing worker restarts every few ms; with it, 100+200+400+800+1600 ms.
-    assert!((2..=8).contains(&restarts), "{restarts} restarts in 4 s");
+    // Without backoff a failing worker restarts every few ms; with it, 25+50+100+200+400 ms.
+    assert!((2..=8).contains(&restarts), "{restarts} restarts in 1 s");
     assert!(alive(supervisor));
     std::fs::write(dir.path().join("rowgate.toml"), CONFIG).expect("config");
     wait_until(Duration::from_secs(10), || {

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
@@ -188,8 +188,6 @@ pub struct Hub {
     pub expiry_moved: Notify,
     next_connection: AtomicU64,
     metrics: Arc<Metrics>,
-    /// Tells the supervisor (and so the other workers) that this worker committed changes.
-    pub announce: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Hub {
@@ -205,7 +203,6 @@ impl Hub {
             expiry_moved: Notify::new(),
             next_connection: AtomicU64::new(1),
             metrics,
-            announce: OnceLock::new(),
         }
     }
 

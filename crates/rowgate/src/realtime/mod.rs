@@ -29,7 +29,6 @@ use crate::api::respond::Reply;
 use crate::app::App;
 use crate::db::Database;
 use crate::error::{ApiError, ErrorCode};
-use hub::Hub;
 use state::realtime_tables;
 pub use state::{check, open, Realtime};
 
@@ -99,7 +98,7 @@ pub fn spawn(app: &Arc<App>) {
                     Err(e) => tracing::warn!("realtime: {e:#}"),
                 }
             }
-            tail(&app.db, &realtime.hub, own).await;
+            tail(&app.db, &realtime, own).await;
             if pruned.elapsed() >= Duration::from_millis(config.prune_ms) {
                 pruned = Instant::now();
                 let max_age = config.retention_s.saturating_mul(1000);
@@ -151,16 +150,15 @@ fn spawn_standing_checker(app: &Arc<App>, realtime: &Arc<Realtime>) {
 }
 
 /// Reads every new change into the hub; tells the other workers when this worker wrote them.
-async fn tail(db: &Database, hub: &Hub, own: bool) {
+async fn tail(db: &Database, realtime: &Realtime, own: bool) {
+    let hub = &realtime.hub;
     loop {
         match capture::fetch(db, hub.last(), None, None, TAIL_BATCH).await {
             Ok(changes) if changes.is_empty() => return,
             Ok(changes) => {
                 hub.dispatch(&changes);
                 if own {
-                    if let Some(announce) = hub.announce.get() {
-                        announce();
-                    }
+                    realtime.committed_here.notify_one();
                 }
                 if changes.len() < TAIL_BATCH {
                     return;

@@ -20,6 +20,9 @@ pub struct Realtime {
     pub hub: Hub,
     /// Woken when another worker committed changes (the supervisor says so).
     pub elsewhere: Arc<Notify>,
+    /// Woken by the tailer when it dispatched changes this worker committed (a worker under
+    /// a supervisor passes it on, so that the other workers read them at once).
+    pub committed_here: Arc<Notify>,
 }
 
 /// Sets up capture for the configured tables and returns the hub, live from the log's end
@@ -40,6 +43,7 @@ pub async fn open(
     Ok(Some(Arc::new(Realtime {
         hub: Hub::new(head.last, metrics),
         elsewhere: Arc::new(Notify::new()),
+        committed_here: Arc::new(Notify::new()),
     })))
 }
 
