@@ -106,7 +106,12 @@ async fn closed_with(socket: &mut impl Ws) -> u16 {
             .await
             .expect("closed in time")
         {
-            Some(Ok(Message::Close(Some(frame)))) => return frame.code.into(),
+            Some(Ok(Message::Close(Some(frame)))) => {
+                // answer it, as a client does (tungstenite sends the queued echo when polled),
+                // so that the server is not left waiting for the handshake
+                let _ = tokio::time::timeout(PATIENCE, socket.next()).await;
+                return frame.code.into();
+            }
             Some(Ok(_)) => {}
             other => panic!("no close frame: {other:?}"),
         }
@@ -191,6 +196,7 @@ async fn insert_update_delete_events(b: Backend) {
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(next(&mut ws).await, json!({"type": "pong"}));
+    drop(ws);
     s.stop().await;
 }
 
@@ -270,6 +276,7 @@ async fn filters_enter_and_leave(b: Backend) {
         next(&mut ws).await,
         json!({"type": "unsubscribed", "table": "team"})
     );
+    drop(ws);
     s.stop().await;
 }
 
@@ -330,6 +337,7 @@ async fn resume_with_since_and_resync_past_retention(b: Backend) {
     let resync = next(&mut late).await;
     assert_eq!(resync["type"], "resync", "{resync}");
     assert_eq!(resync["since"], start);
+    drop((ws, late));
     s.stop().await;
 }
 
@@ -410,6 +418,7 @@ async fn access_rules_apply_to_events(b: Backend) {
         Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
         other => panic!("expected 401, got {other:?}"),
     }
+    drop((alice, bob, reader));
     s.stop().await;
 }
 
@@ -425,6 +434,7 @@ async fn outside_writers_produce_events(b: Backend) {
         (e["op"].as_str(), e["row"]["name"].as_str()),
         (Some("insert"), Some("Outside"))
     );
+    drop(ws);
     s.stop().await;
 }
 
@@ -449,6 +459,7 @@ async fn subscription_filters_have_the_rest_limits(b: Backend) {
         );
     }
     subscribe(&mut ws, "team", Some("team_id=in.(1,2,3)"), None).await;
+    drop(ws);
     s.stop().await;
 }
 
@@ -479,6 +490,7 @@ async fn tables_created_later_are_captured(b: Backend) {
                 (Some("insert"), Some("gadgets")),
                 "{e}"
             );
+            drop(ws);
             s.stop().await;
             return;
         }
@@ -525,6 +537,7 @@ async fn concurrent_writers_every_event_once_in_order(b: Backend) {
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order");
         assert_eq!(rows.len(), 200, "every row once");
     }
+    drop(subscribers);
     s.stop().await;
 }
 
@@ -682,6 +695,7 @@ async fn nodes_share_changes(b: Backend) {
             (Some(44), Some(55))
         );
     }
+    drop((on_a, on_other));
     other.stop().await;
     a.stop().await;
 }
@@ -823,6 +837,7 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
             "{series} in {metrics}"
         );
     }
+    drop((silent, alive));
     s.stop().await;
 }
 

@@ -121,16 +121,13 @@ impl TestServer {
     ) -> TestServer {
         let db_path = match backend {
             Backend::Postgres => {
-                let url = postgres::new_database();
-                rowgate::demo::postgres::init(&url, 200)
-                    .await
-                    .expect("demo init");
+                let url = postgres::new_demo_database().await;
                 config.db.pool_size = 8;
                 std::path::PathBuf::from(url)
             }
             Backend::Sqlite => {
                 let path = dir.path().join("demo.db");
-                rowgate::demo::init(&path, 200).expect("demo init");
+                std::fs::write(&path, sqlite_demo()).expect("demo copy");
                 config.db.readers = 2;
                 path
             }
@@ -230,6 +227,18 @@ impl Drop for TestServer {
             let _ = tx.send(());
         }
     }
+}
+
+/// The SQLite demo database's file (200 people), generated once per test process and copied
+/// for each test.
+fn sqlite_demo() -> &'static [u8] {
+    static FILE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("demo.db");
+        rowgate::demo::init(&path, 200).expect("demo init");
+        std::fs::read(&path).expect("demo file")
+    })
 }
 
 /// Runs SQL directly on a test database (setup and checks, outside the server): a SQLite file

@@ -34,13 +34,44 @@ pub fn cluster() -> &'static PgCluster {
 /// A new empty database in the cluster; returns its connection URL.
 pub fn new_database() -> String {
     let c = cluster();
-    let name = format!(
+    let name = next_name();
+    psql(c.port, "postgres", &format!("CREATE DATABASE {name}"));
+    c.url(&name)
+}
+
+/// The demo database of this test process (200 people), made once and copied for each test.
+static DEMO_TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+
+/// A new database holding the demo data (200 people): a copy of a template loaded once per
+/// test process (`CREATE DATABASE … TEMPLATE`, a file copy), not loaded again per test.
+pub async fn new_demo_database() -> String {
+    let c = cluster();
+    let template = DEMO_TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("demo_{}", std::process::id());
+            psql(c.port, "postgres", &format!("CREATE DATABASE {name}"));
+            rowgate::demo::postgres::init(&c.url(&name), 200)
+                .await
+                .expect("demo init");
+            name
+        })
+        .await;
+    let name = next_name();
+    psql(
+        c.port,
+        "postgres",
+        &format!("CREATE DATABASE {name} TEMPLATE {template}"),
+    );
+    c.url(&name)
+}
+
+/// A database name no other test of any test process uses.
+fn next_name() -> String {
+    format!(
         "t{}_{}",
         std::process::id(),
         NEXT_DB.fetch_add(1, Ordering::Relaxed)
-    );
-    psql(c.port, "postgres", &format!("CREATE DATABASE {name}"));
-    c.url(&name)
+    )
 }
 
 impl PgCluster {
