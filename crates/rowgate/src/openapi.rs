@@ -41,7 +41,7 @@ pub fn document(
 ) -> Value {
     let mut paths = Map::new();
     for resource in &resources.list {
-        if !resource.allows(&principal.role) {
+        if policy.authorize(principal, resource.subject()).is_err() {
             continue;
         }
         let Value::Object(ops) = custom_resource(resource) else {

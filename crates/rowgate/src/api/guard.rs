@@ -9,7 +9,7 @@ use rowgate_query::stmt::{Constant, InsertStmt, OnConflict, Sql, UpdateStmt};
 use rowgate_query::{Condition, Operand, Operator, Value};
 
 use super::plan;
-use crate::auth::policy::{columns_of, denied, Grant, Op};
+use crate::auth::policy::{columns_of, denied, Grant, Op, Permit, Subject};
 use crate::auth::Principal;
 use crate::db::{DbError, DbErrorKind};
 use crate::error::{ApiError, ErrorCode};
@@ -37,7 +37,13 @@ impl<'a> Guard<'a> {
     ) -> Result<Guard<'a>, ApiError> {
         let mut grant = None;
         for &op in ops {
-            grant = Some(policy.check(principal, &table.name, op)?);
+            let subject = Subject::Table {
+                name: &table.name,
+                op,
+            };
+            if let Permit::Table(g) = policy.authorize(principal, subject)? {
+                grant = Some(g);
+            }
         }
         let grant = grant.ok_or_else(|| denied(principal))?;
         let row_filter = plan::conditions(table, &grant.row_filter(principal)?, d)?;

@@ -225,17 +225,64 @@ impl Policy {
         role.tables.get(table).or(role.any.as_ref())
     }
 
-    /// The grant, when it allows `op`; else the refusal (401 anonymous, 403 otherwise).
-    pub fn check(&self, principal: &Principal, table: &str, op: Op) -> Result<&Grant, ApiError> {
-        match self.grant(principal, table) {
-            Some(g) if g.allows(op) => Ok(g),
-            _ => Err(denied(principal).details(format!(
-                "role {:?} may not {} {table:?}",
-                principal.role,
-                op.name()
-            ))),
+    /// The one authorization decision, for every front end and route: may `principal` do
+    /// what `subject` says? A table's operation needs the role's grant allowing it; a custom
+    /// resource needs the role (or `*`) among the roles it declares. Nothing declared or
+    /// granted is refused (401 anonymous, 403 otherwise).
+    pub fn authorize(
+        &self,
+        principal: &Principal,
+        subject: Subject<'_>,
+    ) -> Result<Permit<'_>, ApiError> {
+        match subject {
+            Subject::Table { name, op } => match self.grant(principal, name) {
+                Some(g) if g.allows(op) => Ok(Permit::Table(g)),
+                _ => Err(denied(principal).details(format!(
+                    "role {:?} may not {} {name:?}",
+                    principal.role,
+                    op.name()
+                ))),
+            },
+            Subject::Resource { path, roles } => match roles {
+                Some(roles) if roles.iter().any(|r| r == "*" || *r == principal.role) => {
+                    Ok(Permit::Resource)
+                }
+                Some(roles) => Err(denied(principal)
+                    .details(format!("{path} is open to roles {}", roles.join(", ")))),
+                None => Err(denied(principal).details(format!(
+                    "{path} names no roles, so no one may call it (declare roles = [\"anon\"] or \"*\")"
+                ))),
+            },
         }
     }
+}
+
+/// What a principal asks to do: the question of [`Policy::authorize`].
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    /// An operation on a table or view (REST, realtime).
+    Table {
+        /// The table or view.
+        name: &'a str,
+        /// The operation.
+        op: Op,
+    },
+    /// Calling a custom resource, open to the roles it declares (`None`: it declares none).
+    Resource {
+        /// Its path, for the refusal's details.
+        path: &'a str,
+        /// Its `roles`.
+        roles: Option<&'a [String]>,
+    },
+}
+
+/// What [`Policy::authorize`] allowed.
+#[derive(Debug)]
+pub enum Permit<'a> {
+    /// The role's grant on the table (its columns and row filter apply).
+    Table(&'a Grant),
+    /// The resource may be called.
+    Resource,
 }
 
 /// The refusal for `principal`: 401 for the anonymous role, 403 for others.
@@ -329,4 +376,85 @@ fn substitute(c: &Condition, claims: &Map<String, Json>) -> Result<Condition, St
                 .collect::<Result<_, _>>()?,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::GrantConfig;
+
+    fn principal(role: &str, anonymous: bool) -> Principal {
+        Principal {
+            role: role.into(),
+            claims: Arc::new(serde_json::Map::new()),
+            anonymous,
+            standing: None,
+        }
+    }
+
+    /// One decision for tables and resources: granted operations and declared roles pass;
+    /// anything else is refused, 401 for the anonymous role and 403 for others.
+    #[test]
+    fn one_decision_for_tables_and_resources() {
+        let policy = Policy::compile(&[GrantConfig {
+            role: "reader".into(),
+            tables: vec!["team".into()],
+            ops: vec!["select".into()],
+            read_columns: None,
+            write_columns: None,
+            filter: None,
+        }])
+        .expect("policy");
+        let reader = principal("reader", false);
+        let anon = principal("anon", true);
+        let select = Subject::Table {
+            name: "team",
+            op: Op::Select,
+        };
+        let insert = Subject::Table {
+            name: "team",
+            op: Op::Insert,
+        };
+        assert!(matches!(
+            policy.authorize(&reader, select),
+            Ok(Permit::Table(_))
+        ));
+        let refused = policy.authorize(&reader, insert).expect_err("insert");
+        assert_eq!(refused.code, ErrorCode::PermissionDenied);
+        let refused = policy.authorize(&anon, select).expect_err("anonymous");
+        assert_eq!(refused.code, ErrorCode::LoginRequired);
+
+        let roles = ["reader".to_string()];
+        let open = Subject::Resource {
+            path: "/r",
+            roles: Some(&roles),
+        };
+        assert!(matches!(
+            policy.authorize(&reader, open),
+            Ok(Permit::Resource)
+        ));
+        assert!(policy.authorize(&anon, open).is_err());
+        let everyone = ["*".to_string()];
+        let any = Subject::Resource {
+            path: "/r",
+            roles: Some(&everyone),
+        };
+        assert!(policy.authorize(&anon, any).is_ok());
+        // no roles declared: default deny, as for tables without a grant
+        let undeclared = Subject::Resource {
+            path: "/r",
+            roles: None,
+        };
+        let refused = policy.authorize(&reader, undeclared).expect_err("no roles");
+        assert!(
+            refused
+                .details
+                .as_deref()
+                .unwrap_or("")
+                .contains("names no roles"),
+            "{refused:?}"
+        );
+    }
 }

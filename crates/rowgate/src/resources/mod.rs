@@ -78,11 +78,12 @@ impl Resources {
 }
 
 impl Resource {
-    /// Whether `role` may call the resource: default deny, as for tables.
-    pub fn allows(&self, role: &str) -> bool {
-        self.roles
-            .as_ref()
-            .is_some_and(|roles| roles.iter().any(|r| r == "*" || r == role))
+    /// What calling it asks of the policy (its declared roles decide).
+    pub fn subject(&self) -> crate::auth::policy::Subject<'_> {
+        crate::auth::policy::Subject::Resource {
+            path: &self.path,
+            roles: self.roles.as_deref(),
+        }
     }
 }
 

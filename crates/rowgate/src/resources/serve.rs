@@ -44,15 +44,7 @@ pub async fn handle(
         return Err(ApiError::method_not_allowed(&parts.method, &allow));
     };
     let resource = &resources.list[index];
-    if !resource.allows(&principal.role) {
-        return Err(denied(principal).details(match &resource.roles {
-            Some(roles) => format!("{} is open to roles {}", resource.path, roles.join(", ")),
-            None => format!(
-                "{} names no roles, so no one may call it (declare roles = [\"anon\"] or \"*\")",
-                resource.path
-            ),
-        }));
-    }
+    app.auth.policy.authorize(principal, resource.subject())?;
     let path_values: Vec<(String, String)> = matched
         .params
         .iter()
