@@ -93,7 +93,7 @@ impl App {
     pub async fn read_body(
         &self,
         parts: &http::request::Parts,
-        body: hyper::body::Incoming,
+        body: impl crate::api::request::RequestBody,
     ) -> Result<AdmittedBody, crate::error::ApiError> {
         let declared = parts
             .headers

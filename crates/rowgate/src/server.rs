@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode};
-use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use crate::api::request::RequestBody;
 use crate::api::respond::{error_response, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
@@ -180,8 +180,9 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     .await;
 }
 
-/// Routes one request and turns any error into its JSON answer.
-pub async fn dispatch(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Response {
+/// Routes one request and turns any error into its JSON answer: the app as a service. The
+/// accept loop calls it with hyper's bodies; a test may call it with any body, no socket.
+pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAddr) -> Response {
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
@@ -235,7 +236,11 @@ fn check_framing(parts: &http::request::Parts) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn route(app: &Arc<App>, req: Request<Incoming>, peer: IpAddr) -> Result<Reply, ApiError> {
+async fn route(
+    app: &Arc<App>,
+    req: Request<impl RequestBody>,
+    peer: IpAddr,
+) -> Result<Reply, ApiError> {
     let (mut parts, body) = req.into_parts();
     check_framing(&parts)?;
     let Ok(matched) = app.router.at(parts.uri.path()) else {

@@ -1168,7 +1168,44 @@ async fn server_timing_names_the_stages(b: Backend) {
     assert!(header(&r, "server-timing").starts_with("total;dur="));
 }
 
+/// The app is a service: called without a socket it answers what it answers over one, byte
+/// for byte (reads, writes, errors), and the write is in the database.
+async fn the_app_answers_as_a_service(b: Backend) {
+    let s = TestServer::start(b).await;
+    let path = "/team?select=team_id,name&order=team_id&limit=3";
+    let (status, headers, body) = s.call("GET", path, "").await;
+    let over_the_socket = s.get(path).send().await.expect("get");
+    assert_eq!(status, over_the_socket.status().as_u16());
+    assert_eq!(
+        headers.get("content-range"),
+        over_the_socket.headers().get("content-range")
+    );
+    assert_eq!(body, over_the_socket.bytes().await.expect("body"));
+
+    let (status, headers, body) = s
+        .call(
+            "POST",
+            "/team?select=name",
+            r#"{"team_id": 900, "name": "Service"}"#,
+        )
+        .await;
+    assert_eq!(status, 201, "{body:?}");
+    assert_eq!(
+        headers.get("content-range").map(|v| v.as_bytes()),
+        Some(&b"*/1"[..]),
+        "{headers:?}"
+    );
+    let (status, body) = get_json(&s, "/team?team_id=eq.900&select=name").await;
+    assert_eq!((status, body), (200, json!([{"name": "Service"}])));
+
+    let (status, _, body) = s.call("GET", "/nope", "").await;
+    assert_eq!(status, 404);
+    let error: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(error["code"], "PGRST205");
+}
+
 backend_tests!(
+    the_app_answers_as_a_service,
     server_timing_names_the_stages,
     json_paths,
     select_columns_alias_cast_star,

@@ -8,12 +8,29 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{header, HeaderMap, Method};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use rowgate_query::{Condition, Operand, Query};
 use serde_json::Value as Json;
 
 use crate::config::LimitsConfig;
 use crate::error::{ApiError, ErrorCode};
+
+/// What a request's body can be: hyper's `Incoming` from a connection, or any other body of
+/// bytes (a test calling the app as a service, without a socket; a second front end).
+pub trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + Unpin
+        + 'static
+{
+}
 
 /// What a table request asks, by method and URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,7 +571,7 @@ pub fn form_pairs(raw: &[u8]) -> Result<Vec<FormPair<'_>>, ApiError> {
 pub async fn read_body(
     limits: &LimitsConfig,
     parts: &http::request::Parts,
-    body: Incoming,
+    body: impl RequestBody,
 ) -> Result<Bytes, ApiError> {
     if matches!(parts.method, Method::GET | Method::HEAD) {
         return Ok(Bytes::new());
@@ -603,8 +620,8 @@ pub async fn read_body(
 /// A body's bytes in one buffer, made once: a body of one chunk is kept as it is; several are
 /// copied into a buffer of the declared length (collecting the chunks first and joining them
 /// after would hold a large body twice).
-async fn collect(
-    mut body: Limited<Incoming>,
+async fn collect<B: RequestBody>(
+    mut body: Limited<B>,
     declared: Option<usize>,
 ) -> Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
     let mut first: Option<Bytes> = None;

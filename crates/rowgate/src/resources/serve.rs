@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use http::{header, request::Parts, Method, StatusCode};
-use hyper::body::Incoming;
 use rowgate_query::stmt::Sql;
 use rowgate_query::Value;
 use serde_json::Value as Json;
@@ -12,6 +11,7 @@ use serde_json::Value as Json;
 use super::declare::{Shape, Source};
 use super::params::{self, Raw};
 use super::{sql, template_error, Resource, Resources};
+use crate::api::request::RequestBody;
 use crate::api::respond::{tagged, Reply};
 use crate::app::App;
 use crate::auth::policy::denied;
@@ -23,7 +23,7 @@ use crate::job::{Access, Job, Output, Step};
 pub async fn handle(
     app: &App,
     parts: &Parts,
-    body: Incoming,
+    body: impl RequestBody,
     principal: &Principal,
 ) -> Result<Reply, ApiError> {
     let resources = app.resources.load_full();

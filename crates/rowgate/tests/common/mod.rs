@@ -172,6 +172,32 @@ impl TestServer {
         }
     }
 
+    /// Calls the app as a service, without a socket (axum's `oneshot` habit), for tests about
+    /// what the API answers rather than about the connection: `path` is under the REST
+    /// prefix; the answer's status, headers and body.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> (u16, http::HeaderMap, bytes::Bytes) {
+        use http_body_util::BodyExt as _;
+        let request = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.app.config.rest.prefix))
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .expect("request");
+        let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+        let response = rowgate::server::dispatch(&self.app, request, loopback).await;
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.expect("body").to_bytes();
+        (parts.status.as_u16(), parts.headers, bytes)
+    }
+
     /// `{base}{path}` — path starts with `/`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
