@@ -18,6 +18,37 @@ pub enum SelectItem {
         /// Target type of `::cast`, lower-cased (validated by the dialect when rendered).
         cast: Option<String>,
     },
+    /// `alias:relation!hint!inner(items)` or `...relation(items)`: a related resource embedded
+    /// in each row (PostgREST's resource embedding).
+    Embed(Embed),
+}
+
+/// An embedded resource in `select=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Embed {
+    /// What is embedded, as written: a related table, a foreign-key column or a constraint
+    /// name (resolved against the schema's relationships by the caller).
+    pub relation: String,
+    /// Output key, when renamed with `alias:`.
+    pub alias: Option<String>,
+    /// `!hint`: which relationship, when several relate the two tables (a constraint, a
+    /// column, or a junction table).
+    pub hint: Option<String>,
+    /// `!inner` or `!left`.
+    pub join: Option<Join>,
+    /// `...relation(…)`: the related row's keys are spread into the parent object.
+    pub spread: bool,
+    /// Its own `select` list (empty: nothing of it is output, as in `rel()` used to filter).
+    pub select: Vec<SelectItem>,
+}
+
+/// How an embedded resource joins its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Join {
+    /// `!inner`: parent rows without a related row are left out.
+    Inner,
+    /// `!left` (the default): every parent row, with `null` or `[]` when nothing relates.
+    Left,
 }
 
 /// One key of a JSON path: an object field or an array index (negative counts from the end).
@@ -275,6 +306,47 @@ pub struct Query {
     pub columns: Option<Vec<String>>,
     /// `on_conflict=` (upsert): the conflict target columns.
     pub on_conflict: Option<Vec<String>>,
+    /// The parameters of embedded resources (`driver.points=gt.10`, `driver.order=…`), one
+    /// entry per embed path, in the order first named.
+    pub embedded: Vec<EmbedParams>,
+}
+
+/// The query parameters of one embedded resource, named by its path of embed keys (aliases or
+/// relation names) from the top: `team.driver.limit=2` → `["team", "driver"]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EmbedParams {
+    /// Embed keys from the top.
+    pub path: Vec<String>,
+    /// Filters, ANDed (`path.col=op.value`, `path.or=(…)`).
+    pub filters: Vec<Condition>,
+    /// `path.order=`.
+    pub order: Vec<OrderTerm>,
+    /// `path.limit=`.
+    pub limit: Option<u64>,
+    /// `path.offset=`.
+    pub offset: Option<u64>,
+}
+
+impl Query {
+    /// The parameters of the embed at `path`, added when first named.
+    pub fn embedded_mut(&mut self, path: &[String]) -> &mut EmbedParams {
+        let at = match self.embedded.iter().position(|e| e.path == path) {
+            Some(i) => i,
+            None => {
+                self.embedded.push(EmbedParams {
+                    path: path.to_vec(),
+                    ..EmbedParams::default()
+                });
+                self.embedded.len() - 1
+            }
+        };
+        &mut self.embedded[at]
+    }
+
+    /// The parameters of the embed at `path`, if any were given.
+    pub fn embedded(&self, path: &[String]) -> Option<&EmbedParams> {
+        self.embedded.iter().find(|e| e.path == path)
+    }
 }
 
 /// A database value: a bound SQL parameter, or a column value of a row evaluated in memory.

@@ -20,8 +20,8 @@
 use std::fmt;
 
 use crate::ast::{
-    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
-    Predicate, Quantifier, Query, SelectItem,
+    Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep, Nulls, Operand, Operator,
+    OrderTerm, Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Maximum nesting of logic groups (`or=(and(or(…)))` is 3 deep). Deeper trees are rejected so a
@@ -94,86 +94,228 @@ pub fn parse_query<'a>(
             "columns" => q.columns = Some(parse_columns_as("columns", value)?),
             "on_conflict" => q.on_conflict = Some(parse_columns_as("on_conflict", value)?),
             "or" | "and" | "not.or" | "not.and" => q.filters.push(parse_logic(key, value)?),
-            _ => q.filters.push(parse_filter(key, value)?),
+            _ => match embed_key(key) {
+                Some((path, param)) => {
+                    let embedded = q.embedded_mut(&path);
+                    match param {
+                        "order" => embedded.order = parse_order(value)?,
+                        "limit" => embedded.limit = Some(parse_count("limit", value)?),
+                        "offset" => embedded.offset = Some(parse_count("offset", value)?),
+                        "or" | "and" | "not.or" | "not.and" => {
+                            embedded.filters.push(parse_logic(param, value)?)
+                        }
+                        column => embedded.filters.push(parse_filter(column, value)?),
+                    }
+                }
+                None => q.filters.push(parse_filter(key, value)?),
+            },
         }
     }
     Ok(q)
 }
 
 /// Parse `select=`: a comma list of `*`, `col`, `alias:col`, `col::type`, `alias:col::type`, each
-/// column optionally followed by a JSON path (`alias:data->a->>b::int`).
-///
-/// Resource embedding (`rel(cols)`, `alias:rel!hint(cols)`, `...rel(cols)`) is rejected with a
-/// [`ParseErrorKind::Select`] error saying it is not supported yet.
+/// column optionally followed by a JSON path (`alias:data->a->>b::int`), and embedded resources
+/// `alias:relation!hint!inner(items)` / `...relation(items)`, nested at most
+/// [`MAX_EMBED_DEPTH`] deep.
 pub fn parse_select(s: &str) -> Result<Vec<SelectItem>, ParseError> {
-    let what = "select parameter";
-    let err = |f: Fail| f.into_error(ParseErrorKind::Select, what, s);
+    let err = |f: Fail| {
+        let depth = f.depth;
+        let mut e = f.into_error(ParseErrorKind::Select, "select parameter", s);
+        if depth {
+            e.hint = Some(format!(
+                "embedded resources may nest at most {MAX_EMBED_DEPTH} levels deep"
+            ));
+        }
+        e
+    };
     if s.trim().is_empty() {
-        return Err(Fail::at(0, "empty select list").into_error(ParseErrorKind::Select, what, s));
+        return Err(err(Fail::at(0, "empty select list")));
     }
     let mut cur = Cur::new(s);
+    let items = select_list(&mut cur, 0).map_err(err)?;
+    cur.skip_ws();
+    match cur.peek() {
+        None => Ok(items),
+        Some(c) => Err(err(Fail::unexpected(c, cur.pos))),
+    }
+}
+
+/// Embedded resources nest at most this deep (`a(b(c(…)))`).
+pub const MAX_EMBED_DEPTH: usize = 16;
+
+/// A comma list of select items, up to the end or the `)` closing an embed.
+fn select_list(cur: &mut Cur<'_>, depth: usize) -> Result<Vec<SelectItem>, Fail> {
     let mut items = Vec::new();
     loop {
         cur.skip_ws();
-        let start = cur.pos;
-        if cur.starts_with("...") {
-            return Err(embedding_error(s, start));
-        }
-        if cur.eat('*') {
-            items.push(SelectItem::Star);
-        } else {
-            let first = parse_ident(&mut cur).map_err(err)?;
-            cur.skip_ws();
-            let (alias, name) = if cur.peek() == Some(':') && cur.peek2() != Some(':') {
-                cur.bump();
-                cur.skip_ws();
-                if cur.starts_with("...") {
-                    return Err(embedding_error(s, start));
-                }
-                let name = parse_ident(&mut cur).map_err(err)?;
-                cur.skip_ws();
-                (Some(first), name)
-            } else {
-                (None, first)
-            };
-            if matches!(cur.peek(), Some('(' | '!')) {
-                return Err(embedding_error(s, start));
-            }
-            let path = parse_path(&mut cur).map_err(err)?;
-            cur.skip_ws();
-            let cast = if cur.eat_str("::") {
-                cur.skip_ws();
-                let at = cur.pos;
-                let t = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
-                let t = t.trim_end();
-                if t.is_empty() {
-                    return Err(err(Fail::at(at, "expected a type name after \"::\"")));
-                }
-                Some(t.to_ascii_lowercase())
-            } else {
-                None
-            };
-            items.push(SelectItem::Column {
-                name,
-                path,
-                alias,
-                cast,
-            });
-        }
+        items.push(select_item(cur, depth)?);
         cur.skip_ws();
-        match cur.peek() {
-            None => break,
-            Some(',') => {
-                let at = cur.pos;
-                cur.bump();
-                if cur.rest().trim().is_empty() {
-                    return Err(err(Fail::at(at, "trailing \",\"")));
-                }
-            }
-            Some(c) => return Err(err(Fail::unexpected(c, cur.pos))),
+        if cur.peek() != Some(',') {
+            return Ok(items);
+        }
+        let at = cur.pos;
+        cur.bump();
+        cur.skip_ws();
+        if matches!(cur.peek(), None | Some(')')) {
+            return Err(Fail::at(at, "trailing \",\""));
         }
     }
-    Ok(items)
+}
+
+/// One select item: `*`, a column, or an embedded resource.
+fn select_item(cur: &mut Cur<'_>, depth: usize) -> Result<SelectItem, Fail> {
+    let spread = cur.eat_str("...");
+    if !spread && cur.eat('*') {
+        return Ok(SelectItem::Star);
+    }
+    let first = parse_ident(cur)?;
+    cur.skip_ws();
+    let (alias, name) = if !spread && cur.peek() == Some(':') && cur.peek2() != Some(':') {
+        cur.bump();
+        cur.skip_ws();
+        let name = parse_ident(cur)?;
+        cur.skip_ws();
+        (Some(first), name)
+    } else {
+        (None, first)
+    };
+    if spread || matches!(cur.peek(), Some('(' | '!')) {
+        return embed(cur, depth, name, alias, spread);
+    }
+    let path = parse_path(cur)?;
+    cur.skip_ws();
+    let cast = if cur.eat_str("::") {
+        cur.skip_ws();
+        let at = cur.pos;
+        let t = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
+        let t = t.trim_end();
+        if t.is_empty() {
+            return Err(Fail::at(at, "expected a type name after \"::\""));
+        }
+        Some(t.to_ascii_lowercase())
+    } else {
+        None
+    };
+    Ok(SelectItem::Column {
+        name,
+        path,
+        alias,
+        cast,
+    })
+}
+
+/// The rest of an embedded resource after its name: `!hint`, `!inner` / `!left`, then its
+/// parenthesized select list.
+fn embed(
+    cur: &mut Cur<'_>,
+    depth: usize,
+    relation: String,
+    alias: Option<String>,
+    spread: bool,
+) -> Result<SelectItem, Fail> {
+    let (mut hint, mut join) = (None, None);
+    while cur.eat('!') {
+        let at = cur.pos;
+        // a join type is a bare word; a quoted "inner" is a hint naming something so called
+        let bare = cur.peek() != Some('"');
+        let word = parse_ident(cur)?;
+        match word.as_str() {
+            "inner" if bare && join.is_none() => join = Some(Join::Inner),
+            "left" if bare && join.is_none() => join = Some(Join::Left),
+            _ if hint.is_none() && join.is_none() => hint = Some(word),
+            _ => {
+                return Err(Fail::at(
+                    at,
+                    "an embed takes one hint, then !inner or !left",
+                ))
+            }
+        }
+        cur.skip_ws();
+    }
+    if !cur.eat('(') {
+        return Err(match cur.peek() {
+            Some(c) => Fail::at(
+                cur.pos,
+                format!(
+                    "unexpected {} (an embedded resource's columns follow in parentheses)",
+                    quote(c.encode_utf8(&mut [0; 4]))
+                ),
+            ),
+            None => Fail::at(
+                cur.pos,
+                "expected \"(\" and the embedded resource's columns",
+            ),
+        });
+    }
+    if depth + 1 >= MAX_EMBED_DEPTH {
+        return Err(Fail {
+            depth: true,
+            ..Fail::at(cur.pos, "embedded resources nest too deep")
+        });
+    }
+    cur.skip_ws();
+    let select = if cur.peek() == Some(')') {
+        Vec::new()
+    } else {
+        select_list(cur, depth + 1)?
+    };
+    cur.skip_ws();
+    if !cur.eat(')') {
+        return Err(match cur.peek() {
+            Some(c) => Fail::unexpected(c, cur.pos),
+            None => Fail::at(cur.pos, "missing \")\""),
+        });
+    }
+    Ok(SelectItem::Embed(Embed {
+        relation,
+        alias,
+        hint,
+        join,
+        spread,
+        select,
+    }))
+}
+
+/// Splits a query key naming an embedded resource's parameter (`driver.points`,
+/// `team.driver.order`, `driver.not.or`) into the embed path and the parameter; `None` for a
+/// key without an unquoted `.` (a top-level parameter).
+fn embed_key(key: &str) -> Option<(Vec<String>, &str)> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in key.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '.' if !quoted => {
+                parts.push(&key[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&key[start..]);
+    if parts.len() < 2 {
+        return None;
+    }
+    let tail = if parts.len() >= 3 && parts[parts.len() - 2] == "not" {
+        let at = key.len() - parts[parts.len() - 1].len() - "not.".len();
+        parts.truncate(parts.len() - 2);
+        &key[at..]
+    } else {
+        parts.pop().unwrap_or("")
+    };
+    let mut path = Vec::with_capacity(parts.len());
+    for part in parts {
+        let mut cur = Cur::new(part);
+        let name = parse_ident(&mut cur).ok()?;
+        if cur.peek().is_some() {
+            return None;
+        }
+        path.push(name);
+    }
+    (!path.is_empty()).then_some((path, tail))
 }
 
 /// Parse one column filter: `column` is the query key (an identifier, possibly double-quoted),
@@ -377,25 +519,6 @@ impl Fail {
             )),
             hint: None,
         }
-    }
-}
-
-fn embedding_error(s: &str, start: usize) -> ParseError {
-    let fragment = s.get(start..).unwrap_or("");
-    let fragment = match fragment.find(')') {
-        Some(i) => fragment.get(..=i).unwrap_or(fragment),
-        None => fragment,
-    };
-    let char_pos = s.get(..start).map_or(0, |p| p.chars().count()) + 1;
-    ParseError {
-        kind: ParseErrorKind::Select,
-        message: "resource embedding is not supported yet".into(),
-        details: Some(format!(
-            "embedded resource {} at position {char_pos} in {}",
-            quote(fragment),
-            quote(s)
-        )),
-        hint: Some("select only columns of the requested resource".into()),
     }
 }
 

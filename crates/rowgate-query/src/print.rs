@@ -13,8 +13,8 @@
 use std::fmt::{self, Write as _};
 
 use crate::ast::{
-    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
-    Predicate, Quantifier, Query, SelectItem,
+    Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep, Nulls, Operand, Operator,
+    OrderTerm, Predicate, Quantifier, Query, SelectItem,
 };
 use crate::parse::is_ident_char;
 
@@ -143,7 +143,36 @@ impl fmt::Display for SelectItem {
                 }
                 Ok(())
             }
+            SelectItem::Embed(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// `[...][alias:]relation[!hint][!inner|!left](items)`; a hint spelled like a join type is
+/// quoted.
+impl fmt::Display for Embed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.spread {
+            f.write_str("...")?;
+        }
+        if let Some(a) = &self.alias {
+            write!(f, "{}:", ident(a))?;
+        }
+        f.write_str(&ident(&self.relation))?;
+        if let Some(h) = &self.hint {
+            let h = if h == "inner" || h == "left" {
+                quoted(h)
+            } else {
+                ident(h)
+            };
+            write!(f, "!{h}")?;
+        }
+        match self.join {
+            Some(Join::Inner) => f.write_str("!inner")?,
+            Some(Join::Left) => f.write_str("!left")?,
+            None => {}
+        }
+        write!(f, "({})", join(&self.select))
     }
 }
 
@@ -303,7 +332,8 @@ pub fn columns_param(columns: &[String]) -> String {
 }
 
 /// The whole query as `(key, value)` pairs (not percent-encoded), in the order `select`, filters,
-/// `order`, `limit`, `offset`, `columns`, `on_conflict`. An empty `order` list is left out.
+/// `order`, `limit`, `offset`, `columns`, `on_conflict`, then each embed's parameters under its
+/// path (`driver.points=…`). An empty `order` list is left out.
 pub fn to_query_string(q: &Query) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Some(items) = &q.select {
@@ -324,6 +354,24 @@ pub fn to_query_string(q: &Query) -> Vec<(String, String)> {
     }
     if let Some(c) = &q.on_conflict {
         out.push(("on_conflict".to_owned(), columns_param(c)));
+    }
+    for e in &q.embedded {
+        // a key named `not` would read as the `not.` of `not.or` / `not.and`
+        let key = |p: &String| if p == "not" { quoted(p) } else { ident(p) };
+        let prefix: String = e.path.iter().map(|p| key(p) + ".").collect();
+        for c in &e.filters {
+            let (key, value) = filter_param(c);
+            out.push((format!("{prefix}{key}"), value));
+        }
+        if !e.order.is_empty() {
+            out.push((format!("{prefix}order"), order_param(&e.order)));
+        }
+        if let Some(n) = e.limit {
+            out.push((format!("{prefix}limit"), n.to_string()));
+        }
+        if let Some(n) = e.offset {
+            out.push((format!("{prefix}offset"), n.to_string()));
+        }
     }
     out
 }

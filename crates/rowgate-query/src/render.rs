@@ -20,8 +20,8 @@ use crate::ast::{
     Predicate, Quantifier, Value,
 };
 use crate::stmt::{
-    Constant, CountStmt, DeleteStmt, InsertRows, InsertStmt, JsonRows, OnConflict, OutputColumn,
-    Relation, SelectStmt, Sql, UpdateStmt,
+    Constant, CountStmt, DeleteStmt, EmbedStmt, InsertRows, InsertStmt, JsonRows, OnConflict,
+    OutputColumn, Relation, SelectStmt, Sql, UpdateStmt, ValueKind,
 };
 
 /// What differs between databases.
@@ -93,6 +93,11 @@ pub trait Dialect: Send + Sync {
 
     /// Whether `[name]` quotes an identifier (SQLite; on PostgreSQL it is a subscript).
     fn brackets_quote_identifiers(&self) -> bool;
+
+    /// Whether an embedded resource's JSON is built from whole rows (PostgreSQL's `row_to_json`
+    /// and `json_agg`, typed by the columns), rather than key by key (SQLite's `json_object`
+    /// and `json_group_array`, typed by [`ValueKind`]).
+    fn builds_json_from_rows(&self) -> bool;
 
     /// Whether a bound parameter whose type the statement does not imply must be cast to be
     /// typed (PostgreSQL: `$1::bigint`); SQLite takes values as they come.
@@ -208,6 +213,10 @@ impl Dialect for Sqlite {
 
     fn brackets_quote_identifiers(&self) -> bool {
         true
+    }
+
+    fn builds_json_from_rows(&self) -> bool {
+        false
     }
 
     fn types_parameters(&self) -> bool {
@@ -332,6 +341,10 @@ impl Dialect for Postgres {
         false
     }
 
+    fn builds_json_from_rows(&self) -> bool {
+        true
+    }
+
     fn types_parameters(&self) -> bool {
         true
     }
@@ -365,36 +378,248 @@ fn bind(d: &dyn Dialect, out: &mut Sql, v: Value) -> String {
 /// `SELECT cols FROM t [WHERE …] [ORDER BY …] [LIMIT n] [OFFSET m]`.
 pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
     let mut out = Sql::default();
+    select_at(d, s, None, &mut out);
+    out
+}
+
+/// The alias of the table at embedding depth `depth` (the top level is `_0` when it has
+/// embeds; nothing else in a statement is named so).
+fn level_alias(depth: usize) -> String {
+    format!("_{depth}")
+}
+
+/// `SELECT … FROM t [AS alias] WHERE … ORDER BY … LIMIT …` of one level: `at` is its depth and
+/// the join to its parent when it is embedded (`None` at the top).
+fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, out: &mut Sql) {
+    let depth = at.map_or(0, |(depth, _)| depth);
     out.text.push_str("SELECT ");
-    if s.columns.is_empty() {
+    if s.columns.is_empty() && s.embeds.is_empty() {
         out.text.push('*');
     } else {
-        output_columns(d, &s.columns, &mut out);
+        select_list(d, s, depth, out);
     }
+    from_where(d, s, at, out);
+    order_by(d, &s.order, &s.not_null, out);
+    out.text.push_str(&d.limit_offset(s.limit, s.offset));
+}
+
+/// The output columns with the embeds among them, each embed a correlated subquery.
+fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
+    let mut first = true;
+    let mut next = |out: &mut Sql| {
+        if !std::mem::take(&mut first) {
+            out.text.push_str(", ");
+        }
+    };
+    let visible = |e: &&EmbedStmt| !e.hidden;
+    for i in 0..=s.columns.len() {
+        for e in s.embeds.iter().filter(visible).filter(|e| e.position == i) {
+            next(out);
+            embedded(d, e, depth + 1, out);
+            out.text.push_str(" AS ");
+            out.text.push_str(&d.quote_ident(&e.key));
+        }
+        if let Some(c) = s.columns.get(i) {
+            next(out);
+            output_columns(d, std::slice::from_ref(c), out);
+        }
+    }
+}
+
+/// ` FROM t [AS alias] WHERE <join to the parent> AND <filters> AND <required embeds>`.
+fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, out: &mut Sql) {
+    let depth = at.map_or(0, |(depth, _)| depth);
     out.text.push_str(" FROM ");
     push_relation(d, &s.table, &mut out.text);
-    where_clause(d, &s.filters, &mut out);
-    order_by(d, &s.order, &s.not_null, &mut out);
-    out.text.push_str(&d.limit_offset(s.limit, s.offset));
-    out
+    let aliased = at.is_some() || !s.embeds.is_empty();
+    if aliased {
+        out.text.push_str(" AS ");
+        out.text.push_str(&d.quote_ident(&level_alias(depth)));
+    }
+    let required: Vec<&EmbedStmt> = s.embeds.iter().filter(|e| e.required.is_some()).collect();
+    if at.is_none() && s.filters.is_empty() && required.is_empty() {
+        return;
+    }
+    out.text.push_str(" WHERE ");
+    let mut first = true;
+    let mut and = |out: &mut Sql| {
+        if !std::mem::take(&mut first) {
+            out.text.push_str(" AND ");
+        }
+    };
+    if let Some((depth, e)) = at {
+        and(out);
+        join_to_parent(d, e, depth, out);
+    }
+    for c in &s.filters {
+        and(out);
+        condition(d, c, out);
+    }
+    for e in required {
+        and(out);
+        if e.required == Some(false) {
+            out.text.push_str("NOT ");
+        }
+        out.text.push_str("EXISTS (SELECT 1");
+        from_where(d, &e.select, Some((depth + 1, e)), out);
+        out.text.push(')');
+    }
+}
+
+/// The related rows' link to the parent row at `depth - 1`: their columns equal to the
+/// parent's, directly or through the junction of a many-to-many relationship.
+fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
+    let here = d.quote_ident(&level_alias(depth));
+    let parent = d.quote_ident(&level_alias(depth - 1));
+    let pair = |a: &str, x: &str, b: &str, y: &str| {
+        format!("{a}.{} = {b}.{}", d.quote_ident(x), d.quote_ident(y))
+    };
+    let Some(j) = &e.through else {
+        let terms: Vec<String> =
+            e.on.iter()
+                .map(|(related, parent_col)| pair(&here, related, &parent, parent_col))
+                .collect();
+        out.text.push_str(&terms.join(" AND "));
+        return;
+    };
+    let junction = d.quote_ident(&format!("_j{depth}"));
+    out.text.push_str("EXISTS (SELECT 1 FROM ");
+    push_relation(d, &j.table, &mut out.text);
+    out.text.push_str(" AS ");
+    out.text.push_str(&junction);
+    out.text.push_str(" WHERE ");
+    let terms: Vec<String> = j
+        .to_related
+        .iter()
+        .map(|(jc, related)| pair(&junction, jc, &here, related))
+        .chain(
+            j.to_parent
+                .iter()
+                .map(|(jc, parent_col)| pair(&junction, jc, &parent, parent_col)),
+        )
+        .collect();
+    out.text.push_str(&terms.join(" AND "));
+    out.text.push(')');
+}
+
+/// One embedded resource at `depth` as a scalar subquery of its parent's row: its JSON, an
+/// array (to-many, `[]` when nothing relates) or an object (to-one, NULL when nothing does).
+fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
+    let row = d.quote_ident(&format!("_r{depth}"));
+    if d.builds_json_from_rows() {
+        out.text.push_str(if e.many {
+            "(SELECT coalesce(json_agg("
+        } else {
+            "(SELECT row_to_json("
+        });
+        out.text.push_str(&row);
+        out.text.push_str(if e.many {
+            "), '[]') FROM ("
+        } else {
+            ") FROM ("
+        });
+        select_at(d, &e.select, Some((depth, e)), out);
+        out.text.push_str(") AS ");
+        out.text.push_str(&row);
+        out.text.push(')');
+        return;
+    }
+    if e.many {
+        out.text.push_str("(SELECT coalesce(json_group_array(json(");
+        out.text.push_str(&row);
+        out.text.push_str(")), '[]') FROM (SELECT ");
+        json_object(d, e, depth, out);
+        out.text.push_str(" AS ");
+        out.text.push_str(&row);
+        from_where(d, &e.select, Some((depth, e)), out);
+        order_by(d, &e.select.order, &e.select.not_null, out);
+        out.text
+            .push_str(&d.limit_offset(e.select.limit, e.select.offset));
+        out.text.push_str("))");
+    } else {
+        out.text.push_str("(SELECT ");
+        json_object(d, e, depth, out);
+        from_where(d, &e.select, Some((depth, e)), out);
+        out.text.push_str(" LIMIT 1)");
+    }
+}
+
+/// SQLite: `json_object(?, value, …)` of one related row, keys bound, values written as their
+/// kinds say, nested embeds as JSON.
+fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
+    out.text.push_str("json_object(");
+    let s = &e.select;
+    let mut first = true;
+    for i in 0..=s.columns.len() {
+        for nested in s.embeds.iter().filter(|n| !n.hidden && n.position == i) {
+            if !std::mem::take(&mut first) {
+                out.text.push_str(", ");
+            }
+            let key = bind(d, out, Value::Text(nested.key.clone()));
+            out.text.push_str(&key);
+            out.text.push_str(", json(");
+            embedded(d, nested, depth + 1, out);
+            out.text.push(')');
+        }
+        let Some(c) = s.columns.get(i) else {
+            continue;
+        };
+        if !std::mem::take(&mut first) {
+            out.text.push_str(", ");
+        }
+        let key = bind(d, out, Value::Text(c.key.clone()));
+        out.text.push_str(&key);
+        out.text.push_str(", ");
+        let mut value = field(d, &c.column, &c.path, out);
+        if let Some(t) = c.cast.as_deref().and_then(|t| d.cast_type(t)) {
+            value = format!("CAST({value} AS {t})");
+        }
+        match e.kinds.get(i).copied().unwrap_or(ValueKind::Plain) {
+            ValueKind::Plain => out.text.push_str(&value),
+            ValueKind::Bool => out.text.push_str(&format!(
+                "CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN json('true') ELSE json('false') END"
+            )),
+            ValueKind::Json => out.text.push_str(&format!("json({value})")),
+        }
+    }
+    out.text.push(')');
 }
 
 /// `SELECT 1 FROM t [WHERE …]`: the rows a count counts, for a planner's estimate of them.
 pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
     let mut out = Sql::default();
-    out.text.push_str("SELECT 1 FROM ");
-    push_relation(d, &s.table, &mut out.text);
-    where_clause(d, &s.filters, &mut out);
+    out.text.push_str("SELECT 1");
+    count_from(d, s, &mut out);
     out
 }
 
 /// `SELECT count(*) FROM t [WHERE …]`.
 pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
     let mut out = Sql::default();
-    out.text.push_str("SELECT count(*) FROM ");
-    push_relation(d, &s.table, &mut out.text);
-    where_clause(d, &s.filters, &mut out);
+    out.text.push_str("SELECT count(*)");
+    count_from(d, s, &mut out);
     out
+}
+
+/// ` FROM t WHERE …` of a count: its filters and its required embeds.
+fn count_from(d: &dyn Dialect, s: &CountStmt, out: &mut Sql) {
+    if s.embeds.is_empty() {
+        out.text.push_str(" FROM ");
+        push_relation(d, &s.table, &mut out.text);
+        where_clause(d, &s.filters, out);
+        return;
+    }
+    let rows = SelectStmt {
+        table: s.table.clone(),
+        columns: Vec::new(),
+        filters: s.filters.clone(),
+        order: Vec::new(),
+        not_null: Vec::new(),
+        limit: None,
+        offset: None,
+        embeds: s.embeds.clone(),
+    };
+    from_where(d, &rows, None, out);
 }
 
 /// `INSERT INTO t (cols) VALUES (…), … | SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`:

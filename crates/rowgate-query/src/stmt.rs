@@ -60,6 +60,57 @@ pub struct SelectStmt {
     pub limit: Option<u64>,
     /// OFFSET.
     pub offset: Option<u64>,
+    /// Related resources embedded in each row (correlated subqueries), in output order.
+    pub embeds: Vec<EmbedStmt>,
+}
+
+/// How a value is written into JSON the database builds (SQLite's `json_object`: a boolean is
+/// stored as 0/1, JSON as text; PostgreSQL's types say it themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// As stored (number, text, null).
+    Plain,
+    /// 0/1 as `false`/`true`.
+    Bool,
+    /// Text holding JSON, as JSON.
+    Json,
+}
+
+/// A related resource embedded in each row of a read: a correlated subquery that builds its
+/// JSON, an object (or `null`) for a to-one relationship, an array for a to-many one. Its own
+/// embeds nest inside it; the whole read stays one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbedStmt {
+    /// Output key in the parent's object.
+    pub key: String,
+    /// Where it goes in the parent's output: after this many of the parent's columns.
+    pub position: usize,
+    /// An array of rows (to-many), or one object or `null` (to-one).
+    pub many: bool,
+    /// The related rows: table, columns, filters, order, limit, offset, and their embeds.
+    pub select: SelectStmt,
+    /// How each of `select.columns` is written into the JSON (parallel to them).
+    pub kinds: Vec<ValueKind>,
+    /// The join: pairs of (related column, parent column) that must be equal.
+    pub on: Vec<(String, String)>,
+    /// Many-to-many: the junction table between the parent and the related table.
+    pub through: Option<Junction>,
+    /// `Some(true)`: parent rows without a related row are left out (`!inner`,
+    /// `rel=not.is.null`); `Some(false)`: only those are kept (`rel=is.null`).
+    pub required: Option<bool>,
+    /// Output nothing: the embed only filters its parent (`rel()` or `!inner` with no columns).
+    pub hidden: bool,
+}
+
+/// The junction of a many-to-many relationship.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Junction {
+    /// The junction table.
+    pub table: Relation,
+    /// Pairs of (junction column, parent column).
+    pub to_parent: Vec<(String, String)>,
+    /// Pairs of (junction column, related column).
+    pub to_related: Vec<(String, String)>,
 }
 
 /// `SELECT count(*) FROM table WHERE …`.
@@ -69,6 +120,8 @@ pub struct CountStmt {
     pub table: Relation,
     /// Conditions, ANDed.
     pub filters: Vec<Condition>,
+    /// The read's embeds: those required (or required absent) narrow the rows counted.
+    pub embeds: Vec<EmbedStmt>,
 }
 
 /// What to do when an inserted row conflicts (upsert).

@@ -113,6 +113,7 @@ fn sqlite_ids(conn: &Connection, filters: &[Condition]) -> Vec<i64> {
         filters: filters.to_vec(),
         order: vec![],
         not_null: vec![],
+        embeds: vec![],
         limit: None,
         offset: None,
     };

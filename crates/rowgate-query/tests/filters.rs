@@ -3,8 +3,8 @@
 
 use rowgate_query::parse::{parse_logic, parse_query, MAX_LOGIC_DEPTH};
 use rowgate_query::{
-    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator as Op, OrderTerm,
-    ParseErrorKind as K, Predicate, Quantifier, Query, SelectItem,
+    Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep, Nulls, Operand, Operator as Op,
+    OrderTerm, ParseErrorKind as K, Predicate, Quantifier, Query, SelectItem,
 };
 
 enum Want {
@@ -117,6 +117,21 @@ fn ord(column: &str, direction: Option<Direction>, nulls: Option<Nulls>) -> Orde
         direction,
         nulls,
     }
+}
+
+fn embed_of(relation: &str, select: Vec<SelectItem>) -> Embed {
+    Embed {
+        relation: relation.into(),
+        alias: None,
+        hint: None,
+        join: None,
+        spread: false,
+        select,
+    }
+}
+
+fn embed(relation: &str, select: Vec<SelectItem>) -> SelectItem {
+    SelectItem::Embed(embed_of(relation, select))
 }
 
 fn sel(items: Vec<SelectItem>) -> Want {
@@ -476,9 +491,13 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
             &[("\"select\"", "eq.1")],
             F(vec![pred("select", Op::Eq, sc("1"))]),
         ),
+        // `a.b` is column b of the embed a (see embedded_parameters_are_keyed_by_their_path)
         c(
-            &[("a.b", "eq.1")],
-            E(K::Filter, "unexpected \".\" at position 2"),
+            &[(".b", "eq.1")],
+            E(
+                K::Filter,
+                "expected a column name, found \".\" at position 1",
+            ),
         ),
         c(&[("\"\"", "eq.1")], E(K::Filter, "empty quoted identifier")),
         c(
@@ -782,21 +801,74 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         ),
         c(
             &[("select", "rel(a,b)")],
-            E(K::Select, "resource embedding is not supported yet"),
+            sel(vec![embed("rel", vec![col("a"), col("b")])]),
         ),
         c(
             &[("select", "a,alias:rel(*)")],
-            E(K::Select, "embedded resource \"alias:rel(*)\""),
+            sel(vec![
+                col("a"),
+                SelectItem::Embed(Embed {
+                    alias: Some("alias".into()),
+                    ..embed_of("rel", vec![SelectItem::Star])
+                }),
+            ]),
         ),
         c(
             &[("select", "rel!fk(a)")],
-            E(K::Select, "resource embedding is not supported yet"),
+            sel(vec![SelectItem::Embed(Embed {
+                hint: Some("fk".into()),
+                ..embed_of("rel", vec![col("a")])
+            })]),
         ),
         c(
-            &[("select", "...rel(a)")],
-            E(K::Select, "resource embedding is not supported yet"),
+            &[("select", "rel!fk!inner(a),other!left()")],
+            sel(vec![
+                SelectItem::Embed(Embed {
+                    hint: Some("fk".into()),
+                    join: Some(Join::Inner),
+                    ..embed_of("rel", vec![col("a")])
+                }),
+                SelectItem::Embed(Embed {
+                    join: Some(Join::Left),
+                    ..embed_of("other", vec![])
+                }),
+            ]),
         ),
-        c(&[("select", "rel(a")], E(K::Select, "resource embedding")),
+        c(
+            &[("select", "rel!\"inner\"(a)")],
+            sel(vec![SelectItem::Embed(Embed {
+                hint: Some("inner".into()),
+                ..embed_of("rel", vec![col("a")])
+            })]),
+        ),
+        c(
+            &[("select", "...rel(a, b:c(d))")],
+            sel(vec![SelectItem::Embed(Embed {
+                spread: true,
+                ..embed_of(
+                    "rel",
+                    vec![
+                        col("a"),
+                        SelectItem::Embed(Embed {
+                            alias: Some("b".into()),
+                            ..embed_of("c", vec![col("d")])
+                        }),
+                    ],
+                )
+            })]),
+        ),
+        c(&[("select", "rel(a")], E(K::Select, "missing \")\"")),
+        c(
+            &[("select", "rel!(a)")],
+            E(K::Select, "expected a column name"),
+        ),
+        c(&[("select", "rel!a!b(x)")], E(K::Select, "one hint")),
+        c(&[("select", "rel!inner")], E(K::Select, "expected \"(\"")),
+        c(&[("select", "rel(a,)")], E(K::Select, "trailing \",\"")),
+        c(
+            &[("select", &"a(".repeat(20))],
+            E(K::Select, "nest too deep"),
+        ),
         c(
             &[("select", "x:data->\"0\"->>b::int,arr->1")],
             sel(vec![
@@ -975,10 +1047,6 @@ fn table() {
                         K::Logic => "failed to parse logic tree (",
                         K::Columns => "failed to parse ",
                     })
-                    || e.kind == *kind
-                        && e.message == "resource embedding is not supported yet"
-                        && needle.contains("embedd")
-                        && e.to_string().contains(needle)
             }
             _ => false,
         };
@@ -1047,4 +1115,38 @@ fn the_same_filter_key_may_repeat() {
         q.filters,
         vec![pred("a", Op::Gt, sc("1")), pred("a", Op::Lt, sc("5"))]
     );
+}
+
+/// An embedded resource's parameters are keyed by its path of embed keys; a quoted key with a
+/// dot stays a column of the top level.
+#[test]
+fn embedded_parameters_are_keyed_by_their_path() {
+    let q = parse_query([
+        ("driver.points", "gt.10"),
+        ("driver.order", "points.desc"),
+        ("team.driver.limit", "2"),
+        ("driver.not.or", "(points.eq.1,points.eq.2)"),
+        ("\"a.b\"", "eq.1"),
+        ("driver.offset", "1"),
+    ])
+    .expect("parses");
+    assert_eq!(q.filters.len(), 1);
+    assert!(matches!(&q.filters[0], Condition::Pred(p) if p.column == "a.b"));
+    let driver = q.embedded(&["driver".to_string()]).expect("driver");
+    assert_eq!(driver.filters.len(), 2);
+    assert!(matches!(&driver.filters[0], Condition::Pred(p) if p.column == "points"));
+    assert!(matches!(
+        &driver.filters[1],
+        Condition::Or { negated: true, items } if items.len() == 2
+    ));
+    assert_eq!(driver.order.len(), 1);
+    assert_eq!(driver.order[0].direction, Some(Direction::Desc));
+    assert_eq!(driver.offset, Some(1));
+    let nested = q
+        .embedded(&["team".to_string(), "driver".to_string()])
+        .expect("team.driver");
+    assert_eq!(nested.limit, Some(2));
+    for (key, value) in [("driver.limit", "x"), ("driver.order", ""), (".x", "eq.1")] {
+        assert!(parse_query([(key, value)]).is_err(), "{key}={value}");
+    }
 }

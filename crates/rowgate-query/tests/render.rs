@@ -51,6 +51,7 @@ fn select_stmt(f: Vec<Condition>) -> SelectStmt {
         not_null: vec![],
         limit: None,
         offset: None,
+        embeds: vec![],
     }
 }
 
@@ -250,10 +251,12 @@ fn count_statement() {
     let s = CountStmt {
         table: "items".into(),
         filters: filters(&[("a", "eq.1"), ("or", "(b.lt.0,b.gt.10)")]),
+        embeds: vec![],
     };
     let empty = CountStmt {
         table: "items".into(),
         filters: vec![],
+        embeds: vec![],
     };
     insta::assert_snapshot!(format!(
         "{}{}",
@@ -649,6 +652,7 @@ fn sqlite_rendering_executes() {
     let cnt = CountStmt {
         table: "items".into(),
         filters: filters(&[("or", "(name.is.null,id.eq.1)")]),
+        embeds: vec![],
     };
     assert_eq!(
         rows(&conn, &render::count(&Sqlite, &cnt)),
@@ -709,4 +713,78 @@ fn never_null_columns_get_no_null_placement() {
         sql.ends_with(r#"ORDER BY "a" ASC, "b" DESC NULLS FIRST"#),
         "{sql}"
     );
+}
+
+/// A read with embeds is one statement: a to-many embed (with its own filter, order and limit)
+/// holding a to-one embed, a many-to-many embed through a junction, and a required (`!inner`)
+/// embed that only filters; each a correlated subquery building its JSON in the database.
+#[test]
+fn select_with_embeds() {
+    use rowgate_query::stmt::{EmbedStmt, Junction, ValueKind};
+    let child = |table: &str, columns: Vec<OutputColumn>| SelectStmt {
+        table: table.into(),
+        columns,
+        ..select_stmt(vec![])
+    };
+    let country = EmbedStmt {
+        key: "country".into(),
+        position: 1,
+        many: false,
+        select: child("countries", vec![out("name")]),
+        kinds: vec![ValueKind::Plain],
+        on: vec![("id".into(), "country_id".into())],
+        through: None,
+        required: None,
+        hidden: false,
+    };
+    let drivers = EmbedStmt {
+        key: "drivers".into(),
+        position: 2,
+        many: true,
+        select: SelectStmt {
+            filters: filters(&[("points", "gt.10")]),
+            order: parse_query([("order", "points.desc")])
+                .expect("order")
+                .order,
+            limit: Some(2),
+            embeds: vec![country],
+            ..child("driver", vec![out("name")])
+        },
+        kinds: vec![ValueKind::Plain],
+        on: vec![("team_id".into(), "id".into())],
+        through: None,
+        required: None,
+        hidden: false,
+    };
+    let sponsors = EmbedStmt {
+        key: "sponsors".into(),
+        position: 2,
+        many: true,
+        select: child("sponsor", vec![out("name")]),
+        kinds: vec![ValueKind::Bool],
+        on: vec![],
+        through: Some(Junction {
+            table: "team_sponsor".into(),
+            to_parent: vec![("team_id".into(), "id".into())],
+            to_related: vec![("sponsor_id".into(), "id".into())],
+        }),
+        required: None,
+        hidden: false,
+    };
+    let only_with_staff = EmbedStmt {
+        key: "staff".into(),
+        position: 0,
+        many: true,
+        select: child("staff", vec![]),
+        kinds: vec![],
+        on: vec![("team_id".into(), "id".into())],
+        through: None,
+        required: Some(true),
+        hidden: true,
+    };
+    let s = SelectStmt {
+        embeds: vec![drivers, sponsors, only_with_staff],
+        ..select_stmt(vec![])
+    };
+    insta::assert_snapshot!(both(|d| render::select(d, &s)));
 }

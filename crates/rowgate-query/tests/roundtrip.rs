@@ -11,8 +11,8 @@ use rowgate_query::print::{filter_param, order_param, select_param, to_query_str
 use rowgate_query::render::{self, Postgres, Sqlite};
 use rowgate_query::stmt::Sql;
 use rowgate_query::{
-    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
-    Predicate, Quantifier, Query, SelectItem,
+    Condition, Direction, Embed, EmbedParams, IsValue, Join, JsonKey, JsonStep, Nulls, Operand,
+    Operator, OrderTerm, Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Text with the characters that matter to the syntax, plain words and arbitrary Unicode.
@@ -149,7 +149,7 @@ fn condition() -> impl Strategy<Value = Condition> {
 }
 
 fn select_item() -> impl Strategy<Value = SelectItem> {
-    prop_oneof![
+    let leaf = prop_oneof![
         Just(SelectItem::Star),
         (
             ident(),
@@ -163,7 +163,59 @@ fn select_item() -> impl Strategy<Value = SelectItem> {
                 alias,
                 cast
             }),
-    ]
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        (
+            ident(),
+            prop::option::of(ident()),
+            prop::option::of(ident()),
+            prop::option::of(prop_oneof![Just(Join::Inner), Just(Join::Left)]),
+            any::<bool>(),
+            prop::collection::vec(inner, 0..4),
+        )
+            .prop_map(|(relation, alias, hint, join, spread, select)| {
+                SelectItem::Embed(Embed {
+                    relation,
+                    // a spread embed has no key of its own
+                    alias: alias.filter(|_| !spread),
+                    hint,
+                    join,
+                    spread,
+                    select,
+                })
+            })
+    })
+}
+
+/// The parameters of embeds at distinct paths, each with at least a limit (an embed without
+/// parameters prints nothing).
+fn embedded() -> impl Strategy<Value = Vec<EmbedParams>> {
+    prop::collection::vec(
+        (
+            prop::collection::vec(ident(), 1..3),
+            prop::collection::vec(condition(), 0..3),
+            prop::collection::vec(order_term(), 0..2),
+            any::<u64>(),
+            prop::option::of(any::<u64>()),
+        )
+            .prop_map(|(path, filters, order, limit, offset)| EmbedParams {
+                path,
+                filters,
+                order,
+                limit: Some(limit),
+                offset,
+            }),
+        0..3,
+    )
+    .prop_map(|mut list| {
+        let mut seen = Vec::new();
+        list.retain(|e| {
+            let new = !seen.contains(&e.path);
+            seen.push(e.path.clone());
+            new
+        });
+        list
+    })
 }
 
 fn order_term() -> impl Strategy<Value = OrderTerm> {
@@ -190,9 +242,10 @@ fn query() -> impl Strategy<Value = Query> {
         prop::option::of(any::<u64>()),
         prop::option::of(prop::collection::vec(ident(), 1..3)),
         prop::option::of(prop::collection::vec(ident(), 1..3)),
+        embedded(),
     )
         .prop_map(
-            |(select, filters, order, limit, offset, columns, on_conflict)| Query {
+            |(select, filters, order, limit, offset, columns, on_conflict, embedded)| Query {
                 select,
                 filters,
                 order,
@@ -200,6 +253,7 @@ fn query() -> impl Strategy<Value = Query> {
                 offset,
                 columns,
                 on_conflict,
+                embedded,
             },
         )
 }

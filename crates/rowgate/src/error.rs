@@ -62,6 +62,8 @@ error_codes! {
     MaxAffectedExceeded => ("PGRST124", StatusCode::BAD_REQUEST, Execute, "more rows would be affected than Prefer: max-affected allows"),
     InvalidPreference => ("PGRST122", StatusCode::BAD_REQUEST, Request, "a Prefer header value is invalid (with handling=strict)"),
     QueryTooComplex => ("RG101", StatusCode::BAD_REQUEST, Plan, "the query exceeds a database limit (too many values, filters, columns or nesting)"),
+    RelationshipNotFound => ("PGRST200", StatusCode::BAD_REQUEST, Plan, "no foreign-key relationship between the tables fits an embedded resource"),
+    AmbiguousRelationship => ("PGRST201", StatusCode::MULTIPLE_CHOICES, Plan, "several relationships fit an embedded resource: pick one with a !hint (the candidates are in details)"),
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
     TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),
     NotFound => ("RG404", StatusCode::NOT_FOUND, Request, "no route or row matches the URL"),
@@ -112,13 +114,24 @@ pub struct ApiError {
     pub sqlstate: Option<Box<str>>,
     /// The methods a 405 allows (its `Allow` header).
     pub allow: Option<Box<str>>,
+    /// Details that are a JSON value rather than text (PostgREST's list of candidates in a
+    /// `PGRST201`); written in place of `details`.
+    pub details_json: Option<Box<serde_json::Value>>,
+}
+
+/// `details` as text, or as a JSON value.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Details<'a> {
+    Text(&'a str),
+    Json(&'a serde_json::Value),
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
     code: &'a str,
     message: &'a str,
-    details: Option<&'a str>,
+    details: Option<Details<'a>>,
     hint: Option<&'a str>,
 }
 
@@ -132,6 +145,7 @@ impl ApiError {
             hint: None,
             sqlstate: None,
             allow: None,
+            details_json: None,
         }
     }
 
@@ -202,10 +216,15 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> Bytes {
+        let details = match (&self.details_json, &self.details) {
+            (Some(json), _) => Some(Details::Json(json)),
+            (None, Some(text)) => Some(Details::Text(text)),
+            (None, None) => None,
+        };
         let body = Body {
             code: self.code_text(),
             message: &self.message,
-            details: self.details.as_deref(),
+            details,
             hint: self.hint.as_deref(),
         };
         Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
@@ -234,6 +253,7 @@ impl From<rowgate_query::ParseError> for ApiError {
             hint: e.hint,
             sqlstate: None,
             allow: None,
+            details_json: None,
         }
     }
 }

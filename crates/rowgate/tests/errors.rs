@@ -273,7 +273,8 @@ async fn malformed_query_strings(b: Backend) {
         ("/team?select=name,", ","),
         ("/team?select=", "empty"),
         ("/team?select=name::", "type"),
-        ("/team?select=*,driver(*)", "driver"),
+        ("/team?select=*,driver(*", ")"),
+        ("/team?select=*,driver!inner", "("),
         ("/team?%22unterminated=eq.1", "unterminated"),
     ];
     for (path, fragment) in cases {

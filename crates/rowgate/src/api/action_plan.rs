@@ -8,18 +8,18 @@ use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{OutputColumn, Sql};
 use rowgate_query::{Condition, Operand, Query, SelectItem};
 
+use super::embed::Embedder;
 use super::guard::Guard;
+pub use super::plan::Context;
 use super::plan::{self, OutputShape};
 use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Resolution, Return};
 use super::respond::Answer;
 use super::rows::RowSink;
-use crate::auth::policy::{Op, Policy};
-use crate::auth::Principal;
-use crate::config::RestConfig;
+use crate::auth::policy::Op;
 use crate::db::sqlite_job::Format;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Step};
-use crate::schema::{SchemaCache, Table};
+use crate::schema::Table;
 
 /// `count=estimated` counts exactly when the planner expects fewer rows than this.
 const ESTIMATE_EXACT_BELOW: u64 = 1000;
@@ -30,20 +30,6 @@ pub struct ActionPlan {
     pub job: Job,
     /// How the outcome becomes the answer.
     pub answer: Answer,
-}
-
-/// What the plan stage needs besides the request.
-pub struct Context<'a> {
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// The grants.
-    pub policy: &'a Policy,
-    /// Who asks.
-    pub principal: &'a Principal,
-    /// The database's dialect.
-    pub dialect: &'a dyn Dialect,
-    /// `[rest]` settings.
-    pub rest: &'a RestConfig,
 }
 
 /// The table of a request: whole (for writes and the role's row filter), as the role may read
@@ -140,8 +126,21 @@ fn read(
     )?;
     let row_filter = &tables.guard.row_filter;
     plan.select.filters.extend(row_filter.iter().cloned());
+    let embedder = Embedder {
+        cx,
+        query: &request.query,
+    };
+    plan.select.embeds =
+        embedder.resolve(table, &plan.pending, &[], &plan.presence, &mut plan.shape)?;
     if let Some(count) = &mut plan.count {
         count.filters.extend(row_filter.iter().cloned());
+        count.embeds = plan
+            .select
+            .embeds
+            .iter()
+            .filter(|e| e.required.is_some())
+            .cloned()
+            .collect();
     }
     let mut steps = Vec::with_capacity(2);
     if let Some(count) = &plan.count {
@@ -183,8 +182,19 @@ fn returning(
     query: &Query,
     prefer: &Prefer,
 ) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
+    let columns_only = |selection: plan::Selection<'_>| {
+        if selection.embeds.is_empty() {
+            Ok((selection.columns, selection.shape))
+        } else {
+            Err(ApiError::new(
+                ErrorCode::QueryParse,
+                "embedding related resources in a write's representation is not supported yet",
+            )
+            .hint("read them with a GET after the write"))
+        }
+    };
     match prefer.return_ {
-        Return::Representation => plan::output(table, query.select.as_deref(), d),
+        Return::Representation => columns_only(plan::output(table, query.select.as_deref(), d)?),
         Return::HeadersOnly if !table.primary_key.is_empty() => {
             let pk: Vec<SelectItem> = table
                 .primary_key
@@ -196,7 +206,7 @@ fn returning(
                     cast: None,
                 })
                 .collect();
-            plan::output(table, Some(&pk), d)
+            columns_only(plan::output(table, Some(&pk), d)?)
         }
         _ => Ok((
             Vec::new(),
@@ -283,7 +293,8 @@ fn if_match_step(
     let mut steps = Vec::with_capacity(2);
     if let Some(tags) = request.if_match() {
         let d = cx.dialect;
-        let mut plan = plan::read(tables.view, &Query::default(), None, false, 0, Some(key), d)?;
+        let whole = Query::default();
+        let mut plan = plan::read(tables.view, &whole, None, false, 0, Some(key), d)?;
         plan.select
             .filters
             .extend(tables.guard.row_filter.iter().cloned());

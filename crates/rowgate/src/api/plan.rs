@@ -8,14 +8,17 @@ use rowgate_query::stmt::{
     CountStmt, DeleteStmt, InsertRows, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
 };
 use rowgate_query::{
-    path_key, Condition, JsonStep, Operand, Operator, OrderTerm, Predicate, Query, SelectItem,
-    Value,
+    path_key, Condition, Embed, IsValue, JsonStep, Operand, Operator, OrderTerm, Predicate, Query,
+    SelectItem, Value,
 };
 use serde_json::Value as Json;
 
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
 use super::rows::{body_cell, BodyCell, RowSink};
+use crate::auth::policy::Policy;
+use crate::auth::Principal;
+use crate::config::RestConfig;
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::OutputShape;
 use crate::schema::input::InputType;
@@ -29,15 +32,32 @@ const STATEMENT_ROWS_BYTES: usize = 1024 * 1024;
 /// Most values one INSERT statement binds (SQLite allows 32,766).
 const MAX_PARAMS_PER_STATEMENT: usize = 32_000;
 
-/// A planned read.
-#[derive(Debug, Clone)]
-pub struct ReadPlan {
+/// A planned read (its embeds still to be resolved: `pending`, `presence`).
+pub struct ReadPlan<'q> {
     /// The rows.
     pub select: SelectStmt,
     /// The total, when a count was asked for.
     pub count: Option<CountStmt>,
     /// How rows are written.
     pub shape: OutputShape,
+    /// The embeds of `select=`.
+    pub pending: Vec<Pending<'q>>,
+    /// The `rel=is.null` / `rel=not.is.null` filters on them.
+    pub presence: Vec<(String, bool)>,
+}
+
+/// What the plan stage needs besides the request.
+pub struct Context<'a> {
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// The grants.
+    pub policy: &'a Policy,
+    /// Who asks.
+    pub principal: &'a Principal,
+    /// The database's dialect.
+    pub dialect: &'a dyn Dialect,
+    /// `[rest]` settings.
+    pub rest: &'a RestConfig,
 }
 
 /// Finds a table or view, or answers 404 naming it.
@@ -68,16 +88,36 @@ pub fn column(table: &Table, name: &str) -> Result<String, ApiError> {
     }
 }
 
-/// Resolves `select=` into output columns (`*` or absent → every column).
-pub fn output(
+/// An embed of `select=` waiting to be resolved (by `api::embed`): its place among the output
+/// columns of its level.
+pub struct Pending<'q> {
+    /// After this many of the level's columns.
+    pub position: usize,
+    /// As parsed.
+    pub embed: &'q Embed,
+}
+
+/// A level's `select=` resolved: its columns and how they are written, and its embeds.
+pub struct Selection<'q> {
+    /// Output columns, in order.
+    pub columns: Vec<OutputColumn>,
+    /// Their keys and kinds (the embeds' keys are added where they resolve).
+    pub shape: OutputShape,
+    /// The embeds, in output order.
+    pub embeds: Vec<Pending<'q>>,
+}
+
+/// Resolves `select=` into output columns (`*` or absent → every column) and the embeds among
+/// them.
+pub fn output<'q>(
     table: &Table,
-    select: Option<&[SelectItem]>,
+    select: Option<&'q [SelectItem]>,
     dialect: &dyn Dialect,
-) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
+) -> Result<Selection<'q>, ApiError> {
     let mut columns = Vec::new();
     let mut kinds = Vec::new();
-    let star = [SelectItem::Star];
-    for item in select.unwrap_or(&star) {
+    let mut embeds = Vec::new();
+    for item in select.unwrap_or(&[SelectItem::Star]) {
         match item {
             SelectItem::Star => {
                 for c in &table.columns {
@@ -90,6 +130,10 @@ pub fn output(
                     kinds.push(c.json_kind);
                 }
             }
+            SelectItem::Embed(embed) => embeds.push(Pending {
+                position: columns.len(),
+                embed,
+            }),
             SelectItem::Column {
                 name,
                 path,
@@ -131,7 +175,52 @@ pub fn output(
         }
     }
     let keys = columns.iter().map(|c| c.key.clone()).collect();
-    Ok((columns, OutputShape { keys, kinds }))
+    Ok(Selection {
+        columns,
+        shape: OutputShape { keys, kinds },
+        embeds,
+    })
+}
+
+/// The key an embed is known by in the output and in its parameters' paths: its alias, or
+/// what it names.
+pub fn embed_key(e: &Embed) -> &str {
+    e.alias.as_deref().unwrap_or(&e.relation)
+}
+
+/// A level's filters without its `rel=is.null` / `rel=not.is.null` ones on an embed, which say
+/// whether the embed must have related rows (true) or must have none (false).
+pub fn split_presence(
+    filters: &[Condition],
+    embeds: &[Pending<'_>],
+) -> (Vec<Condition>, Vec<(String, bool)>) {
+    let mut rest = Vec::with_capacity(filters.len());
+    let mut presence = Vec::new();
+    for c in filters {
+        if let Condition::Pred(p) = c {
+            let names_embed = p.path.is_empty()
+                && p.op == Operator::Is
+                && embeds.iter().any(|e| embed_key(e.embed) == p.column);
+            if names_embed {
+                if let Operand::Is(v @ (IsValue::Null | IsValue::NotNull)) = p.operand {
+                    presence.push((p.column.clone(), (v == IsValue::NotNull) != p.negated));
+                    continue;
+                }
+            }
+        }
+        rest.push(c.clone());
+    }
+    (rest, presence)
+}
+
+/// The table's columns that can never be NULL (their null placement in an order is moot).
+pub fn never_null(table: &Table) -> Vec<String> {
+    table
+        .columns
+        .iter()
+        .filter(|c| c.never_null)
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 /// A JSON path needs a JSON column on PostgreSQL (where `->` on other types does not exist);
@@ -249,7 +338,8 @@ fn bool_literal(v: &str) -> String {
     }
 }
 
-fn order(
+/// Checks `order=` terms against the table, rewriting names to the cache's spelling.
+pub fn order(
     table: &Table,
     terms: &[OrderTerm],
     dialect: &dyn Dialect,
@@ -327,17 +417,18 @@ fn eq(column: &str, value: &str) -> Condition {
 }
 
 /// Plans a read of `table` (`item` = the item URL's filters, already resolved).
-pub fn read(
+pub fn read<'q>(
     table: &Table,
-    query: &Query,
+    query: &'q Query,
     range: Option<ItemRange>,
     with_count: bool,
     max_rows: u64,
     item: Option<Vec<Condition>>,
     dialect: &dyn Dialect,
-) -> Result<ReadPlan, ApiError> {
-    let (columns, shape) = output(table, query.select.as_deref(), dialect)?;
-    let mut filters = conditions(table, &query.filters, dialect)?;
+) -> Result<ReadPlan<'q>, ApiError> {
+    let selection = output(table, query.select.as_deref(), dialect)?;
+    let (filters, presence) = split_presence(&query.filters, &selection.embeds);
+    let mut filters = conditions(table, &filters, dialect)?;
     if let Some(item) = item {
         filters.extend(item);
     }
@@ -352,24 +443,23 @@ pub fn read(
     let count = with_count.then(|| CountStmt {
         table: table.relation(),
         filters: filters.clone(),
+        embeds: Vec::new(),
     });
     Ok(ReadPlan {
         select: SelectStmt {
             table: table.relation(),
-            columns,
+            columns: selection.columns,
             filters,
             order: order(table, &query.order, dialect)?,
-            not_null: table
-                .columns
-                .iter()
-                .filter(|c| c.never_null)
-                .map(|c| c.name.clone())
-                .collect(),
+            not_null: never_null(table),
             limit,
             offset,
+            embeds: Vec::new(),
         },
         count,
-        shape,
+        shape: selection.shape,
+        pending: selection.embeds,
+        presence,
     })
 }
 

@@ -5,6 +5,7 @@
 
 pub mod input;
 pub mod postgres;
+pub mod relationships;
 
 use std::collections::HashMap;
 
@@ -53,6 +54,9 @@ pub struct Column {
 /// A foreign key from this table's columns to another table's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForeignKey {
+    /// The constraint's name (PostgreSQL's own; on SQLite, which names none, PostgreSQL's
+    /// default `{table}_{columns}_fkey`).
+    pub name: String,
     /// Referencing columns (this table).
     pub columns: Vec<String>,
     /// Referenced table.
@@ -214,6 +218,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             let to: Option<String> = row.get(3)?;
             if id != last_id {
                 foreign_keys.push(ForeignKey {
+                    name: String::new(),
                     columns: Vec::new(),
                     ref_table,
                     ref_columns: Vec::new(),
@@ -224,6 +229,9 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
                 fk.columns.push(from);
                 fk.ref_columns.extend(to);
             }
+        }
+        for fk in &mut foreign_keys {
+            fk.name = format!("{name}_{}_fkey", fk.columns.join("_"));
         }
     }
     Ok(Table::new(

@@ -76,7 +76,7 @@ pub async fn introspect(
     let mut foreign: HashMap<u32, Vec<CatalogForeignKey>> = HashMap::new();
     for r in client
         .query(
-            "SELECT conrelid, contype::text, conkey, confrelid, confkey
+            "SELECT conrelid, contype::text, conkey, confrelid, confkey, conname::text
              FROM pg_constraint
              WHERE conrelid = ANY($1) AND contype IN ('p', 'f')
              ORDER BY conrelid, conname",
@@ -94,6 +94,7 @@ pub async fn introspect(
                 keys,
                 r.get(3),
                 r.get::<_, Option<Vec<i16>>>(4).unwrap_or_default(),
+                r.get(5),
             ));
         }
     }
@@ -127,8 +128,9 @@ pub async fn introspect(
             .get(oid)
             .into_iter()
             .flatten()
-            .filter_map(|(from, ref_oid, to)| {
+            .filter_map(|(from, ref_oid, to, constraint)| {
                 Some(ForeignKey {
+                    name: constraint.clone(),
                     columns: from.iter().filter_map(|k| column_name(*oid, *k)).collect(),
                     // A key to a table outside the exposed schemas is not followed.
                     ref_table: name_of(*ref_oid)?,
@@ -149,8 +151,9 @@ pub async fn introspect(
     Ok(SchemaCache { tables, version: 0 })
 }
 
-/// A foreign key as the catalog has it: column numbers, referenced table, its column numbers.
-type CatalogForeignKey = (Vec<i16>, u32, Vec<i16>);
+/// A foreign key as the catalog has it: column numbers, referenced table, its column numbers,
+/// the constraint's name.
+type CatalogForeignKey = (Vec<i16>, u32, Vec<i16>, String);
 
 /// A PostgreSQL type (its name and category) as a JSON type and writing rule.
 fn classify(type_name: &str, category: &str) -> (&'static str, JsonKind) {

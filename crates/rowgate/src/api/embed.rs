@@ -1,0 +1,217 @@
+//! The plan tree's embedded nodes (PostgREST's resource embedding): each `rel(…)` of `select=`
+//! is resolved against the schema's relationships (400 `PGRST200` when none fits, 300
+//! `PGRST201` when several do), authorized as a read of its own (the role's grant on the
+//! related table: its columns and row filter apply inside the embed, as at the top level),
+//! given its parameters (`rel.col=…`, `rel.or=…`, `rel.order=…`, `rel.limit=…`), and becomes an
+//! [`EmbedStmt`] nested in its parent's statement: one statement for the whole tree.
+
+use rowgate_query::stmt::{EmbedStmt, Junction, SelectStmt, ValueKind};
+use rowgate_query::{Embed, Join, Query};
+
+use super::guard::Guard;
+use super::plan::{self, embed_key, split_presence, Context, OutputShape, Pending};
+use crate::auth::policy::Op;
+use crate::error::{ApiError, ErrorCode};
+use crate::schema::relationships::{self, Cardinality, NotFound, Relationship};
+use crate::schema::{JsonKind, Table};
+
+/// What resolving embeds needs: the plan stage's context, and the whole query (for the
+/// embeds' own parameters).
+pub struct Embedder<'a> {
+    /// Schema, grants, who asks, dialect.
+    pub cx: &'a Context<'a>,
+    /// The request's query (its `embedded` parameters).
+    pub query: &'a Query,
+}
+
+impl Embedder<'_> {
+    /// The statements of the embeds of one level (`table`, reached by `path` of embed keys),
+    /// with their keys put into the level's `shape` at their places. `presence` are the
+    /// level's `rel=is.null` / `rel=not.is.null` filters (key, must exist).
+    pub fn resolve(
+        &self,
+        table: &Table,
+        pending: &[Pending<'_>],
+        path: &[String],
+        presence: &[(String, bool)],
+        shape: &mut OutputShape,
+    ) -> Result<Vec<EmbedStmt>, ApiError> {
+        for (key, _) in presence {
+            if !pending.iter().any(|p| embed_key(p.embed) == key) {
+                return Err(plan::column(table, key).err().unwrap_or_else(|| {
+                    ApiError::new(ErrorCode::QueryParse, format!("'{key}' is not embedded"))
+                }));
+            }
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        for p in pending {
+            let mut stmt = self.one(table, p, path)?;
+            if let Some((_, exists)) = presence.iter().find(|(k, _)| *k == stmt.key) {
+                stmt.required = Some(*exists);
+            }
+            out.push(stmt);
+        }
+        // the embeds' keys among the columns' (from the last, so that places stay right)
+        for e in out.iter().rev().filter(|e| !e.hidden) {
+            shape.keys.insert(e.position, e.key.clone());
+            shape.kinds.insert(e.position, JsonKind::Json);
+        }
+        Ok(out)
+    }
+
+    /// One embed of `parent`.
+    fn one(&self, parent: &Table, p: &Pending<'_>, path: &[String]) -> Result<EmbedStmt, ApiError> {
+        let e = p.embed;
+        if e.spread {
+            return Err(ApiError::new(
+                ErrorCode::QueryParse,
+                "spreading an embedded resource (`...rel(cols)`) is not supported yet",
+            )
+            .hint("embed it as an object: rel(cols)"));
+        }
+        let rel = relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
+            .map_err(|why| self.not_found(parent, e, why))?;
+        let full = plan::table(self.cx.schema, &rel.related)?;
+        let guard = Guard::new(
+            self.cx.policy,
+            self.cx.principal,
+            full,
+            &[Op::Select],
+            self.cx.dialect,
+        )?;
+        let view = guard.grant.view(full);
+        let key = embed_key(e).to_string();
+        let mut here = path.to_vec();
+        here.push(key.clone());
+        let params = self.query.embedded(&here);
+        let hidden = e.select.is_empty();
+        let selection = plan::output(&view, (!hidden).then_some(&e.select[..]), self.cx.dialect)?;
+        let (filters, presence) = split_presence(
+            params.map_or(&[][..], |p| &p.filters[..]),
+            &selection.embeds,
+        );
+        let mut filters = plan::conditions(&view, &filters, self.cx.dialect)?;
+        filters.extend(guard.row_filter.iter().cloned());
+        // how the columns are written into the embed's JSON (its own embeds are JSON already)
+        let kinds = selection
+            .shape
+            .kinds
+            .iter()
+            .map(|kind| match kind {
+                JsonKind::Bool => ValueKind::Bool,
+                JsonKind::Json => ValueKind::Json,
+                JsonKind::Auto => ValueKind::Plain,
+            })
+            .collect();
+        let mut shape = selection.shape;
+        let embeds = self.resolve(&view, &selection.embeds, &here, &presence, &mut shape)?;
+        let (columns, through) = match &rel.cardinality {
+            Cardinality::ManyToMany(j) => (
+                Vec::new(),
+                Some(Junction {
+                    table: plan::table(self.cx.schema, &j.table)?.relation(),
+                    to_parent: j.to_origin.1.clone(),
+                    to_related: j.to_related.1.clone(),
+                }),
+            ),
+            _ => (
+                rel.columns
+                    .iter()
+                    .map(|(origin, related)| (related.clone(), origin.clone()))
+                    .collect(),
+                None,
+            ),
+        };
+        let order = plan::order(
+            &view,
+            params.map_or(&[][..], |p| &p.order[..]),
+            self.cx.dialect,
+        )?;
+        Ok(EmbedStmt {
+            key,
+            position: p.position,
+            many: rel.is_many(),
+            select: SelectStmt {
+                table: view.relation(),
+                not_null: plan::never_null(&view),
+                columns: selection.columns,
+                filters,
+                order,
+                limit: params.and_then(|p| p.limit),
+                offset: params.and_then(|p| p.offset),
+                embeds,
+            },
+            kinds,
+            on: columns,
+            through,
+            required: (e.join == Some(Join::Inner)).then_some(true),
+            hidden,
+        })
+    }
+
+    /// PostgREST's errors when no relationship, or more than one, fits.
+    fn not_found(&self, parent: &Table, e: &Embed, why: NotFound) -> ApiError {
+        match why {
+            NotFound::Ambiguous(candidates) => ambiguous(parent, e, &candidates),
+            NotFound::None => {
+                let schema = parent.schema.as_deref().unwrap_or("main");
+                let hint = e
+                    .hint
+                    .as_deref()
+                    .map(|h| format!("' using the hint '{h}"))
+                    .unwrap_or_default();
+                let err = ApiError::new(
+                    ErrorCode::RelationshipNotFound,
+                    format!(
+                        "Could not find a relationship between '{}' and '{}' in the schema cache",
+                        parent.name, e.relation
+                    ),
+                )
+                .details(format!(
+                    "Searched for a foreign key relationship between '{}' and '{}{hint}' in the schema '{schema}', but no matches were found.",
+                    parent.name, e.relation
+                ));
+                match self.similar_relation(parent, &e.relation) {
+                    Some(name) => err.hint(format!(
+                        "Perhaps you meant '{name}' instead of '{}'.",
+                        e.relation
+                    )),
+                    None => err,
+                }
+            }
+        }
+    }
+
+    /// The related table of `parent` whose name is most like `name` (not `name` itself).
+    fn similar_relation(&self, parent: &Table, name: &str) -> Option<String> {
+        relationships::of(self.cx.schema, parent)
+            .into_iter()
+            .map(|r| r.related)
+            .filter(|r| r != name)
+            .map(|r| (strsim::jaro_winkler(&r, name), r))
+            .filter(|(score, _)| *score >= 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, r)| r)
+    }
+}
+
+/// 300 `PGRST201`: the candidates in `details`, the hints that pick each in `hint`.
+fn ambiguous(parent: &Table, e: &Embed, candidates: &[Relationship]) -> ApiError {
+    let hints: Vec<String> = candidates.iter().map(Relationship::hint).collect();
+    let mut err = ApiError::new(
+        ErrorCode::AmbiguousRelationship,
+        format!(
+            "Could not embed because more than one relationship was found for '{}' and '{}'",
+            parent.name, e.relation
+        ),
+    )
+    .hint(format!(
+        "Try changing '{}' to one of the following: {}. Find the desired relationship in the 'details' key.",
+        e.relation,
+        hints.join(", ")
+    ));
+    err.details_json = Some(Box::new(serde_json::Value::Array(
+        candidates.iter().map(Relationship::describe).collect(),
+    )));
+    err
+}

@@ -1,0 +1,272 @@
+//! Relationships between tables, read off their foreign keys as PostgREST reads them for
+//! resource embedding: many-to-one (this table's key to another), one-to-many (another table's
+//! key to this one), one-to-one (either, when the key's columns are the referencing table's
+//! primary key), and many-to-many (through a junction table whose primary key holds foreign
+//! keys to both). [`find`] picks the one a request names, or says why none or several fit.
+
+use super::{ForeignKey, SchemaCache, Table};
+
+/// How many rows of the related table one row relates to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cardinality {
+    /// This table's foreign key: at most one related row.
+    ManyToOne,
+    /// The related table's foreign key to this one: any number of related rows.
+    OneToMany,
+    /// A foreign key whose columns are the referencing table's primary key: at most one.
+    OneToOne,
+    /// Rows of a junction table link the two: any number of related rows.
+    ManyToMany(Junction),
+}
+
+/// The junction of a many-to-many relationship.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Junction {
+    /// The junction table.
+    pub table: String,
+    /// Its foreign key to the origin table, and the column pairs (junction, origin).
+    pub to_origin: (String, Vec<(String, String)>),
+    /// Its foreign key to the related table, and the column pairs (junction, related).
+    pub to_related: (String, Vec<(String, String)>),
+}
+
+/// One relationship from an origin table to a related one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relationship {
+    /// The origin (the table being read).
+    pub origin: String,
+    /// The related table.
+    pub related: String,
+    /// The foreign key's constraint name (many-to-many: the junction's name).
+    pub constraint: String,
+    /// Column pairs (origin column, related column) that are equal (empty for many-to-many).
+    pub columns: Vec<(String, String)>,
+    /// Cardinality.
+    pub cardinality: Cardinality,
+}
+
+impl Relationship {
+    /// Whether a row relates to any number of rows (an array), not at most one (an object).
+    pub fn is_many(&self) -> bool {
+        matches!(
+            self.cardinality,
+            Cardinality::OneToMany | Cardinality::ManyToMany(_)
+        )
+    }
+
+    /// PostgREST's description of the relationship in an ambiguity error's `details`.
+    pub fn describe(&self) -> serde_json::Value {
+        let list = |cols: &mut dyn Iterator<Item = &String>| {
+            format!(
+                "({})",
+                cols.map(String::as_str).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let (cardinality, relationship) = match &self.cardinality {
+            Cardinality::ManyToMany(j) => (
+                "many-to-many",
+                format!(
+                    "{} using {}{} and {}{}",
+                    j.table,
+                    j.to_origin.0,
+                    list(&mut j.to_origin.1.iter().map(|(c, _)| c)),
+                    j.to_related.0,
+                    list(&mut j.to_related.1.iter().map(|(c, _)| c)),
+                ),
+            ),
+            other => (
+                match other {
+                    Cardinality::ManyToOne => "many-to-one",
+                    Cardinality::OneToOne => "one-to-one",
+                    _ => "one-to-many",
+                },
+                format!(
+                    "{} using {}{} and {}{}",
+                    self.constraint,
+                    self.origin,
+                    list(&mut self.columns.iter().map(|(o, _)| o)),
+                    self.related,
+                    list(&mut self.columns.iter().map(|(_, r)| r)),
+                ),
+            ),
+        };
+        serde_json::json!({
+            "cardinality": cardinality,
+            "embedding": format!("{} with {}", self.origin, self.related),
+            "relationship": relationship,
+        })
+    }
+
+    /// How a request names this relationship to pick it among several: `related!hint`.
+    pub fn hint(&self) -> String {
+        match &self.cardinality {
+            Cardinality::ManyToMany(j) => format!("'{}!{}'", self.related, j.table),
+            _ => format!("'{}!{}'", self.related, self.constraint),
+        }
+    }
+}
+
+/// Why no single relationship fits.
+#[derive(Debug)]
+pub enum NotFound {
+    /// None does.
+    None,
+    /// Several do.
+    Ambiguous(Vec<Relationship>),
+}
+
+/// The referenced columns of `fk`, the referenced table's primary key when the key names none
+/// (SQLite's `REFERENCES t`).
+fn referenced<'a>(fk: &'a ForeignKey, referenced: &'a Table) -> &'a [String] {
+    if fk.ref_columns.is_empty() {
+        &referenced.primary_key
+    } else {
+        &fk.ref_columns
+    }
+}
+
+/// Whether `columns` are exactly `table`'s primary key (in any order).
+fn is_primary_key(table: &Table, columns: &[String]) -> bool {
+    !table.primary_key.is_empty()
+        && columns.len() == table.primary_key.len()
+        && columns.iter().all(|c| table.primary_key.contains(c))
+}
+
+/// Every relationship of `origin`, in a stable order.
+pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
+    let mut out = Vec::new();
+    for fk in &origin.foreign_keys {
+        let Some(related) = schema.table(&fk.ref_table) else {
+            continue;
+        };
+        let columns: Vec<(String, String)> = fk
+            .columns
+            .iter()
+            .cloned()
+            .zip(referenced(fk, related).iter().cloned())
+            .collect();
+        out.push(Relationship {
+            origin: origin.name.clone(),
+            related: related.name.clone(),
+            constraint: fk.name.clone(),
+            columns,
+            cardinality: if is_primary_key(origin, &fk.columns) {
+                Cardinality::OneToOne
+            } else {
+                Cardinality::ManyToOne
+            },
+        });
+    }
+    for other in schema.tables.values() {
+        for fk in other
+            .foreign_keys
+            .iter()
+            .filter(|fk| fk.ref_table == origin.name)
+        {
+            let columns: Vec<(String, String)> = referenced(fk, origin)
+                .iter()
+                .cloned()
+                .zip(fk.columns.iter().cloned())
+                .collect();
+            out.push(Relationship {
+                origin: origin.name.clone(),
+                related: other.name.clone(),
+                constraint: fk.name.clone(),
+                columns,
+                cardinality: if is_primary_key(other, &fk.columns) {
+                    Cardinality::OneToOne
+                } else {
+                    Cardinality::OneToMany
+                },
+            });
+        }
+        out.extend(through(schema, origin, other));
+    }
+    out
+}
+
+/// The many-to-many relationships from `origin` through `junction`: a pair of its foreign keys,
+/// one to `origin` and one to another table, both within its primary key.
+fn through(schema: &SchemaCache, origin: &Table, junction: &Table) -> Vec<Relationship> {
+    let in_key = |fk: &ForeignKey| {
+        !fk.columns.is_empty() && fk.columns.iter().all(|c| junction.primary_key.contains(c))
+    };
+    let mut out = Vec::new();
+    for to_origin in junction
+        .foreign_keys
+        .iter()
+        .filter(|fk| fk.ref_table == origin.name && in_key(fk))
+    {
+        for to_related in junction.foreign_keys.iter().filter(|fk| {
+            !std::ptr::eq(*fk, to_origin) && in_key(fk) && fk.columns != to_origin.columns
+        }) {
+            let Some(related) = schema.table(&to_related.ref_table) else {
+                continue;
+            };
+            let pairs = |fk: &ForeignKey, table: &Table| -> Vec<(String, String)> {
+                fk.columns
+                    .iter()
+                    .cloned()
+                    .zip(referenced(fk, table).iter().cloned())
+                    .collect()
+            };
+            out.push(Relationship {
+                origin: origin.name.clone(),
+                related: related.name.clone(),
+                constraint: junction.name.clone(),
+                columns: Vec::new(),
+                cardinality: Cardinality::ManyToMany(Junction {
+                    table: junction.name.clone(),
+                    to_origin: (to_origin.name.clone(), pairs(to_origin, origin)),
+                    to_related: (to_related.name.clone(), pairs(to_related, related)),
+                }),
+            });
+        }
+    }
+    out
+}
+
+/// The one relationship of `origin` that `target` names (a related table, a foreign-key column
+/// of the origin, or a constraint), narrowed by `hint` (a constraint, a column of either side,
+/// or a junction table), as PostgREST's `findRel`.
+pub fn find(
+    schema: &SchemaCache,
+    origin: &Table,
+    target: &str,
+    hint: Option<&str>,
+) -> Result<Relationship, NotFound> {
+    let single_column = |r: &Relationship, name: &str, side: fn(&(String, String)) -> &String| {
+        r.columns.len() == 1 && side(&r.columns[0]) == name
+    };
+    let origin_column = |r: &Relationship, name: &str| {
+        matches!(
+            r.cardinality,
+            Cardinality::ManyToOne | Cardinality::OneToOne
+        ) && single_column(r, name, |p| &p.0)
+    };
+    let constraint = |r: &Relationship, name: &str| {
+        !matches!(r.cardinality, Cardinality::ManyToMany(_)) && r.constraint == name
+    };
+    let mut found: Vec<Relationship> = of(schema, origin)
+        .into_iter()
+        .filter(|r| r.related == target || origin_column(r, target) || constraint(r, target))
+        .filter(|r| match hint {
+            None => true,
+            Some(h) => {
+                constraint(r, h)
+                    || single_column(r, h, |p| &p.0)
+                    || single_column(r, h, |p| &p.1)
+                    || matches!(&r.cardinality, Cardinality::ManyToMany(j) if j.table == h)
+            }
+        })
+        .collect();
+    match found.len() {
+        0 => Err(NotFound::None),
+        1 => Ok(found.remove(0)),
+        _ => {
+            // the same order on every backend
+            found.sort_by(|a, b| (&a.related, &a.constraint).cmp(&(&b.related, &b.constraint)));
+            Err(NotFound::Ambiguous(found))
+        }
+    }
+}

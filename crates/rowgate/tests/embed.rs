@@ -1,0 +1,342 @@
+//! Resource embedding (PostgREST's semantics) through a real server, the same bodies on SQLite
+//! and PostgreSQL: to-one objects, to-many arrays, many-to-many through a junction, nesting,
+//! aliases, hints, `!inner`, `rel=is.null`, the embeds' own filters, order and limits, counts,
+//! grants inside embeds, and PostgREST's errors when no relationship or several fit.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Another relationship between `team` and a new table, twice (ambiguous), and a
+/// many-to-many through a junction whose primary key holds both foreign keys.
+const SETUP: &str = "
+CREATE TABLE duel (
+    id   INTEGER PRIMARY KEY,
+    home INTEGER REFERENCES team(team_id),
+    away INTEGER REFERENCES team(team_id)
+);
+INSERT INTO duel VALUES (1, 1, 2), (2, 3, 1);
+CREATE TABLE sponsor (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE team_sponsor (
+    team_id    INTEGER REFERENCES team(team_id),
+    sponsor_id INTEGER REFERENCES sponsor(id),
+    PRIMARY KEY (team_id, sponsor_id)
+);
+INSERT INTO sponsor VALUES (1, 'Oil'), (2, 'Tea'), (3, 'Nobody');
+INSERT INTO team_sponsor VALUES (1, 1), (1, 2), (2, 2);
+INSERT INTO team VALUES (11, 'Lonely', 0);
+";
+
+async fn server(b: Backend) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    TestServer::start_prepared(b, dir, rowgate::config::Config::default(), SETUP, |_| {}).await
+}
+
+async fn ok(s: &TestServer, path: &str) -> Value {
+    let (status, body) = get_json(s, path).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+/// Many-to-one: an object; one-to-many: an array (`[]` when nothing relates); aliases; nesting
+/// several levels deep, back and forth.
+async fn to_one_and_to_many(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(
+            &s,
+            "/driver?select=name,team(name)&driver_id=lte.2&order=driver_id"
+        )
+        .await,
+        json!([
+            {"name": "Lewis Hamilton", "team": {"name": "Mercedes"}},
+            {"name": "George Russell", "team": {"name": "Mercedes"}}
+        ])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,driver(name,points)&team_id=in.(2,11)&order=team_id"
+        )
+        .await,
+        json!([
+            {"name": "Ferrari", "driver": [
+                {"name": "Charles Leclerc", "points": 206},
+                {"name": "Carlos Sainz", "points": 200}
+            ]},
+            {"name": "Lonely", "driver": []}
+        ])
+    );
+    // an alias, the embed before the columns, and three levels
+    assert_eq!(
+        ok(
+            &s,
+            "/driver?select=crew:team(name,mates:driver(name)),driver_id&driver_id=eq.5"
+        )
+        .await,
+        json!([{
+            "crew": {"name": "Red Bull", "mates": [
+                {"name": "Max Verstappen"}, {"name": "Sergio Perez"}
+            ]},
+            "driver_id": 5
+        }])
+    );
+    // the foreign-key column names the relationship too
+    assert_eq!(
+        ok(&s, "/driver?select=team_id(name)&driver_id=eq.3").await,
+        json!([{"team_id": {"name": "Ferrari"}}])
+    );
+    // an item URL with an embed
+    let r = s
+        .get("/team/4?select=name,driver(driver_id)")
+        .header("accept", "application/vnd.pgrst.object+json")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"name": "McLaren", "driver": [{"driver_id": 7}, {"driver_id": 8}]})
+    );
+}
+
+/// Many-to-many through the junction, both ways.
+async fn many_to_many(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(&s, "/team?select=name,sponsor(name)&team_id=in.(1,2,3)&order=team_id&sponsor.order=name.desc").await,
+        json!([
+            {"name": "Mercedes", "sponsor": [{"name": "Tea"}, {"name": "Oil"}]},
+            {"name": "Ferrari", "sponsor": [{"name": "Tea"}]},
+            {"name": "Red Bull", "sponsor": []}
+        ])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/sponsor?select=name,team(team_id)&order=id&team.order=team_id"
+        )
+        .await,
+        json!([
+            {"name": "Oil", "team": [{"team_id": 1}]},
+            {"name": "Tea", "team": [{"team_id": 1}, {"team_id": 2}]},
+            {"name": "Nobody", "team": []}
+        ])
+    );
+}
+
+/// An embed's own filters, `or`, order, limit and offset apply to its rows, not its parents.
+async fn embed_parameters(b: Backend) {
+    let s = server(b).await;
+    let path = "/team?select=team_id,driver(name)&team_id=lte.3&order=team_id\
+                &driver.points=gt.200&driver.order=points.desc";
+    assert_eq!(
+        ok(&s, path).await,
+        json!([
+            {"team_id": 1, "driver": [{"name": "Lewis Hamilton"}]},
+            {"team_id": 2, "driver": [{"name": "Charles Leclerc"}]},
+            {"team_id": 3, "driver": [{"name": "Max Verstappen"}, {"name": "Sergio Perez"}]}
+        ])
+    );
+    let path = "/team?select=team_id,driver(driver_id)&team_id=eq.3\
+                &driver.order=driver_id.desc&driver.limit=1&driver.offset=1";
+    assert_eq!(
+        ok(&s, path).await,
+        json!([{"team_id": 3, "driver": [{"driver_id": 5}]}])
+    );
+    let path = "/team?select=team_id,driver(driver_id)&team_id=eq.1\
+                &driver.or=(driver_id.eq.2,points.gt.1000)";
+    assert_eq!(
+        ok(&s, path).await,
+        json!([{"team_id": 1, "driver": [{"driver_id": 2}]}])
+    );
+    // a to-one embed filtered out is null
+    assert_eq!(
+        ok(&s, "/driver?select=driver_id,team(name)&driver_id=in.(1,3)&order=driver_id&team.name=eq.Ferrari").await,
+        json!([
+            {"driver_id": 1, "team": null},
+            {"driver_id": 3, "team": {"name": "Ferrari"}}
+        ])
+    );
+    // a bad column inside an embed is the embed's table's 400
+    let (status, body) = get_json(&s, "/team?select=driver(nope)").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST204")),
+        "{body}"
+    );
+    let (status, body) = get_json(&s, "/team?select=driver(name)&driver.nope=eq.1").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST204")),
+        "{body}"
+    );
+}
+
+/// `!inner` keeps only parents with related rows (the embed's filters applied), and the count
+/// agrees; `rel=is.null` keeps those without, `rel=not.is.null` those with.
+async fn inner_and_presence(b: Backend) {
+    let s = server(b).await;
+    let path = "/team?select=team_id,driver!inner(name)&driver.points=gt.230&order=team_id";
+    let r = s
+        .get(path)
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        r.headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok()),
+        Some("0-1/2")
+    );
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!([
+            {"team_id": 1, "driver": [{"name": "Lewis Hamilton"}]},
+            {"team_id": 3, "driver": [{"name": "Max Verstappen"}, {"name": "Sergio Perez"}]}
+        ])
+    );
+    assert_eq!(
+        ok(&s, "/team?select=team_id,driver()&driver=is.null").await,
+        json!([{"team_id": 11}])
+    );
+    let body = ok(
+        &s,
+        "/team?select=team_id,sponsor(id)&sponsor=not.is.null&order=team_id",
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!([
+            {"team_id": 1, "sponsor": [{"id": 1}, {"id": 2}]},
+            {"team_id": 2, "sponsor": [{"id": 2}]}
+        ])
+    );
+}
+
+/// No relationship: 400 `PGRST200` with PostgREST's words and a "Perhaps you meant" hint;
+/// several: 300 `PGRST201` with the candidates in `details`; a hint (constraint or column)
+/// picks one.
+async fn relationship_errors_and_hints(b: Backend) {
+    let s = server(b).await;
+    let (status, body) = get_json(&s, "/team?select=name,drivers(name)").await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "PGRST200");
+    assert_eq!(
+        body["message"],
+        "Could not find a relationship between 'team' and 'drivers' in the schema cache"
+    );
+    assert!(
+        body["details"].as_str().is_some_and(|d| d
+            .starts_with("Searched for a foreign key relationship between 'team' and 'drivers'")),
+        "{body}"
+    );
+    assert_eq!(
+        body["hint"],
+        "Perhaps you meant 'driver' instead of 'drivers'."
+    );
+
+    let (status, body) = get_json(&s, "/duel?select=id,team(name)").await;
+    assert_eq!(status, 300, "{body}");
+    assert_eq!(body["code"], "PGRST201");
+    assert_eq!(
+        body["message"],
+        "Could not embed because more than one relationship was found for 'duel' and 'team'"
+    );
+    let details = body["details"].as_array().expect("details list");
+    assert_eq!(details.len(), 2, "{body}");
+    assert_eq!(details[0]["cardinality"], "many-to-one");
+    assert_eq!(details[0]["embedding"], "duel with team");
+    assert_eq!(
+        details[0]["relationship"],
+        "duel_away_fkey using duel(away) and team(team_id)"
+    );
+    assert_eq!(
+        body["hint"],
+        "Try changing 'team' to one of the following: 'team!duel_away_fkey', 'team!duel_home_fkey'. Find the desired relationship in the 'details' key."
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/duel?select=id,home:team!duel_home_fkey(name),away:team!away(name)&order=id"
+        )
+        .await,
+        json!([
+            {"id": 1, "home": {"name": "Mercedes"}, "away": {"name": "Ferrari"}},
+            {"id": 2, "home": {"name": "Red Bull"}, "away": {"name": "Mercedes"}}
+        ])
+    );
+    let (status, body) = get_json(&s, "/duel?select=id,team!nothing(name)").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST200")),
+        "{body}"
+    );
+    assert!(
+        body["details"]
+            .as_str()
+            .is_some_and(|d| d.contains("using the hint 'nothing'")),
+        "{body}"
+    );
+}
+
+/// Grants apply inside embeds: a related table the role may not read refuses the request, and
+/// the role's row filter and columns apply to the embedded rows.
+async fn grants_apply_inside_embeds(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        r#"
+[[grants]]
+role = "anon"
+tables = ["driver"]
+ops = ["select"]
+
+[[grants]]
+role = "anon"
+tables = ["team"]
+ops = ["select"]
+read_columns = ["team_id", "name"]
+filter = "team_id=eq.1"
+"#,
+        &[],
+    )
+    .expect("config");
+    let s = TestServer::start_prepared(b, dir, config, SETUP, |_| {}).await;
+    assert_eq!(
+        ok(
+            &s,
+            "/driver?select=driver_id,team(name)&driver_id=in.(1,3)&order=driver_id"
+        )
+        .await,
+        json!([
+            {"driver_id": 1, "team": {"name": "Mercedes"}},
+            {"driver_id": 3, "team": null}
+        ])
+    );
+    let (status, body) = get_json(&s, "/driver?select=team(points)").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST204")),
+        "{body}"
+    );
+    let (status, body) = get_json(&s, "/team?select=name,sponsor(name)").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("RG401")),
+        "{body}"
+    );
+}
+
+backend_tests!(
+    to_one_and_to_many,
+    many_to_many,
+    embed_parameters,
+    inner_and_presence,
+    relationship_errors_and_hints,
+    grants_apply_inside_embeds,
+);
