@@ -416,3 +416,184 @@ fn put(
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The plan stage without a server: a request over an in-memory SQLite schema, a policy and
+    //! a principal in, the job's SQL and the refusals out.
+
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use rowgate_query::render::Sqlite;
+
+    use super::*;
+    use crate::auth::policy::Policy;
+    use crate::auth::Principal;
+    use crate::config::{GrantConfig, LimitsConfig, RestConfig};
+    use crate::schema::SchemaCache;
+
+    const SCHEMA: &str = "
+        CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT);
+        CREATE TABLE driver (driver_id INTEGER PRIMARY KEY, name TEXT,
+                             team_id INTEGER REFERENCES team(team_id));
+        CREATE TABLE secret (id INTEGER PRIMARY KEY);
+        CREATE TABLE pit (id INTEGER PRIMARY KEY, driver_id INTEGER REFERENCES driver(driver_id));
+    ";
+
+    fn schema() -> SchemaCache {
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite");
+        conn.execute_batch(SCHEMA).expect("schema");
+        SchemaCache::introspect(&conn).expect("introspect")
+    }
+
+    /// `writer` may read and update its own teams (owner = its `sub`) and read drivers.
+    fn policy() -> Policy {
+        let grant = |tables: &[&str], ops: &[&str], filter: Option<&str>| GrantConfig {
+            role: "writer".into(),
+            tables: tables.iter().map(|t| t.to_string()).collect(),
+            ops: ops.iter().map(|o| o.to_string()).collect(),
+            read_columns: None,
+            write_columns: None,
+            filter: filter.map(str::to_string),
+        };
+        Policy::compile(&[
+            grant(&["team"], &["select", "update"], Some("owner=eq.@sub")),
+            grant(&["driver"], &["select"], None),
+        ])
+        .expect("policy")
+    }
+
+    fn writer() -> Principal {
+        let mut claims = serde_json::Map::new();
+        claims.insert("sub".into(), "ann".into());
+        Principal {
+            role: "writer".into(),
+            claims: Arc::new(claims),
+            anonymous: false,
+            standing: None,
+        }
+    }
+
+    /// Plans `method uri` (body `body`) on `table` for the writer.
+    fn plan_of(method: &str, uri: &str, table: &str, body: &str) -> Result<ActionPlan, ApiError> {
+        let (parts, _) = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(())
+            .expect("request")
+            .into_parts();
+        let limits = LimitsConfig::default();
+        let request =
+            ApiRequest::parse(&parts, table, None, Bytes::from(body.to_string()), &limits)?;
+        let (schema, policy, principal) = (schema(), policy(), writer());
+        let cx = Context {
+            schema: &schema,
+            policy: &policy,
+            principal: &principal,
+            dialect: &Sqlite,
+            rest: &RestConfig::default(),
+        };
+        plan(&request, &cx)
+    }
+
+    fn sql_of(plan: &ActionPlan) -> Vec<String> {
+        plan.job
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Rows { sql, .. }
+                | Step::Execute(sql)
+                | Step::Count(sql)
+                | Step::Value(sql)
+                | Step::Forbid { sql, .. } => sql.text.clone(),
+                Step::IfMatch { sql, .. } => format!("if-match {}", sql.text),
+                Step::Estimate { count, .. } => count.text.clone(),
+            })
+            .collect()
+    }
+
+    /// A read is one statement carrying the role's row filter, its claim bound as a value.
+    #[test]
+    fn reads_carry_the_row_filter() {
+        let plan = plan_of("GET", "/team?select=name&name=like.F*", "team", "").expect("plan");
+        let sql = sql_of(&plan);
+        assert_eq!(sql.len(), 1, "{sql:?}");
+        assert!(sql[0].contains("\"owner\" = "), "{}", sql[0]);
+        let Step::Rows { sql, .. } = &plan.job.steps[0] else {
+            panic!("rows step");
+        };
+        assert!(
+            sql.params
+                .iter()
+                .any(|p| *p == rowgate_query::Value::Text("ann".into())),
+            "{:?}",
+            sql.params
+        );
+        assert_eq!(plan.job.access, Access::Read);
+    }
+
+    /// An update under a row filter checks the new values with a `Forbid` step before it
+    /// writes, in the same job.
+    #[test]
+    fn writes_under_a_row_filter_are_checked_in_the_job() {
+        let plan =
+            plan_of("PATCH", "/team?team_id=eq.1", "team", r#"{"owner": "bob"}"#).expect("plan");
+        assert_eq!(plan.job.access, Access::Write);
+        assert!(
+            plan.job
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::Forbid { .. })),
+            "{:?}",
+            sql_of(&plan)
+        );
+    }
+
+    /// What the role was not granted is refused at plan time: an operation, a table, an
+    /// embedded table.
+    #[test]
+    fn the_guard_refuses_what_was_not_granted() {
+        let refused = |method, uri, table, body| match plan_of(method, uri, table, body) {
+            Err(e) => e.code,
+            Ok(_) => panic!("{method} {uri} was planned"),
+        };
+        assert_eq!(
+            refused("DELETE", "/team?team_id=eq.1", "team", ""),
+            ErrorCode::PermissionDenied
+        );
+        assert_eq!(
+            refused("POST", "/driver", "driver", r#"{"name": "x"}"#),
+            ErrorCode::PermissionDenied
+        );
+        assert_eq!(
+            refused("GET", "/secret", "secret", ""),
+            ErrorCode::PermissionDenied
+        );
+        assert_eq!(
+            refused("GET", "/driver?select=name,pit(id)", "driver", ""),
+            ErrorCode::PermissionDenied
+        );
+        assert_eq!(
+            refused("GET", "/driver?select=name,secret(id)", "driver", ""),
+            ErrorCode::RelationshipNotFound
+        );
+    }
+
+    /// An embed is part of the one statement, under the related table's own grant.
+    #[test]
+    fn embeds_are_planned_into_one_statement() {
+        let plan = plan_of("GET", "/driver?select=name,team(name)", "driver", "").expect("plan");
+        let sql = sql_of(&plan);
+        assert_eq!(sql.len(), 1, "{sql:?}");
+        assert!(sql[0].contains("json_object("), "{}", sql[0]);
+        assert!(
+            sql[0].contains("\"owner\" = "),
+            "the team's row filter applies inside the embed: {}",
+            sql[0]
+        );
+        let plan = plan_of("GET", "/team?select=name,driver(name)", "team", "").expect("plan");
+        assert!(sql_of(&plan)[0].contains("json_group_array("));
+    }
+}
