@@ -403,27 +403,93 @@ fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, o
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
 }
 
-/// The output columns with the embeds among them, each embed a correlated subquery.
-fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
-    let mut first = true;
-    let mut next = |out: &mut Sql| {
-        if !std::mem::take(&mut first) {
-            out.text.push_str(", ");
-        }
-    };
-    let visible = |e: &&EmbedStmt| !e.hidden;
+/// One output item of a level, in output order: a column (and its index), or an embed.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Column(usize, &'a OutputColumn),
+    Embed(&'a EmbedStmt),
+}
+
+/// A level's output items in order, hidden embeds left out.
+fn items(s: &SelectStmt) -> Vec<Item<'_>> {
+    let mut out = Vec::with_capacity(s.columns.len() + s.embeds.len());
     for i in 0..=s.columns.len() {
-        for e in s.embeds.iter().filter(visible).filter(|e| e.position == i) {
-            next(out);
-            embedded(d, e, depth + 1, out);
-            out.text.push_str(" AS ");
-            out.text.push_str(&d.quote_ident(&e.key));
-        }
+        out.extend(
+            s.embeds
+                .iter()
+                .filter(|e| !e.hidden && e.position == i)
+                .map(Item::Embed),
+        );
         if let Some(c) = s.columns.get(i) {
-            next(out);
-            output_columns(d, std::slice::from_ref(c), out);
+            out.push(Item::Column(i, c));
         }
     }
+    out
+}
+
+/// A column's value: the column, its JSON path and cast (unqualified: the innermost table).
+fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
+    let value = field(d, &c.column, &c.path, out);
+    match c.cast.as_deref().and_then(|t| d.cast_type(t)) {
+        Some(t) => format!("CAST({value} AS {t})"),
+        None => value,
+    }
+}
+
+/// The output columns with the embeds among them, each embed a correlated subquery (a spread
+/// one, a subquery per item).
+fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
+    for (n, item) in items(s).into_iter().enumerate() {
+        if n > 0 {
+            out.text.push_str(", ");
+        }
+        match item {
+            Item::Column(_, c) => output_columns(d, std::slice::from_ref(c), out),
+            Item::Embed(e) if e.spread => {
+                for (m, inner) in items(&e.select).into_iter().enumerate() {
+                    if m > 0 {
+                        out.text.push_str(", ");
+                    }
+                    let key = spread_value(d, e, depth + 1, inner, |v| v.to_string(), out);
+                    out.text.push_str(" AS ");
+                    out.text.push_str(&d.quote_ident(key));
+                }
+            }
+            Item::Embed(e) => {
+                embedded(d, e, depth + 1, out);
+                out.text.push_str(" AS ");
+                out.text.push_str(&d.quote_ident(&e.key));
+            }
+        }
+    }
+}
+
+/// `(SELECT <value> FROM related AS _d WHERE <join> … LIMIT 1)`: one item of a spread
+/// (to-one) embed's related row, NULL when there is none; `wrap` shapes a column's value.
+/// Returns the item's key.
+fn spread_value<'a>(
+    d: &dyn Dialect,
+    e: &EmbedStmt,
+    depth: usize,
+    item: Item<'a>,
+    wrap: impl FnOnce(&str) -> String,
+    out: &mut Sql,
+) -> &'a str {
+    out.text.push_str("(SELECT ");
+    let key = match item {
+        Item::Column(_, c) => {
+            let value = column_value(d, c, out);
+            out.text.push_str(&wrap(&value));
+            &c.key
+        }
+        Item::Embed(nested) => {
+            embedded(d, nested, depth + 1, out);
+            &nested.key
+        }
+    };
+    from_where(d, &e.select, Some((depth, e)), out);
+    out.text.push_str(" LIMIT 1)");
+    key
 }
 
 /// ` FROM t [AS alias] WHERE <join to the parent> AND <filters> AND <required embeds>`.
@@ -545,44 +611,78 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
 }
 
 /// SQLite: `json_object(?, value, …)` of one related row, keys bound, values written as their
-/// kinds say, nested embeds as JSON.
+/// kinds say, nested embeds as JSON, a spread embed's items among the row's own.
 fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
     out.text.push_str("json_object(");
-    let s = &e.select;
     let mut first = true;
-    for i in 0..=s.columns.len() {
-        for nested in s.embeds.iter().filter(|n| !n.hidden && n.position == i) {
-            if !std::mem::take(&mut first) {
-                out.text.push_str(", ");
-            }
-            let key = bind(d, out, Value::Text(nested.key.clone()));
-            out.text.push_str(&key);
-            out.text.push_str(", json(");
-            embedded(d, nested, depth + 1, out);
-            out.text.push(')');
-        }
-        let Some(c) = s.columns.get(i) else {
-            continue;
-        };
+    let mut pair = |key: &str, out: &mut Sql| {
         if !std::mem::take(&mut first) {
             out.text.push_str(", ");
         }
-        let key = bind(d, out, Value::Text(c.key.clone()));
+        let key = bind(d, out, Value::Text(key.to_string()));
         out.text.push_str(&key);
         out.text.push_str(", ");
-        let mut value = field(d, &c.column, &c.path, out);
-        if let Some(t) = c.cast.as_deref().and_then(|t| d.cast_type(t)) {
-            value = format!("CAST({value} AS {t})");
-        }
-        match e.kinds.get(i).copied().unwrap_or(ValueKind::Plain) {
-            ValueKind::Plain => out.text.push_str(&value),
-            ValueKind::Bool => out.text.push_str(&format!(
-                "CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN json('true') ELSE json('false') END"
-            )),
-            ValueKind::Json => out.text.push_str(&format!("json({value})")),
+    };
+    for item in items(&e.select) {
+        match item {
+            Item::Column(i, c) => {
+                pair(&c.key, out);
+                let value = column_value(d, c, out);
+                out.text.push_str(&match kind_of(e, i) {
+                    ValueKind::Plain => value,
+                    ValueKind::Bool => format!(
+                        "CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN json('true') ELSE json('false') END"
+                    ),
+                    ValueKind::Json => format!("json({value})"),
+                });
+            }
+            Item::Embed(spread) if spread.spread => {
+                for inner in items(&spread.select) {
+                    let key = match inner {
+                        Item::Column(_, c) => &c.key,
+                        Item::Embed(n) => &n.key,
+                    };
+                    pair(key, out);
+                    // a subquery's value is plain: what is JSON is made JSON outside it
+                    let kind = match inner {
+                        Item::Column(j, _) => kind_of(spread, j),
+                        Item::Embed(_) => ValueKind::Json,
+                    };
+                    if kind != ValueKind::Plain {
+                        out.text.push_str("json(");
+                    }
+                    spread_value(
+                        d,
+                        spread,
+                        depth + 1,
+                        inner,
+                        |v| match kind {
+                            ValueKind::Bool => format!(
+                                "CASE WHEN {v} IS NULL THEN NULL WHEN {v} THEN 'true' ELSE 'false' END"
+                            ),
+                            _ => v.to_string(),
+                        },
+                        out,
+                    );
+                    if kind != ValueKind::Plain {
+                        out.text.push(')');
+                    }
+                }
+            }
+            Item::Embed(nested) => {
+                pair(&nested.key, out);
+                out.text.push_str("json(");
+                embedded(d, nested, depth + 1, out);
+                out.text.push(')');
+            }
         }
     }
     out.text.push(')');
+}
+
+/// How the `i`-th column of an embed is written into its JSON.
+fn kind_of(e: &EmbedStmt, i: usize) -> ValueKind {
+    e.kinds.get(i).copied().unwrap_or(ValueKind::Plain)
 }
 
 /// `SELECT 1 FROM t [WHERE …]`: the rows a count counts, for a planner's estimate of them.

@@ -100,6 +100,8 @@ pub struct EmbedStmt {
     pub required: Option<bool>,
     /// Output nothing: the embed only filters its parent (`rel()` or `!inner` with no columns).
     pub hidden: bool,
+    /// `...rel(cols)`: its items are the parent's own keys (to-one only), not one key.
+    pub spread: bool,
 }
 
 /// The junction of a many-to-many relationship.

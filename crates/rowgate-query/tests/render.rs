@@ -736,6 +736,7 @@ fn select_with_embeds() {
         through: None,
         required: None,
         hidden: false,
+        spread: false,
     };
     let drivers = EmbedStmt {
         key: "drivers".into(),
@@ -755,6 +756,7 @@ fn select_with_embeds() {
         through: None,
         required: None,
         hidden: false,
+        spread: false,
     };
     let sponsors = EmbedStmt {
         key: "sponsors".into(),
@@ -770,6 +772,7 @@ fn select_with_embeds() {
         }),
         required: None,
         hidden: false,
+        spread: false,
     };
     let only_with_staff = EmbedStmt {
         key: "staff".into(),
@@ -781,6 +784,7 @@ fn select_with_embeds() {
         through: None,
         required: Some(true),
         hidden: true,
+        spread: false,
     };
     let s = SelectStmt {
         embeds: vec![drivers, sponsors, only_with_staff],

@@ -332,7 +332,38 @@ filter = "team_id=eq.1"
     );
 }
 
+/// A to-one embed spread into its parent (`...team(…)`): its keys are the parent's, at every
+/// level; a to-many one cannot be spread.
+async fn spread_to_one(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(&s, "/driver?select=name,...team(team_name:name,points)&driver_id=in.(1,3)&order=driver_id").await,
+        json!([
+            {"name": "Lewis Hamilton", "team_name": "Mercedes", "points": 409},
+            {"name": "Charles Leclerc", "team_name": "Ferrari", "points": 406}
+        ])
+    );
+    assert_eq!(
+        ok(&s, "/team?select=name,driver(name,...team(tp:points))&team_id=eq.1&driver.order=driver_id").await,
+        json!([{"name": "Mercedes", "driver": [
+            {"name": "Lewis Hamilton", "tp": 409},
+            {"name": "George Russell", "tp": 409}
+        ]}])
+    );
+    // a spread whose related row is filtered out gives nulls; a nested embed inside a spread
+    assert_eq!(
+        ok(&s, "/duel?select=id,...team!home(home:name,sponsor(name))&order=id&team.sponsor.order=id").await,
+        json!([
+            {"id": 1, "home": "Mercedes", "sponsor": [{"name": "Oil"}, {"name": "Tea"}]},
+            {"id": 2, "home": "Red Bull", "sponsor": []}
+        ])
+    );
+    let (status, body) = get_json(&s, "/team?select=name,...driver(name)").await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("PGRST100")), "{body}");
+}
+
 backend_tests!(
+    spread_to_one,
     to_one_and_to_many,
     many_to_many,
     embed_parameters,

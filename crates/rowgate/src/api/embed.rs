@@ -44,33 +44,52 @@ impl Embedder<'_> {
             }
         }
         let mut out = Vec::with_capacity(pending.len());
+        let mut shapes = Vec::with_capacity(pending.len());
         for p in pending {
-            let mut stmt = self.one(table, p, path)?;
+            let (mut stmt, inner) = self.one(table, p, path)?;
             if let Some((_, exists)) = presence.iter().find(|(k, _)| *k == stmt.key) {
                 stmt.required = Some(*exists);
             }
             out.push(stmt);
+            shapes.push(inner);
         }
-        // the embeds' keys among the columns' (from the last, so that places stay right)
-        for e in out.iter().rev().filter(|e| !e.hidden) {
-            shape.keys.insert(e.position, e.key.clone());
-            shape.kinds.insert(e.position, JsonKind::Json);
+        // the embeds' keys among the columns' (from the last, so that places stay right): one
+        // JSON value each, or a spread embed's own keys
+        for (e, inner) in out.iter().zip(shapes).rev().filter(|(e, _)| !e.hidden) {
+            if e.spread {
+                for (key, kind) in inner.keys.into_iter().zip(inner.kinds).rev() {
+                    shape.keys.insert(e.position, key);
+                    shape.kinds.insert(e.position, kind);
+                }
+            } else {
+                shape.keys.insert(e.position, e.key.clone());
+                shape.kinds.insert(e.position, JsonKind::Json);
+            }
         }
         Ok(out)
     }
 
-    /// One embed of `parent`.
-    fn one(&self, parent: &Table, p: &Pending<'_>, path: &[String]) -> Result<EmbedStmt, ApiError> {
+    /// One embed of `parent`, and its own output's keys and kinds (a spread's become the
+    /// parent's).
+    fn one(
+        &self,
+        parent: &Table,
+        p: &Pending<'_>,
+        path: &[String],
+    ) -> Result<(EmbedStmt, OutputShape), ApiError> {
         let e = p.embed;
-        if e.spread {
-            return Err(ApiError::new(
-                ErrorCode::QueryParse,
-                "spreading an embedded resource (`...rel(cols)`) is not supported yet",
-            )
-            .hint("embed it as an object: rel(cols)"));
-        }
         let rel = relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
             .map_err(|why| self.not_found(parent, e, why))?;
+        if e.spread && rel.is_many() {
+            return Err(ApiError::new(
+                ErrorCode::QueryParse,
+                format!(
+                    "'{}' is a to-many relationship of '{}': only a to-one relationship can be spread",
+                    e.relation, parent.name
+                ),
+            )
+            .hint(format!("embed it as an array: {}(…)", e.relation)));
+        }
         let full = plan::table(self.cx.schema, &rel.related)?;
         let guard = Guard::new(
             self.cx.policy,
@@ -105,6 +124,13 @@ impl Embedder<'_> {
             .collect();
         let mut shape = selection.shape;
         let embeds = self.resolve(&view, &selection.embeds, &here, &presence, &mut shape)?;
+        if e.spread && embeds.iter().any(|n| n.spread) {
+            return Err(ApiError::new(
+                ErrorCode::QueryParse,
+                "a spread embed inside a spread embed is not supported",
+            )
+            .hint("spread the inner one into its parent's object instead"));
+        }
         let (columns, through) = match &rel.cardinality {
             Cardinality::ManyToMany(j) => (
                 Vec::new(),
@@ -127,7 +153,7 @@ impl Embedder<'_> {
             params.map_or(&[][..], |p| &p.order[..]),
             self.cx.dialect,
         )?;
-        Ok(EmbedStmt {
+        let stmt = EmbedStmt {
             key,
             position: p.position,
             many: rel.is_many(),
@@ -146,7 +172,9 @@ impl Embedder<'_> {
             through,
             required: (e.join == Some(Join::Inner)).then_some(true),
             hidden,
-        })
+            spread: e.spread,
+        };
+        Ok((stmt, shape))
     }
 
     /// PostgREST's errors when no relationship, or more than one, fits.
