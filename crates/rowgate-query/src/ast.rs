@@ -276,9 +276,12 @@ pub enum Nulls {
     Last,
 }
 
-/// One term of `order=col.desc.nullslast`.
+/// One term of `order=col.desc.nullslast`, or `order=rel(col).desc` (a column of an embedded
+/// to-one resource).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderTerm {
+    /// The embedded to-one resource (its key) the column belongs to, when ordering by it.
+    pub relation: Option<String>,
     /// Column name as written.
     pub column: String,
     /// JSON path into the column (`order=data->>a.desc`); empty for the column itself.

@@ -388,7 +388,8 @@ pub fn parse_logic(key: &str, value: &str) -> Result<Condition, ParseError> {
     })
 }
 
-/// Parse `order=`: a comma list of `col[.asc|.desc][.nullsfirst|.nullslast]`.
+/// Parse `order=`: a comma list of `col[.asc|.desc][.nullsfirst|.nullslast]`, where `col` may be
+/// `rel(col)`: a column of an embedded to-one resource.
 pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
     let err = |f: Fail| f.into_error(ParseErrorKind::Order, "order", s);
     if s.trim().is_empty() {
@@ -398,8 +399,22 @@ pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
     let mut terms = Vec::new();
     loop {
         cur.skip_ws();
-        let column = parse_ident(&mut cur).map_err(err)?;
+        let first = parse_ident(&mut cur).map_err(err)?;
+        let (relation, column) = if cur.eat('(') {
+            cur.skip_ws();
+            let column = parse_ident(&mut cur).map_err(err)?;
+            (Some(first), column)
+        } else {
+            (None, first)
+        };
         let path = parse_path(&mut cur).map_err(err)?;
+        cur.skip_ws();
+        if relation.is_some() && !cur.eat(')') {
+            return Err(err(match cur.peek() {
+                Some(c) => Fail::unexpected(c, cur.pos),
+                None => Fail::at(cur.pos, "missing \")\""),
+            }));
+        }
         cur.skip_ws();
         let mut direction = None;
         let mut nulls = None;
@@ -422,6 +437,7 @@ pub fn parse_order(s: &str) -> Result<Vec<OrderTerm>, ParseError> {
             }
         }
         terms.push(OrderTerm {
+            relation,
             column,
             path,
             direction,

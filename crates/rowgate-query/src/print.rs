@@ -258,11 +258,19 @@ fn write_items(f: &mut impl fmt::Write, items: &[Condition]) -> fmt::Result {
     f.write_char(')')
 }
 
-/// One `order=` term: `col[.asc|.desc][.nullsfirst|.nullslast]`.
+/// One `order=` term: `[rel(]col[)][.asc|.desc][.nullsfirst|.nullslast]`.
 impl fmt::Display for OrderTerm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&ident(&self.column))?;
-        f.write_str(&json_path(&self.path))?;
+        match &self.relation {
+            Some(r) => write!(
+                f,
+                "{}({}{})",
+                ident(r),
+                ident(&self.column),
+                json_path(&self.path)
+            )?,
+            None => write!(f, "{}{}", ident(&self.column), json_path(&self.path))?,
+        }
         match self.direction {
             Some(Direction::Asc) => f.write_str(".asc")?,
             Some(Direction::Desc) => f.write_str(".desc")?,

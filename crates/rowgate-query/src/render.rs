@@ -16,8 +16,8 @@
 //! with `is` as `"c" IS ?` (null-safe equality). [`crate::eval`] follows the same rules.
 
 use crate::ast::{
-    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, OrderTerm,
-    Predicate, Quantifier, Value,
+    Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, Predicate,
+    Quantifier, Value,
 };
 use crate::stmt::{
     Constant, CountStmt, DeleteStmt, EmbedStmt, InsertRows, InsertStmt, JsonRows, OnConflict,
@@ -399,7 +399,7 @@ fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, o
         select_list(d, s, depth, out);
     }
     from_where(d, s, at, out);
-    order_by(d, &s.order, &s.not_null, out);
+    order_by(d, s, depth, out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
 }
 
@@ -598,7 +598,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
         out.text.push_str(" AS ");
         out.text.push_str(&row);
         from_where(d, &e.select, Some((depth, e)), out);
-        order_by(d, &e.select.order, &e.select.not_null, out);
+        order_by(d, &e.select, depth, out);
         out.text
             .push_str(&d.limit_offset(e.select.limit, e.select.offset));
         out.text.push_str("))");
@@ -656,11 +656,13 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
                         spread,
                         depth + 1,
                         inner,
-                        |v| match kind {
+                        |v| {
+                            match kind {
                             ValueKind::Bool => format!(
                                 "CASE WHEN {v} IS NULL THEN NULL WHEN {v} THEN 'true' ELSE 'false' END"
                             ),
                             _ => v.to_string(),
+                        }
                         },
                         out,
                     );
@@ -997,7 +999,8 @@ fn where_clause(d: &dyn Dialect, filters: &[Condition], out: &mut Sql) {
 }
 
 /// ` ORDER BY "c" ASC NULLS LAST, …`, nothing when there are no terms.
-fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut Sql) {
+fn order_by(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
+    let (terms, not_null) = (&s.order, &s.not_null);
     if terms.is_empty() {
         return;
     }
@@ -1006,7 +1009,23 @@ fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut
         if i > 0 {
             out.text.push_str(", ");
         }
-        let col = field(d, &t.column, &t.path, out);
+        let mut col = field(d, &t.column, &t.path, out);
+        // a column of an embedded to-one row: its value, NULL when no row relates
+        let embed = t
+            .relation
+            .as_ref()
+            .and_then(|r| s.embeds.iter().find(|e| e.key == *r && !e.many));
+        if let Some(e) = embed {
+            col = format!("(SELECT {col}");
+            let mut from = Sql {
+                text: String::new(),
+                params: std::mem::take(&mut out.params),
+            };
+            from_where(d, &e.select, Some((depth + 1, e)), &mut from);
+            out.params = from.params;
+            col.push_str(&from.text);
+            col.push_str(" LIMIT 1)");
+        }
         if ends_in_json(&t.path) {
             out.text.push_str(&d.json_comparable(&col));
         } else {
@@ -1018,7 +1037,7 @@ fn order_by(d: &dyn Dialect, terms: &[OrderTerm], not_null: &[String], out: &mut
             Direction::Desc => " DESC",
         });
         let nulls = match (t.nulls, d.explicit_default_nulls()) {
-            _ if t.path.is_empty() && not_null.contains(&t.column) => None,
+            _ if t.relation.is_none() && t.path.is_empty() && not_null.contains(&t.column) => None,
             (Some(n), _) => Some(n),
             (None, true) => Some(match dir {
                 Direction::Asc => Nulls::Last,

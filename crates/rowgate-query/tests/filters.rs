@@ -112,6 +112,7 @@ fn col_as(alias: Option<&str>, name: &str, cast: Option<&str>) -> SelectItem {
 
 fn ord(column: &str, direction: Option<Direction>, nulls: Option<Nulls>) -> OrderTerm {
     OrderTerm {
+        relation: None,
         column: column.to_owned(),
         path: Vec::new(),
         direction,
@@ -901,6 +902,7 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         c(
             &[("order", "data->>a.desc.nullslast")],
             order(vec![OrderTerm {
+                relation: None,
                 path: vec![JsonStep {
                     key: field("a"),
                     as_text: true,
@@ -966,6 +968,24 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         ),
         c(&[("order", "a.")], E(K::Order, "expected asc, desc")),
         c(&[("order", "")], E(K::Order, "empty order list")),
+        c(
+            &[("order", "team(name.desc")],
+            E(K::Order, "unexpected \".\""),
+        ),
+        c(&[("order", "team(name")], E(K::Order, "missing \")\"")),
+        c(
+            &[("order", "team(name).desc,id")],
+            Q(Query {
+                order: vec![
+                    OrderTerm {
+                        relation: Some("team".into()),
+                        ..ord("name", Some(Direction::Desc), None)
+                    },
+                    ord("id", None, None),
+                ],
+                ..Query::default()
+            }),
+        ),
         c(&[("order", "a,")], E(K::Order, "expected a column name")),
         // ---- columns / on_conflict
         c(

@@ -183,24 +183,28 @@ fn select_order_limit_offset() {
     let s = SelectStmt {
         order: vec![
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "a".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "b".into(),
                 direction: Some(Direction::Desc),
                 nulls: None,
             },
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "c".into(),
                 direction: Some(Direction::Asc),
                 nulls: Some(Nulls::First),
             },
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "d".into(),
                 direction: Some(Direction::Desc),
@@ -625,12 +629,14 @@ fn sqlite_rendering_executes() {
         }],
         order: vec![
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "name".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "id".into(),
                 direction: Some(Direction::Desc),
@@ -693,12 +699,14 @@ fn never_null_columns_get_no_null_placement() {
     let s = SelectStmt {
         order: vec![
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "a".into(),
                 direction: None,
                 nulls: None,
             },
             OrderTerm {
+                relation: None,
                 path: Vec::new(),
                 column: "b".into(),
                 direction: Some(Direction::Desc),

@@ -220,12 +220,14 @@ fn embedded() -> impl Strategy<Value = Vec<EmbedParams>> {
 
 fn order_term() -> impl Strategy<Value = OrderTerm> {
     (
+        prop::option::of(ident()),
         ident(),
         path(),
         prop::option::of(prop_oneof![Just(Direction::Asc), Just(Direction::Desc)]),
         prop::option::of(prop_oneof![Just(Nulls::First), Just(Nulls::Last)]),
     )
-        .prop_map(|(column, path, direction, nulls)| OrderTerm {
+        .prop_map(|(relation, column, path, direction, nulls)| OrderTerm {
+            relation,
             column,
             path,
             direction,

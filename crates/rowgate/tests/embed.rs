@@ -337,14 +337,22 @@ filter = "team_id=eq.1"
 async fn spread_to_one(b: Backend) {
     let s = server(b).await;
     assert_eq!(
-        ok(&s, "/driver?select=name,...team(team_name:name,points)&driver_id=in.(1,3)&order=driver_id").await,
+        ok(
+            &s,
+            "/driver?select=name,...team(team_name:name,points)&driver_id=in.(1,3)&order=driver_id"
+        )
+        .await,
         json!([
             {"name": "Lewis Hamilton", "team_name": "Mercedes", "points": 409},
             {"name": "Charles Leclerc", "team_name": "Ferrari", "points": 406}
         ])
     );
     assert_eq!(
-        ok(&s, "/team?select=name,driver(name,...team(tp:points))&team_id=eq.1&driver.order=driver_id").await,
+        ok(
+            &s,
+            "/team?select=name,driver(name,...team(tp:points))&team_id=eq.1&driver.order=driver_id"
+        )
+        .await,
         json!([{"name": "Mercedes", "driver": [
             {"name": "Lewis Hamilton", "tp": 409},
             {"name": "George Russell", "tp": 409}
@@ -352,17 +360,73 @@ async fn spread_to_one(b: Backend) {
     );
     // a spread whose related row is filtered out gives nulls; a nested embed inside a spread
     assert_eq!(
-        ok(&s, "/duel?select=id,...team!home(home:name,sponsor(name))&order=id&team.sponsor.order=id").await,
+        ok(
+            &s,
+            "/duel?select=id,...team!home(home:name,sponsor(name))&order=id&team.sponsor.order=id"
+        )
+        .await,
         json!([
             {"id": 1, "home": "Mercedes", "sponsor": [{"name": "Oil"}, {"name": "Tea"}]},
             {"id": 2, "home": "Red Bull", "sponsor": []}
         ])
     );
     let (status, body) = get_json(&s, "/team?select=name,...driver(name)").await;
-    assert_eq!((status, body["code"].as_str()), (400, Some("PGRST100")), "{body}");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST100")),
+        "{body}"
+    );
+}
+
+/// Rows ordered by a column of an embedded to-one resource (`order=team(name).desc`); a
+/// to-many one, or one not embedded, cannot order them.
+async fn order_by_a_to_one_embed(b: Backend) {
+    let s = server(b).await;
+    let body = ok(
+        &s,
+        "/driver?select=driver_id,team(name)&order=team(name).desc,driver_id&limit=3",
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!([
+            {"driver_id": 13, "team": {"name": "Williams"}},
+            {"driver_id": 14, "team": {"name": "Williams"}},
+            {"driver_id": 5, "team": {"name": "Red Bull"}}
+        ])
+    );
+    // under an alias, by a column not selected, inside an embed
+    let path = "/team?select=team_id,driver(driver_id,t:team(name))&team_id=eq.1\
+                &driver.order=t(points).asc,driver_id.desc";
+    assert_eq!(
+        ok(&s, path).await,
+        json!([{"team_id": 1, "driver": [
+            {"driver_id": 2, "t": {"name": "Mercedes"}},
+            {"driver_id": 1, "t": {"name": "Mercedes"}}
+        ]}])
+    );
+    for (path, code) in [
+        (
+            "/team?select=name,driver(name)&order=driver(name)",
+            "PGRST100",
+        ),
+        ("/driver?select=name&order=team(name)", "PGRST100"),
+        (
+            "/driver?select=name,team(name)&order=team(nope)",
+            "PGRST204",
+        ),
+    ] {
+        let (status, body) = get_json(&s, path).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some(code)),
+            "{path}: {body}"
+        );
+    }
 }
 
 backend_tests!(
+    order_by_a_to_one_embed,
     spread_to_one,
     to_one_and_to_many,
     many_to_many,

@@ -130,8 +130,14 @@ fn read(
         cx,
         query: &request.query,
     };
-    plan.select.embeds =
-        embedder.resolve(table, &plan.pending, &[], &plan.presence, &mut plan.shape)?;
+    plan.select.embeds = embedder.resolve(
+        table,
+        &plan.pending,
+        &[],
+        &plan.presence,
+        &mut plan.select.order,
+        &mut plan.shape,
+    )?;
     if let Some(count) = &mut plan.count {
         count.filters.extend(row_filter.iter().cloned());
         count.embeds = plan

@@ -5,8 +5,10 @@
 //! given its parameters (`rel.col=…`, `rel.or=…`, `rel.order=…`, `rel.limit=…`), and becomes an
 //! [`EmbedStmt`] nested in its parent's statement: one statement for the whole tree.
 
+use std::borrow::Cow;
+
 use rowgate_query::stmt::{EmbedStmt, Junction, SelectStmt, ValueKind};
-use rowgate_query::{Embed, Join, Query};
+use rowgate_query::{Embed, Join, OrderTerm, Query};
 
 use super::guard::Guard;
 use super::plan::{self, embed_key, split_presence, Context, OutputShape, Pending};
@@ -24,7 +26,7 @@ pub struct Embedder<'a> {
     pub query: &'a Query,
 }
 
-impl Embedder<'_> {
+impl<'a> Embedder<'a> {
     /// The statements of the embeds of one level (`table`, reached by `path` of embed keys),
     /// with their keys put into the level's `shape` at their places. `presence` are the
     /// level's `rel=is.null` / `rel=not.is.null` filters (key, must exist).
@@ -34,6 +36,7 @@ impl Embedder<'_> {
         pending: &[Pending<'_>],
         path: &[String],
         presence: &[(String, bool)],
+        order: &mut [OrderTerm],
         shape: &mut OutputShape,
     ) -> Result<Vec<EmbedStmt>, ApiError> {
         for (key, _) in presence {
@@ -46,12 +49,54 @@ impl Embedder<'_> {
         let mut out = Vec::with_capacity(pending.len());
         let mut shapes = Vec::with_capacity(pending.len());
         for p in pending {
-            let (mut stmt, inner) = self.one(table, p, path)?;
+            let (mut stmt, inner, view) = self.one(table, p, path)?;
             if let Some((_, exists)) = presence.iter().find(|(k, _)| *k == stmt.key) {
                 stmt.required = Some(*exists);
             }
+            // `order=rel(col)`: a column of this embed, which must be to-one
+            for term in order
+                .iter_mut()
+                .filter(|t| t.relation.as_deref() == Some(&stmt.key))
+            {
+                if stmt.many {
+                    return Err(ApiError::new(
+                        ErrorCode::QueryParse,
+                        format!(
+                            "'{}' is a to-many relationship: rows can be ordered by a to-one embedded resource only",
+                            stmt.key
+                        ),
+                    )
+                    .hint(format!("order its rows with {}.order=…", stmt.key)));
+                }
+                let checked = plan::order(
+                    &view,
+                    &[OrderTerm {
+                        relation: None,
+                        ..term.clone()
+                    }],
+                    self.cx.dialect,
+                )?;
+                term.column = checked[0].column.clone();
+            }
             out.push(stmt);
             shapes.push(inner);
+        }
+        if let Some(t) = order.iter().find(|t| {
+            t.relation
+                .as_ref()
+                .is_some_and(|r| !out.iter().any(|e| e.key == *r))
+        }) {
+            let relation = t.relation.as_deref().unwrap_or_default();
+            return Err(ApiError::new(
+                ErrorCode::QueryParse,
+                format!(
+                    "'{relation}' is not an embedded resource of '{}'",
+                    table.name
+                ),
+            )
+            .hint(format!(
+                "embed it in select= to order by its columns: {relation}(…)"
+            )));
         }
         // the embeds' keys among the columns' (from the last, so that places stay right): one
         // JSON value each, or a spread embed's own keys
@@ -76,7 +121,7 @@ impl Embedder<'_> {
         parent: &Table,
         p: &Pending<'_>,
         path: &[String],
-    ) -> Result<(EmbedStmt, OutputShape), ApiError> {
+    ) -> Result<(EmbedStmt, OutputShape, Cow<'a, Table>), ApiError> {
         let e = p.embed;
         let rel = relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
             .map_err(|why| self.not_found(parent, e, why))?;
@@ -123,7 +168,19 @@ impl Embedder<'_> {
             })
             .collect();
         let mut shape = selection.shape;
-        let embeds = self.resolve(&view, &selection.embeds, &here, &presence, &mut shape)?;
+        let mut order = plan::order(
+            &view,
+            params.map_or(&[][..], |p| &p.order[..]),
+            self.cx.dialect,
+        )?;
+        let embeds = self.resolve(
+            &view,
+            &selection.embeds,
+            &here,
+            &presence,
+            &mut order,
+            &mut shape,
+        )?;
         if e.spread && embeds.iter().any(|n| n.spread) {
             return Err(ApiError::new(
                 ErrorCode::QueryParse,
@@ -148,11 +205,6 @@ impl Embedder<'_> {
                 None,
             ),
         };
-        let order = plan::order(
-            &view,
-            params.map_or(&[][..], |p| &p.order[..]),
-            self.cx.dialect,
-        )?;
         let stmt = EmbedStmt {
             key,
             position: p.position,
@@ -174,7 +226,7 @@ impl Embedder<'_> {
             hidden,
             spread: e.spread,
         };
-        Ok((stmt, shape))
+        Ok((stmt, shape, view))
     }
 
     /// PostgREST's errors when no relationship, or more than one, fits.

@@ -338,7 +338,8 @@ fn bool_literal(v: &str) -> String {
     }
 }
 
-/// Checks `order=` terms against the table, rewriting names to the cache's spelling.
+/// Checks `order=` terms against the table, rewriting names to the cache's spelling; a term on
+/// an embedded resource (`rel(col)`) is checked where the embed is resolved.
 pub fn order(
     table: &Table,
     terms: &[OrderTerm],
@@ -347,6 +348,9 @@ pub fn order(
     terms
         .iter()
         .map(|t| {
+            if t.relation.is_some() {
+                return Ok(t.clone());
+            }
             let name = column(table, &t.column)?;
             json_path_allowed(table, &name, &t.path, dialect)?;
             Ok(OrderTerm {
