@@ -628,13 +628,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
             Item::Column(i, c) => {
                 pair(&c.key, out);
                 let value = column_value(d, c, out);
-                out.text.push_str(&match kind_of(e, i) {
-                    ValueKind::Plain => value,
-                    ValueKind::Bool => format!(
-                        "CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN json('true') ELSE json('false') END"
-                    ),
-                    ValueKind::Json => format!("json({value})"),
-                });
+                out.text.push_str(&json_value(kind_of(e, i), &value));
             }
             Item::Embed(spread) if spread.spread => {
                 for inner in items(&spread.select) {
@@ -656,14 +650,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
                         spread,
                         depth + 1,
                         inner,
-                        |v| {
-                            match kind {
-                            ValueKind::Bool => format!(
-                                "CASE WHEN {v} IS NULL THEN NULL WHEN {v} THEN 'true' ELSE 'false' END"
-                            ),
-                            _ => v.to_string(),
-                        }
-                        },
+                        |v| spread_json_text(kind, v),
                         out,
                     );
                     if kind != ValueKind::Plain {
@@ -680,6 +667,43 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
         }
     }
     out.text.push(')');
+}
+
+/// SQLite: a column's value as a `json_object` argument, written as the top-level rows are: a
+/// boolean as `true`/`false`, JSON text as JSON (text that is not JSON as a string), a blob
+/// (which JSON cannot hold) as PostgreSQL's `\\x…` hex text.
+fn json_value(kind: ValueKind, value: &str) -> String {
+    match kind {
+        ValueKind::Plain => plain_json_value(value),
+        ValueKind::Bool => format!(
+            "CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN json('true') ELSE json('false') END"
+        ),
+        ValueKind::Json => format!(
+            "CASE WHEN json_valid({value}) THEN json({value}) ELSE {} END",
+            plain_json_value(value)
+        ),
+    }
+}
+
+/// SQLite: the value of a spread item inside its subquery, where JSON is lost: plain values as
+/// [`json_value`] writes them; booleans and JSON as JSON text, made JSON again outside.
+fn spread_json_text(kind: ValueKind, value: &str) -> String {
+    match kind {
+        ValueKind::Plain => plain_json_value(value),
+        ValueKind::Bool => {
+            format!("CASE WHEN {value} IS NULL THEN NULL WHEN {value} THEN 'true' ELSE 'false' END")
+        }
+        ValueKind::Json => format!(
+            "CASE WHEN json_valid({value}) THEN {value} ELSE json_quote({}) END",
+            plain_json_value(value)
+        ),
+    }
+}
+
+/// SQLite: a value `json_object` can hold: a blob as `\\x` and its hex digits, anything else as
+/// it is.
+fn plain_json_value(value: &str) -> String {
+    format!("iif(typeof({value}) = 'blob', '\\x' || lower(hex({value})), {value})")
 }
 
 /// How the `i`-th column of an embed is written into its JSON.

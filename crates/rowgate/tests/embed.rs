@@ -425,7 +425,53 @@ async fn order_by_a_to_one_embed(b: Backend) {
     }
 }
 
+/// Values inside an embed are written as at the top level: booleans, JSON (and text that is not
+/// JSON), blobs as `\\x` hex, numbers and nulls; spread too.
+async fn values_are_written_as_at_the_top_level(b: Backend) {
+    let kit = match b {
+        Backend::Sqlite => {
+            "CREATE TABLE kit (id INTEGER PRIMARY KEY, team_id INTEGER REFERENCES team(team_id),
+                 logo BLOB, spec JSON, active BOOLEAN, note TEXT);
+             INSERT INTO kit VALUES (1, 1, x'01ff', '{\"a\": [1, 2]}', 1, NULL),
+                                    (2, 1, NULL, 'not json', 0, 'x')"
+        }
+        Backend::Postgres => {
+            "CREATE TABLE kit (id INTEGER PRIMARY KEY, team_id INTEGER REFERENCES team(team_id),
+                 logo bytea, spec json, active boolean, note text);
+             INSERT INTO kit VALUES (1, 1, '\\x01ff', '{\"a\": [1, 2]}', true, NULL),
+                                    (2, 1, NULL, '\"not json\"', false, 'x')"
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let setup = format!("{SETUP}{kit}");
+    let s = TestServer::start_prepared(b, dir, rowgate::config::Config::default(), &setup, |_| {})
+        .await;
+    let top = ok(&s, "/kit?select=logo,spec,active,note&order=id").await;
+    assert_eq!(
+        top,
+        json!([
+            {"logo": "\\x01ff", "spec": {"a": [1, 2]}, "active": true, "note": null},
+            {"logo": null, "spec": "not json", "active": false, "note": "x"}
+        ])
+    );
+    let embedded = ok(
+        &s,
+        "/team?select=kit(logo,spec,active,note)&team_id=eq.1&kit.order=id",
+    )
+    .await;
+    assert_eq!(embedded, json!([{"kit": top}]));
+    let spread = ok(&s, "/kit?select=id,...team(points)&order=id&limit=1").await;
+    assert_eq!(spread, json!([{"id": 1, "points": 409}]));
+    let spread = ok(
+        &s,
+        "/team?select=kit(id,...team(name))&team_id=eq.1&kit.order=id&kit.limit=1",
+    )
+    .await;
+    assert_eq!(spread, json!([{"kit": [{"id": 1, "name": "Mercedes"}]}]));
+}
+
 backend_tests!(
+    values_are_written_as_at_the_top_level,
     order_by_a_to_one_embed,
     spread_to_one,
     to_one_and_to_many,
