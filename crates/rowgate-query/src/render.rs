@@ -382,24 +382,59 @@ pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
     out
 }
 
-/// The alias of the table at embedding depth `depth` (the top level is `_0` when it has
-/// embeds; nothing else in a statement is named so).
-fn level_alias(depth: usize) -> String {
-    format!("_{depth}")
+/// A level of the plan tree as rendered: its lv, and what the top level is called (`_0`
+/// in a read; in a write's `RETURNING`, the written table's own name, which SQLite requires).
+#[derive(Debug, Clone, Copy)]
+struct Level<'a> {
+    depth: usize,
+    top: &'a str,
 }
 
-/// `SELECT … FROM t [AS alias] WHERE … ORDER BY … LIMIT …` of one level: `at` is its depth and
+impl<'a> Level<'a> {
+    /// The top level of a read.
+    const READ: Level<'static> = Level {
+        depth: 0,
+        top: "_0",
+    };
+
+    /// The alias of the table at this level (nothing else in a statement is named so).
+    fn alias(self) -> String {
+        if self.depth == 0 {
+            self.top.to_string()
+        } else {
+            format!("_{}", self.depth)
+        }
+    }
+
+    /// The level below.
+    fn next(self) -> Level<'a> {
+        Level {
+            depth: self.depth + 1,
+            top: self.top,
+        }
+    }
+
+    /// The level above.
+    fn parent(self) -> Level<'a> {
+        Level {
+            depth: self.depth.saturating_sub(1),
+            top: self.top,
+        }
+    }
+}
+
+/// `SELECT … FROM t [AS alias] WHERE … ORDER BY … LIMIT …` of one level: `at` is its lv and
 /// the join to its parent when it is embedded (`None` at the top).
-fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, out: &mut Sql) {
-    let depth = at.map_or(0, |(depth, _)| depth);
+fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)>, out: &mut Sql) {
+    let lv = at.map_or(Level::READ, |(lv, _)| lv);
     out.text.push_str("SELECT ");
     if s.columns.is_empty() && s.embeds.is_empty() {
         out.text.push('*');
     } else {
-        select_list(d, s, depth, out);
+        select_list(d, s, lv, out);
     }
     from_where(d, s, at, out);
-    order_by(d, s, depth, out);
+    order_by(d, s, lv, out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
 }
 
@@ -412,15 +447,20 @@ enum Item<'a> {
 
 /// A level's output items in order, hidden embeds left out.
 fn items(s: &SelectStmt) -> Vec<Item<'_>> {
-    let mut out = Vec::with_capacity(s.columns.len() + s.embeds.len());
-    for i in 0..=s.columns.len() {
+    output_items(&s.columns, &s.embeds)
+}
+
+/// Columns and embeds in output order, hidden embeds left out.
+fn output_items<'a>(columns: &'a [OutputColumn], embeds: &'a [EmbedStmt]) -> Vec<Item<'a>> {
+    let mut out = Vec::with_capacity(columns.len() + embeds.len());
+    for i in 0..=columns.len() {
         out.extend(
-            s.embeds
+            embeds
                 .iter()
                 .filter(|e| !e.hidden && e.position == i)
                 .map(Item::Embed),
         );
-        if let Some(c) = s.columns.get(i) {
+        if let Some(c) = columns.get(i) {
             out.push(Item::Column(i, c));
         }
     }
@@ -438,8 +478,44 @@ fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
 
 /// The output columns with the embeds among them, each embed a correlated subquery (a spread
 /// one, a subquery per item).
-fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
-    for (n, item) in items(s).into_iter().enumerate() {
+fn select_list(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, out: &mut Sql) {
+    output_list(d, &s.columns, &s.embeds, lv, out);
+}
+
+/// ` RETURNING <columns and embeds>` of a write to `table`, whose embeds refer to the written
+/// row by the table's name; nothing when nothing is returned.
+pub fn returning_with_embeds(
+    d: &dyn Dialect,
+    columns: &[OutputColumn],
+    embeds: &[EmbedStmt],
+    table: &str,
+    out: &mut Sql,
+) {
+    if output_items(columns, embeds).is_empty() {
+        return;
+    }
+    out.text.push_str(" RETURNING ");
+    output_list(
+        d,
+        columns,
+        embeds,
+        Level {
+            depth: 0,
+            top: table,
+        },
+        out,
+    );
+}
+
+/// The columns and embeds of a level, comma-separated, each named by its key.
+fn output_list(
+    d: &dyn Dialect,
+    columns: &[OutputColumn],
+    embeds: &[EmbedStmt],
+    lv: Level<'_>,
+    out: &mut Sql,
+) {
+    for (n, item) in output_items(columns, embeds).into_iter().enumerate() {
         if n > 0 {
             out.text.push_str(", ");
         }
@@ -450,13 +526,13 @@ fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
                     if m > 0 {
                         out.text.push_str(", ");
                     }
-                    let key = spread_value(d, e, depth + 1, inner, |v| v.to_string(), out);
+                    let key = spread_value(d, e, lv.next(), inner, |v| v.to_string(), out);
                     out.text.push_str(" AS ");
                     out.text.push_str(&d.quote_ident(key));
                 }
             }
             Item::Embed(e) => {
-                embedded(d, e, depth + 1, out);
+                embedded(d, e, lv.next(), out);
                 out.text.push_str(" AS ");
                 out.text.push_str(&d.quote_ident(&e.key));
             }
@@ -470,7 +546,7 @@ fn select_list(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
 fn spread_value<'a>(
     d: &dyn Dialect,
     e: &EmbedStmt,
-    depth: usize,
+    lv: Level<'_>,
     item: Item<'a>,
     wrap: impl FnOnce(&str) -> String,
     out: &mut Sql,
@@ -483,24 +559,24 @@ fn spread_value<'a>(
             &c.key
         }
         Item::Embed(nested) => {
-            embedded(d, nested, depth + 1, out);
+            embedded(d, nested, lv.next(), out);
             &nested.key
         }
     };
-    from_where(d, &e.select, Some((depth, e)), out);
+    from_where(d, &e.select, Some((lv, e)), out);
     out.text.push_str(" LIMIT 1)");
     key
 }
 
 /// ` FROM t [AS alias] WHERE <join to the parent> AND <filters> AND <required embeds>`.
-fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, out: &mut Sql) {
-    let depth = at.map_or(0, |(depth, _)| depth);
+fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)>, out: &mut Sql) {
+    let lv = at.map_or(Level::READ, |(lv, _)| lv);
     out.text.push_str(" FROM ");
     push_relation(d, &s.table, &mut out.text);
     let aliased = at.is_some() || !s.embeds.is_empty();
     if aliased {
         out.text.push_str(" AS ");
-        out.text.push_str(&d.quote_ident(&level_alias(depth)));
+        out.text.push_str(&d.quote_ident(&lv.alias()));
     }
     let required: Vec<&EmbedStmt> = s.embeds.iter().filter(|e| e.required.is_some()).collect();
     if at.is_none() && s.filters.is_empty() && required.is_empty() {
@@ -513,9 +589,9 @@ fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, 
             out.text.push_str(" AND ");
         }
     };
-    if let Some((depth, e)) = at {
+    if let Some((lv, e)) = at {
         and(out);
-        join_to_parent(d, e, depth, out);
+        join_to_parent(d, e, lv, out);
     }
     for c in &s.filters {
         and(out);
@@ -527,16 +603,16 @@ fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(usize, &EmbedStmt)>, 
             out.text.push_str("NOT ");
         }
         out.text.push_str("EXISTS (SELECT 1");
-        from_where(d, &e.select, Some((depth + 1, e)), out);
+        from_where(d, &e.select, Some((lv.next(), e)), out);
         out.text.push(')');
     }
 }
 
-/// The related rows' link to the parent row at `depth - 1`: their columns equal to the
+/// The related rows' link to the parent row at `lv - 1`: their columns equal to the
 /// parent's, directly or through the junction of a many-to-many relationship.
-fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
-    let here = d.quote_ident(&level_alias(depth));
-    let parent = d.quote_ident(&level_alias(depth - 1));
+fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
+    let here = d.quote_ident(&lv.alias());
+    let parent = d.quote_ident(&lv.parent().alias());
     let pair = |a: &str, x: &str, b: &str, y: &str| {
         format!("{a}.{} = {b}.{}", d.quote_ident(x), d.quote_ident(y))
     };
@@ -548,7 +624,7 @@ fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
         out.text.push_str(&terms.join(" AND "));
         return;
     };
-    let junction = d.quote_ident(&format!("_j{depth}"));
+    let junction = d.quote_ident(&format!("_j{}", lv.depth));
     out.text.push_str("EXISTS (SELECT 1 FROM ");
     push_relation(d, &j.table, &mut out.text);
     out.text.push_str(" AS ");
@@ -568,10 +644,10 @@ fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
     out.text.push(')');
 }
 
-/// One embedded resource at `depth` as a scalar subquery of its parent's row: its JSON, an
+/// One embedded resource at `lv` as a scalar subquery of its parent's row: its JSON, an
 /// array (to-many, `[]` when nothing relates) or an object (to-one, NULL when nothing does).
-fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
-    let row = d.quote_ident(&format!("_r{depth}"));
+fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
+    let row = d.quote_ident(&format!("_r{}", lv.depth));
     if d.builds_json_from_rows() {
         out.text.push_str(if e.many {
             "(SELECT coalesce(json_agg("
@@ -584,7 +660,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
         } else {
             ") FROM ("
         });
-        select_at(d, &e.select, Some((depth, e)), out);
+        select_at(d, &e.select, Some((lv, e)), out);
         out.text.push_str(") AS ");
         out.text.push_str(&row);
         out.text.push(')');
@@ -594,25 +670,25 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
         out.text.push_str("(SELECT coalesce(json_group_array(json(");
         out.text.push_str(&row);
         out.text.push_str(")), '[]') FROM (SELECT ");
-        json_object(d, e, depth, out);
+        json_object(d, e, lv, out);
         out.text.push_str(" AS ");
         out.text.push_str(&row);
-        from_where(d, &e.select, Some((depth, e)), out);
-        order_by(d, &e.select, depth, out);
+        from_where(d, &e.select, Some((lv, e)), out);
+        order_by(d, &e.select, lv, out);
         out.text
             .push_str(&d.limit_offset(e.select.limit, e.select.offset));
         out.text.push_str("))");
     } else {
         out.text.push_str("(SELECT ");
-        json_object(d, e, depth, out);
-        from_where(d, &e.select, Some((depth, e)), out);
+        json_object(d, e, lv, out);
+        from_where(d, &e.select, Some((lv, e)), out);
         out.text.push_str(" LIMIT 1)");
     }
 }
 
 /// SQLite: `json_object(?, value, …)` of one related row, keys bound, values written as their
 /// kinds say, nested embeds as JSON, a spread embed's items among the row's own.
-fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
+fn json_object(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
     out.text.push_str("json_object(");
     let mut first = true;
     let mut pair = |key: &str, out: &mut Sql| {
@@ -648,7 +724,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
                     spread_value(
                         d,
                         spread,
-                        depth + 1,
+                        lv.next(),
                         inner,
                         |v| spread_json_text(kind, v),
                         out,
@@ -661,7 +737,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, depth: usize, out: &mut Sql) {
             Item::Embed(nested) => {
                 pair(&nested.key, out);
                 out.text.push_str("json(");
-                embedded(d, nested, depth + 1, out);
+                embedded(d, nested, lv.next(), out);
                 out.text.push(')');
             }
         }
@@ -1023,7 +1099,7 @@ fn where_clause(d: &dyn Dialect, filters: &[Condition], out: &mut Sql) {
 }
 
 /// ` ORDER BY "c" ASC NULLS LAST, …`, nothing when there are no terms.
-fn order_by(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
+fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, out: &mut Sql) {
     let (terms, not_null) = (&s.order, &s.not_null);
     if terms.is_empty() {
         return;
@@ -1045,7 +1121,7 @@ fn order_by(d: &dyn Dialect, s: &SelectStmt, depth: usize, out: &mut Sql) {
                 text: String::new(),
                 params: std::mem::take(&mut out.params),
             };
-            from_where(d, &e.select, Some((depth + 1, e)), &mut from);
+            from_where(d, &e.select, Some((lv.next(), e)), &mut from);
             out.params = from.params;
             col.push_str(&from.text);
             col.push_str(" LIMIT 1)");

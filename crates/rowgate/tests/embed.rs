@@ -470,7 +470,60 @@ async fn values_are_written_as_at_the_top_level(b: Backend) {
     assert_eq!(spread, json!([{"kit": [{"id": 1, "name": "Mercedes"}]}]));
 }
 
+/// A write's representation embeds related rows (`insert().select('*, team(name)')`), after
+/// POST, PATCH, PUT and DELETE, spreads and embed parameters included.
+async fn writes_answer_with_embeds(b: Backend) {
+    let s = server(b).await;
+    let send = |r: reqwest::RequestBuilder| async move {
+        let r = r
+            .header("prefer", "return=representation")
+            .send()
+            .await
+            .expect("send");
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().await.expect("json"))
+    };
+    let (status, body) = send(s.post(
+        "/driver?select=name,team(name)",
+        json!({"driver_id": 100, "name": "New", "team_id": 2}),
+    ))
+    .await;
+    assert_eq!(
+        (status, body),
+        (201, json!([{"name": "New", "team": {"name": "Ferrari"}}]))
+    );
+    let (status, body) = send(s.patch(
+        "/team?team_id=eq.2&select=name,driver(driver_id)&driver.order=driver_id.desc",
+        json!({"points": 1}),
+    ))
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!([{"name": "Ferrari", "driver": [
+                {"driver_id": 100}, {"driver_id": 4}, {"driver_id": 3}
+            ]}])
+        )
+    );
+    let (status, body) = send(s.put(
+        "/team/11?select=team_id,sponsor(name)",
+        json!({"team_id": 11, "name": "Lonely", "points": 5}),
+    ))
+    .await;
+    assert_eq!((status, body), (200, json!({"team_id": 11, "sponsor": []})));
+    let (status, body) =
+        send(s.delete("/driver?driver_id=eq.100&select=name,...team(team:name)")).await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"name": "New", "team": "Ferrari"}]))
+    );
+    let (status, body) = get_json(&s, "/driver?driver_id=eq.100").await;
+    assert_eq!((status, body), (200, json!([])));
+}
+
 backend_tests!(
+    writes_answer_with_embeds,
     values_are_written_as_at_the_top_level,
     order_by_a_to_one_embed,
     spread_to_one,

@@ -5,7 +5,7 @@
 
 use http::Method;
 use rowgate_query::render::{self, Dialect};
-use rowgate_query::stmt::{OutputColumn, Sql};
+use rowgate_query::stmt::{EmbedStmt, OutputColumn, Sql};
 use rowgate_query::{Condition, Operand, Query, SelectItem};
 
 use super::embed::Embedder;
@@ -181,47 +181,80 @@ fn read(
     })
 }
 
-/// What a write returns, from `Prefer: return=` and `select=`.
-fn returning(
-    d: &dyn Dialect,
-    table: &Table,
-    query: &Query,
-    prefer: &Prefer,
-) -> Result<(Vec<OutputColumn>, OutputShape), ApiError> {
-    let columns_only = |selection: plan::Selection<'_>| {
-        if selection.embeds.is_empty() {
-            Ok((selection.columns, selection.shape))
-        } else {
-            Err(ApiError::new(
-                ErrorCode::QueryParse,
-                "embedding related resources in a write's representation is not supported yet",
-            )
-            .hint("read them with a GET after the write"))
-        }
-    };
-    match prefer.return_ {
-        Return::Representation => columns_only(plan::output(table, query.select.as_deref(), d)?),
-        Return::HeadersOnly if !table.primary_key.is_empty() => {
-            let pk: Vec<SelectItem> = table
-                .primary_key
-                .iter()
-                .map(|c| SelectItem::Column {
-                    name: c.clone(),
-                    path: Vec::new(),
-                    alias: None,
-                    cast: None,
-                })
-                .collect();
-            columns_only(plan::output(table, Some(&pk), d)?)
-        }
-        _ => Ok((
-            Vec::new(),
-            OutputShape {
+/// What a write gives back: its columns and, when it embeds related rows, those too.
+struct Returning {
+    columns: Vec<OutputColumn>,
+    shape: OutputShape,
+    embeds: Vec<EmbedStmt>,
+}
+
+impl Returning {
+    /// Nothing.
+    fn none() -> Returning {
+        Returning {
+            columns: Vec::new(),
+            shape: OutputShape {
                 keys: Vec::new(),
                 kinds: Vec::new(),
             },
-        )),
+            embeds: Vec::new(),
+        }
     }
+
+    /// The columns for the statement's own `RETURNING`: none when there are embeds, which are
+    /// rendered with them, in output order, by [`Returning::finish`].
+    fn statement_columns(&mut self) -> Vec<OutputColumn> {
+        if self.embeds.is_empty() {
+            std::mem::take(&mut self.columns)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Adds the `RETURNING` with embeds to a rendered write of `table`.
+    fn finish(&self, d: &dyn Dialect, table: &Table, sql: &mut Sql) {
+        if !self.embeds.is_empty() {
+            render::returning_with_embeds(d, &self.columns, &self.embeds, &table.name, sql);
+        }
+    }
+}
+
+/// What a write returns, from `Prefer: return=` and `select=` (embeds included: the written
+/// rows with their related rows, as PostgREST answers `insert().select('*, team(name)')`).
+fn returning(
+    cx: &Context<'_>,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+) -> Result<Returning, ApiError> {
+    let d = cx.dialect;
+    let key: Vec<SelectItem> = table
+        .primary_key
+        .iter()
+        .map(|c| SelectItem::Column {
+            name: c.clone(),
+            path: Vec::new(),
+            alias: None,
+            cast: None,
+        })
+        .collect();
+    let selection = match prefer.return_ {
+        Return::Representation => plan::output(table, query.select.as_deref(), d)?,
+        Return::HeadersOnly if !key.is_empty() => plan::output(table, Some(&key), d)?,
+        _ => return Ok(Returning::none()),
+    };
+    let mut shape = selection.shape;
+    let embedder = Embedder { cx, query };
+    let mut embeds = embedder.resolve(table, &selection.embeds, &[], &[], &mut [], &mut shape)?;
+    // the rows written are answered whatever relates to them
+    for e in &mut embeds {
+        e.required = None;
+    }
+    Ok(Returning {
+        columns: selection.columns,
+        shape,
+        embeds,
+    })
 }
 
 /// A write's job, with its checks: `max-affected` under `handling=strict`, and exactly one row
@@ -253,7 +286,9 @@ fn insert(
     let d = cx.dialect;
     let table = tables.full;
     let (query, prefer) = (&request.query, &request.prefer);
-    let (cols, shape) = returning(d, tables.view, query, prefer)?;
+    let mut answer = returning(cx, tables.view, query, prefer)?;
+    let cols = answer.statement_columns();
+    let shape = answer.shape.clone();
     let read = |sink: &mut dyn RowSink| {
         super::request::read_rows(
             request.headers,
@@ -277,7 +312,8 @@ fn insert(
         tables.guard.check_writable(&stmt.columns)?;
         steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
         // the rows move into the statement's parameters: a large body is held once more
-        let sql = render::insert(d, stmt);
+        let mut sql = render::insert(d, stmt);
+        answer.finish(d, table, &mut sql);
         steps.push(write_step(sql, returns_rows.then(|| plan.shape.clone())));
     }
     Ok(ActionPlan {
@@ -323,8 +359,12 @@ fn modify(
     let table = tables.full;
     let (query, prefer) = (&request.query, &request.prefer);
     let returns_rows = prefer.return_ == Return::Representation;
-    let (cols, shape) = returning(d, tables.view, query, prefer)?;
-    let cols = if returns_rows { cols } else { Vec::new() };
+    let mut answer = if returns_rows {
+        returning(cx, tables.view, query, prefer)?
+    } else {
+        Returning::none()
+    };
+    let cols = answer.statement_columns();
     if query.filters.is_empty() && item.is_none() && cx.rest.refuse_unfiltered_writes {
         return Err(ApiError::new(
             ErrorCode::UnfilteredWrite,
@@ -363,8 +403,9 @@ fn modify(
     } else {
         Some(render::delete(d, &plan::delete(table, filters, cols)?))
     };
-    if let Some(sql) = sql {
-        steps.push(write_step(sql, returns_rows.then_some(shape)));
+    if let Some(mut sql) = sql {
+        answer.finish(d, table, &mut sql);
+        steps.push(write_step(sql, returns_rows.then_some(answer.shape)));
     }
     Ok(ActionPlan {
         job: write_job(steps, prefer, request.media),
@@ -407,14 +448,19 @@ fn put(
     };
     let mut steps = if_match_step(request, cx, tables, plan::key_filters(&key_values))?;
     let json = super::request::parse_body(request.headers, &request.body)?;
-    let (cols, shape) = returning(d, tables.view, query, prefer)?;
     let returns_rows = prefer.return_ == Return::Representation;
-    let cols = if returns_rows { cols } else { Vec::new() };
+    let mut answer = if returns_rows {
+        returning(cx, tables.view, query, prefer)?
+    } else {
+        Returning::none()
+    };
+    let cols = answer.statement_columns();
     let mut stmt = plan::put(d, request.body.len(), table, &key_values, &json, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
-    let sql = render::insert(d, stmt);
-    steps.push(write_step(sql, returns_rows.then_some(shape)));
+    let mut sql = render::insert(d, stmt);
+    answer.finish(d, table, &mut sql);
+    steps.push(write_step(sql, returns_rows.then_some(answer.shape)));
     Ok(ActionPlan {
         job: write_job(steps, prefer, request.media),
         answer: Answer::Upsert {
