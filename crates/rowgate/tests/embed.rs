@@ -26,6 +26,7 @@ CREATE TABLE team_sponsor (
 INSERT INTO sponsor VALUES (1, 'Oil'), (2, 'Tea'), (3, 'Nobody');
 INSERT INTO team_sponsor VALUES (1, 1), (1, 2), (2, 2);
 INSERT INTO team VALUES (11, 'Lonely', 0);
+CREATE VIEW pilots AS SELECT driver_id AS id, name AS pilot, team_id AS squad FROM driver;
 ";
 
 async fn server(b: Backend) -> TestServer {
@@ -522,7 +523,51 @@ async fn writes_answer_with_embeds(b: Backend) {
     assert_eq!((status, body), (200, json!([])));
 }
 
+/// Views relate through the base columns they carry (renamed too), both ways: the demo's
+/// `team_standings` (over `team`) and `pilots` (over `driver`, its columns renamed).
+async fn views_relate_through_their_base_columns(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(
+            &s,
+            "/team_standings?select=name,driver(name)&team_id=eq.2&driver.order=driver_id"
+        )
+        .await,
+        json!([{"name": "Ferrari", "driver": [{"name": "Charles Leclerc"}, {"name": "Carlos Sainz"}]}])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/driver?select=name,team_standings(drivers)&driver_id=eq.1"
+        )
+        .await,
+        json!([{"name": "Lewis Hamilton", "team_standings": {"drivers": 2}}])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,pilots(pilot)&team_id=eq.1&pilots.order=id"
+        )
+        .await,
+        json!([{"name": "Mercedes", "pilots": [{"pilot": "Lewis Hamilton"}, {"pilot": "George Russell"}]}])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/pilots?select=pilot,team(name),team_standings(points)&id=eq.3"
+        )
+        .await,
+        json!([{"pilot": "Charles Leclerc", "team": {"name": "Ferrari"}, "team_standings": {"points": 406}}])
+    );
+    // the tables themselves relate as before: no ambiguity with the views over them
+    assert_eq!(
+        ok(&s, "/driver?select=team_id(name)&driver_id=eq.3").await,
+        json!([{"team_id": {"name": "Ferrari"}}])
+    );
+}
+
 backend_tests!(
+    views_relate_through_their_base_columns,
     writes_answer_with_embeds,
     values_are_written_as_at_the_top_level,
     order_by_a_to_one_embed,

@@ -103,6 +103,7 @@ impl Grant {
                     table.foreign_keys.clone(),
                 );
                 view.schema = table.schema.clone();
+                view.sources = table.sources.clone();
                 view
             }),
         }

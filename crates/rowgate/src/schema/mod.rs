@@ -81,6 +81,11 @@ pub struct Table {
     pub primary_key: Vec<String>,
     /// Foreign keys.
     pub foreign_keys: Vec<ForeignKey>,
+    /// For a view, where its columns come from: (view column, base table, base column), for
+    /// the columns that are a base table's column as they are (embedding follows the base
+    /// tables' foreign keys through them).
+    #[serde(skip)]
+    pub sources: Vec<(String, String, String)>,
     #[serde(skip)]
     by_name: HashMap<String, usize>,
 }
@@ -106,6 +111,7 @@ impl Table {
             columns,
             primary_key,
             foreign_keys,
+            sources: Vec::new(),
             by_name,
         }
     }
@@ -159,11 +165,32 @@ impl SchemaCache {
             .collect::<Result<_, _>>()?;
         let mut tables = std::collections::BTreeMap::new();
         for (name, kind) in objects {
-            let table = introspect_table(conn, &name, kind == "view")?;
+            let mut table = introspect_table(conn, &name, kind == "view")?;
+            if table.is_view {
+                table.sources = view_sources(conn, &name)?;
+            }
             tables.insert(name, table);
         }
         Ok(SchemaCache { tables, version })
     }
+}
+
+/// Where a view's columns come from, as SQLite's column metadata says (the columns that are a
+/// table's column as they are; computed ones have no origin).
+fn view_sources(conn: &Connection, view: &str) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let quoted = format!("\"{}\"", view.replace('"', "\"\""));
+    let stmt = conn.prepare(&format!("SELECT * FROM {quoted}"))?;
+    Ok(stmt
+        .columns_with_metadata()
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.name().to_string(),
+                c.table_name()?.to_string(),
+                c.origin_name()?.to_string(),
+            ))
+        })
+        .collect())
 }
 
 fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::Result<Table> {

@@ -1,7 +1,8 @@
 //! The schema cache read from PostgreSQL's catalog (`pg_class`, `pg_attribute`, `pg_constraint`)
 //! for the exposed schemas: tables (plain, partitioned, foreign), views and materialized views,
 //! their columns with types, nullability, defaults, identity and generated columns, primary and
-//! foreign keys. Three catalog queries, whatever the number of tables.
+//! foreign keys, and where views' columns come from. Four catalog queries, whatever the number
+//! of tables.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -99,6 +100,44 @@ pub async fn introspect(
         }
     }
 
+    // where each view's columns come from: the `_RETURN` rule's target list, as PostgREST reads
+    // it (`resorigtbl`/`resorigcol` of each entry; the last entry of a name is the view's own,
+    // subqueries' lists coming first)
+    let view_oids: Vec<u32> = chosen
+        .iter()
+        .filter(|(_, _, is_view)| *is_view)
+        .map(|(oid, _, _)| *oid)
+        .collect();
+    let mut origins: HashMap<u32, Vec<(String, u32, i16)>> = HashMap::new();
+    if !view_oids.is_empty() {
+        let entry = regex::Regex::new(
+            r":resname (\S+) :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+)",
+        )
+        .expect("a valid regex");
+        for r in client
+            .query(
+                "SELECT ev_class, ev_action::text FROM pg_rewrite
+                 WHERE ev_class = ANY($1) AND rulename = '_RETURN'",
+                &[&view_oids],
+            )
+            .await?
+        {
+            let view: u32 = r.get(0);
+            let tree: String = r.get(1);
+            let list = origins.entry(view).or_default();
+            for m in entry.captures_iter(&tree) {
+                let (Ok(table), Ok(column)) = (m[2].parse::<u32>(), m[3].parse::<i16>()) else {
+                    continue;
+                };
+                let name = m[1].to_string();
+                list.retain(|(n, _, _)| *n != name);
+                if table != 0 {
+                    list.push((name, table, column));
+                }
+            }
+        }
+    }
+
     let name_of = |oid: u32| {
         chosen
             .iter()
@@ -142,11 +181,19 @@ pub async fn introspect(
             })
             .collect();
         cols.shrink_to_fit();
-        tables.insert(
-            name.clone(),
-            Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys)
-                .in_schema(schema_of.get(oid).cloned().unwrap_or_default()),
-        );
+        let sources = origins
+            .get(oid)
+            .into_iter()
+            .flatten()
+            .filter(|(own, _, _)| cols.iter().any(|c| c.name == *own))
+            .filter_map(|(own, table, column)| {
+                Some((own.clone(), name_of(*table)?, column_name(*table, *column)?))
+            })
+            .collect();
+        let mut table = Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys)
+            .in_schema(schema_of.get(oid).cloned().unwrap_or_default());
+        table.sources = sources;
+        tables.insert(name.clone(), table);
     }
     Ok(SchemaCache { tables, version: 0 })
 }

@@ -132,55 +132,125 @@ fn is_primary_key(table: &Table, columns: &[String]) -> bool {
         && columns.iter().all(|c| table.primary_key.contains(c))
 }
 
-/// Every relationship of `origin`, in a stable order.
-pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
-    let mut out = Vec::new();
-    for fk in &origin.foreign_keys {
-        let Some(related) = schema.table(&fk.ref_table) else {
-            continue;
-        };
-        let columns: Vec<(String, String)> = fk
+/// How a table or view shows a base table's columns: pairs of (base column, its column).
+/// A table shows itself; a view the base columns it carries as they are.
+fn shown(table: &Table, base: &str) -> Vec<(String, String)> {
+    if !table.is_view {
+        if table.name != base {
+            return Vec::new();
+        }
+        return table
             .columns
             .iter()
-            .cloned()
-            .zip(referenced(fk, related).iter().cloned())
+            .map(|c| (c.name.clone(), c.name.clone()))
             .collect();
-        out.push(Relationship {
-            origin: origin.name.clone(),
-            related: related.name.clone(),
-            constraint: fk.name.clone(),
-            columns,
-            cardinality: if is_primary_key(origin, &fk.columns) {
-                Cardinality::OneToOne
-            } else {
-                Cardinality::ManyToOne
-            },
-        });
     }
-    for other in schema.tables.values() {
-        for fk in other
-            .foreign_keys
-            .iter()
-            .filter(|fk| fk.ref_table == origin.name)
-        {
-            let columns: Vec<(String, String)> = referenced(fk, origin)
+    table
+        .sources
+        .iter()
+        .filter(|(_, t, _)| t == base)
+        .map(|(own, _, base_col)| (base_col.clone(), own.clone()))
+        .collect()
+}
+
+/// `columns` of `base` as `table` names them, when it shows every one.
+fn mapped(shows: &[(String, String)], columns: &[String]) -> Option<Vec<String>> {
+    columns
+        .iter()
+        .map(|c| {
+            shows
                 .iter()
-                .cloned()
-                .zip(fk.columns.iter().cloned())
-                .collect();
-            out.push(Relationship {
-                origin: origin.name.clone(),
-                related: other.name.clone(),
-                constraint: fk.name.clone(),
-                columns,
-                cardinality: if is_primary_key(other, &fk.columns) {
-                    Cardinality::OneToOne
-                } else {
-                    Cardinality::OneToMany
-                },
-            });
+                .find(|(b, _)| b == c)
+                .map(|(_, own)| own.clone())
+        })
+        .collect()
+}
+
+/// The base tables a table or view stands for: itself, or the tables its columns come from.
+fn bases(table: &Table) -> Vec<String> {
+    if !table.is_view {
+        return vec![table.name.clone()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (_, t, _) in &table.sources {
+        if !out.contains(t) {
+            out.push(t.clone());
         }
-        out.extend(through(schema, origin, other));
+    }
+    out
+}
+
+/// Every relationship of `origin` (a table, or a view through the base columns it carries), in
+/// a stable order. A foreign key between two base tables relates every table or view showing
+/// its columns on either side.
+pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
+    let mut out = Vec::new();
+    for base_name in bases(origin) {
+        let Some(base) = schema.table(&base_name) else {
+            continue;
+        };
+        let origin_shows = shown(origin, &base_name);
+        // the base table's foreign keys: to-one
+        for fk in &base.foreign_keys {
+            let Some(referenced_table) = schema.table(&fk.ref_table) else {
+                continue;
+            };
+            let Some(own) = mapped(&origin_shows, &fk.columns) else {
+                continue;
+            };
+            let to = referenced(fk, referenced_table).to_vec();
+            let one_to_one = is_primary_key(base, &fk.columns);
+            for related in schema.tables.values() {
+                let Some(theirs) = mapped(&shown(related, &fk.ref_table), &to) else {
+                    continue;
+                };
+                out.push(Relationship {
+                    origin: origin.name.clone(),
+                    related: related.name.clone(),
+                    constraint: fk.name.clone(),
+                    columns: own.iter().cloned().zip(theirs).collect(),
+                    cardinality: if one_to_one {
+                        Cardinality::OneToOne
+                    } else {
+                        Cardinality::ManyToOne
+                    },
+                });
+            }
+        }
+        // other tables' foreign keys to the base table: to-many
+        for other in schema.tables.values().filter(|t| !t.is_view) {
+            for fk in other
+                .foreign_keys
+                .iter()
+                .filter(|fk| fk.ref_table == base_name)
+            {
+                let Some(own) = mapped(&origin_shows, referenced(fk, base)) else {
+                    continue;
+                };
+                let one_to_one = is_primary_key(other, &fk.columns);
+                for related in schema.tables.values() {
+                    let Some(theirs) = mapped(&shown(related, &other.name), &fk.columns) else {
+                        continue;
+                    };
+                    out.push(Relationship {
+                        origin: origin.name.clone(),
+                        related: related.name.clone(),
+                        constraint: fk.name.clone(),
+                        columns: own.iter().cloned().zip(theirs).collect(),
+                        cardinality: if one_to_one {
+                            Cardinality::OneToOne
+                        } else {
+                            Cardinality::OneToMany
+                        },
+                    });
+                }
+            }
+        }
+    }
+    if !origin.is_view {
+        for other in schema.tables.values().filter(|t| !t.is_view) {
+            out.extend(through(schema, origin, other));
+        }
     }
     out
 }
@@ -249,7 +319,12 @@ pub fn find(
     };
     let mut found: Vec<Relationship> = of(schema, origin)
         .into_iter()
-        .filter(|r| r.related == target || origin_column(r, target) || constraint(r, target))
+        .filter(|r| {
+            // a column or constraint names the relationship to the table itself, not to views
+            // over it
+            let to_table = schema.table(&r.related).is_some_and(|t| !t.is_view);
+            r.related == target || to_table && (origin_column(r, target) || constraint(r, target))
+        })
         .filter(|r| match hint {
             None => true,
             Some(h) => {
