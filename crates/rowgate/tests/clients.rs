@@ -1,0 +1,170 @@
+//! Real PostgREST clients against a real server, on SQLite and PostgreSQL: postgrest-js (what
+//! supabase-js uses for REST), installed by npm from `clients/js`'s lock file, and postgrest-py,
+//! installed by pip into `clients/py/.venv` from its pinned requirements, on first use.
+//! Resource embedding, as their users call it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// `clients/js`, with its dependencies installed (`npm ci`, once per test process).
+fn js_clients() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
+        if !dir.join("node_modules/@supabase/postgrest-js").exists() {
+            let status = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir)
+                .status()
+                .expect("npm (Node.js) is needed for the client tests");
+            assert!(status.success(), "npm ci in {} failed", dir.display());
+        }
+        dir
+    })
+}
+
+/// `clients/py`'s virtual environment with its pinned requirements (made once per test
+/// process when missing); the path of its Python.
+fn py_clients() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/py");
+        let python = dir.join(".venv/bin/python");
+        if !python.exists() {
+            let made = Command::new("python3")
+                .args(["-m", "venv", ".venv"])
+                .current_dir(&dir)
+                .status()
+                .expect("python3 is needed for the client tests");
+            assert!(
+                made.success(),
+                "python3 -m venv in {} failed",
+                dir.display()
+            );
+        }
+        let installed = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["-r", "requirements.txt"])
+            .current_dir(&dir)
+            .status()
+            .expect("pip");
+        assert!(
+            installed.success(),
+            "pip install in {} failed",
+            dir.display()
+        );
+        python
+    })
+}
+
+/// Runs `script` of `clients/py` against the server at `base`; its printed JSON.
+fn run_py(base: &str, script: &str) -> Value {
+    let python = py_clients();
+    let dir = python.ancestors().nth(3).expect("clients/py");
+    let out = Command::new(python)
+        .arg(script)
+        .current_dir(dir)
+        .env("ROWGATE_URL", base)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "python {script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+/// Runs `script` of `clients/js` against the server at `base`; its printed JSON.
+fn run_js(base: &str, script: &str) -> Value {
+    let dir = js_clients();
+    let out = Command::new("node")
+        .arg(script)
+        .current_dir(dir)
+        .env("ROWGATE_URL", base)
+        .output()
+        .expect("node");
+    assert!(
+        out.status.success(),
+        "node {script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+/// postgrest-js's embedding calls work unchanged: to-many with the embed's filter and order,
+/// to-one aliased as a single object, `!inner`, an insert answering with an embed, and
+/// PostgREST's error body for a relationship that does not exist.
+async fn postgrest_js_embedding(b: Backend) {
+    let s = TestServer::start(b).await;
+    let base = s.base.clone();
+    let results = tokio::task::spawn_blocking(move || run_js(&base, "embedding.mjs"))
+        .await
+        .expect("client");
+    assert_eq!(
+        results["teamWithDrivers"],
+        json!({"data": [{"name": "Red Bull", "driver": [
+            {"name": "Max Verstappen", "points": 575},
+            {"name": "Sergio Perez", "points": 285}
+        ]}], "error": null, "status": 200})
+    );
+    assert_eq!(
+        results["driverWithTeam"],
+        json!({"data": {"name": "Lewis Hamilton", "crew": {"name": "Mercedes"}}, "error": null, "status": 200})
+    );
+    assert_eq!(
+        results["inner"]["data"],
+        json!([{"team_id": 3, "driver": [{"name": "Max Verstappen"}]}])
+    );
+    assert_eq!(
+        results["inserted"],
+        json!({"data": [{"name": "Client Driver", "team": {"name": "McLaren"}}], "error": null, "status": 201})
+    );
+    let missing = &results["missing"];
+    assert_eq!(missing["status"], 400, "{missing}");
+    assert_eq!(missing["error"]["code"], "PGRST200", "{missing}");
+    assert_eq!(
+        missing["error"]["hint"],
+        "Perhaps you meant 'driver' instead of 'drivers'."
+    );
+}
+
+/// postgrest-py's embedding calls work unchanged: to-many with the embed's filter and order,
+/// to-one aliased as one object, and PostgREST's error for a relationship that does not exist.
+async fn postgrest_py_embedding(b: Backend) {
+    let s = TestServer::start(b).await;
+    let base = s.base.clone();
+    let results = tokio::task::spawn_blocking(move || run_py(&base, "embedding.py"))
+        .await
+        .expect("client");
+    assert_eq!(
+        results["teamWithDrivers"],
+        json!({"data": [{"name": "Red Bull", "driver": [
+            {"name": "Max Verstappen", "points": 575},
+            {"name": "Sergio Perez", "points": 285}
+        ]}], "error": null})
+    );
+    assert_eq!(
+        results["driverWithTeam"],
+        json!({"data": {"name": "Lewis Hamilton", "crew": {"name": "Mercedes"}}, "error": null})
+    );
+    assert_eq!(results["missing"]["error"]["code"], "PGRST200", "{results}");
+    assert_eq!(
+        results["missing"]["error"]["hint"],
+        "Perhaps you meant 'driver' instead of 'drivers'."
+    );
+}
+
+backend_tests!(postgrest_js_embedding, postgrest_py_embedding);
