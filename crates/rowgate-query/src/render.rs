@@ -647,6 +647,10 @@ fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) 
 /// One embedded resource at `lv` as a scalar subquery of its parent's row: its JSON, an
 /// array (to-many, `[]` when nothing relates) or an object (to-one, NULL when nothing does).
 fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
+    if let Some(key) = &e.count {
+        related_count(d, e, key, lv, out);
+        return;
+    }
     let row = d.quote_ident(&format!("_r{}", lv.depth));
     if d.builds_json_from_rows() {
         out.text.push_str(if e.many {
@@ -684,6 +688,26 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         from_where(d, &e.select, Some((lv, e)), out);
         out.text.push_str(" LIMIT 1)");
     }
+}
+
+/// `rel(count)`: the number of related rows as `[{"count": n}]` (to-many) or `{"count": n}`.
+fn related_count(d: &dyn Dialect, e: &EmbedStmt, key: &str, lv: Level<'_>, out: &mut Sql) {
+    let key = bind(d, out, Value::Text(key.to_string()));
+    let (object, array) = if d.builds_json_from_rows() {
+        ("json_build_object", "json_build_array")
+    } else {
+        ("json_object", "json_array")
+    };
+    let cast = if d.types_parameters() { "::text" } else { "" };
+    let counted = format!("{object}({key}{cast}, count(*))");
+    out.text.push_str("(SELECT ");
+    if e.many {
+        out.text.push_str(&format!("{array}({counted})"));
+    } else {
+        out.text.push_str(&counted);
+    }
+    from_where(d, &e.select, Some((lv, e)), out);
+    out.text.push(')');
 }
 
 /// SQLite: `json_object(?, value, …)` of one related row, keys bound, values written as their

@@ -102,6 +102,9 @@ pub struct EmbedStmt {
     pub hidden: bool,
     /// `...rel(cols)`: its items are the parent's own keys (to-one only), not one key.
     pub spread: bool,
+    /// `rel(count)`: not the related rows but their number, under this key
+    /// (`[{"count": n}]` for a to-many relationship, `{"count": n}` for a to-one).
+    pub count: Option<String>,
 }
 
 /// The junction of a many-to-many relationship.

@@ -745,6 +745,7 @@ fn select_with_embeds() {
         required: None,
         hidden: false,
         spread: false,
+        count: None,
     };
     let drivers = EmbedStmt {
         key: "drivers".into(),
@@ -765,6 +766,7 @@ fn select_with_embeds() {
         required: None,
         hidden: false,
         spread: false,
+        count: None,
     };
     let sponsors = EmbedStmt {
         key: "sponsors".into(),
@@ -781,6 +783,7 @@ fn select_with_embeds() {
         required: None,
         hidden: false,
         spread: false,
+        count: None,
     };
     let only_with_staff = EmbedStmt {
         key: "staff".into(),
@@ -793,6 +796,7 @@ fn select_with_embeds() {
         required: Some(true),
         hidden: true,
         spread: false,
+        count: None,
     };
     let s = SelectStmt {
         embeds: vec![drivers, sponsors, only_with_staff],

@@ -566,7 +566,40 @@ async fn views_relate_through_their_base_columns(b: Backend) {
     );
 }
 
+/// `rel(count)`: the number of related rows (its filters applied), as PostgREST answers it.
+async fn related_counts(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,driver(count)&team_id=in.(1,11)&order=team_id"
+        )
+        .await,
+        json!([
+            {"name": "Mercedes", "driver": [{"count": 2}]},
+            {"name": "Lonely", "driver": [{"count": 0}]}
+        ])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,driver(n:count)&team_id=eq.1&driver.points=gt.200"
+        )
+        .await,
+        json!([{"name": "Mercedes", "driver": [{"n": 1}]}])
+    );
+    assert_eq!(
+        ok(&s, "/driver?select=name,team(count)&driver_id=eq.1").await,
+        json!([{"name": "Lewis Hamilton", "team": {"count": 1}}])
+    );
+    assert_eq!(
+        ok(&s, "/team?select=name,sponsor(count)&team_id=eq.1").await,
+        json!([{"name": "Mercedes", "sponsor": [{"count": 2}]}])
+    );
+}
+
 backend_tests!(
+    related_counts,
     views_relate_through_their_base_columns,
     writes_answer_with_embeds,
     values_are_written_as_at_the_top_level,

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use rowgate_query::stmt::{EmbedStmt, Junction, SelectStmt, ValueKind};
-use rowgate_query::{Embed, Join, OrderTerm, Query};
+use rowgate_query::{Embed, Join, OrderTerm, Query, SelectItem};
 
 use super::guard::Guard;
 use super::plan::{self, embed_key, split_presence, Context, OutputShape, Pending};
@@ -149,7 +149,18 @@ impl<'a> Embedder<'a> {
         here.push(key.clone());
         let params = self.query.embedded(&here);
         let hidden = e.select.is_empty();
-        let selection = plan::output(&view, (!hidden).then_some(&e.select[..]), self.cx.dialect)?;
+        let count = counted(&view, e);
+        let select = if hidden || count.is_some() {
+            None
+        } else {
+            Some(&e.select[..])
+        };
+        let mut selection = plan::output(&view, select, self.cx.dialect)?;
+        if count.is_some() || hidden {
+            selection.columns.clear();
+            selection.shape.keys.clear();
+            selection.shape.kinds.clear();
+        }
         let (filters, presence) = split_presence(
             params.map_or(&[][..], |p| &p.filters[..]),
             &selection.embeds,
@@ -225,6 +236,7 @@ impl<'a> Embedder<'a> {
             required: (e.join == Some(Join::Inner)).then_some(true),
             hidden,
             spread: e.spread,
+            count,
         };
         Ok((stmt, shape, view))
     }
@@ -272,6 +284,22 @@ impl<'a> Embedder<'a> {
             .filter(|(score, _)| *score >= 0.8)
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, r)| r)
+    }
+}
+
+/// `rel(count)` (or `rel(n:count)`) on a table without a `count` column: the embed is the
+/// number of related rows, under that key.
+fn counted(view: &Table, e: &Embed) -> Option<String> {
+    match &e.select[..] {
+        [SelectItem::Column {
+            name,
+            path,
+            alias,
+            cast: None,
+        }] if name == "count" && path.is_empty() && view.column("count").is_none() => {
+            Some(alias.clone().unwrap_or_else(|| name.clone()))
+        }
+        _ => None,
     }
 }
 
