@@ -31,6 +31,8 @@ pub struct App {
     /// Turns true when the server drains: connections finish and close, realtime sessions
     /// close with 1001 (they subscribe to it when they start).
     pub draining: tokio::sync::watch::Sender<bool>,
+    /// JSON-relational duality views, compiled against the schema at start.
+    pub duality: crate::duality::DualityViews,
     /// Change feeds (`None` when no table is realtime).
     pub realtime: Option<Arc<crate::realtime::state::Realtime>>,
     /// Request bodies over [`LARGE_BODY`] handled at once (`limits.large_bodies`): a large
@@ -64,6 +66,7 @@ impl App {
         let metrics = Arc::new(crate::observe::Metrics::new());
         let realtime = crate::realtime::state::open(&config.realtime, &db, metrics.clone()).await?;
         let compiled = compile_resources(&config, &db).await?;
+        let duality = crate::duality::compile(&config.duality_views, &db.schema())?;
         let auth = Auth::new(&config)?;
         auth.refresh_clients(&db).await?;
         for problem in auth.policy.problems(&db.schema()) {
@@ -81,6 +84,7 @@ impl App {
             requests: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             draining: tokio::sync::watch::Sender::new(false),
             metrics,
+            duality,
             realtime,
             large_bodies,
         }))

@@ -32,6 +32,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// What each role may do with each table (`[[grants]]`); nothing is granted otherwise.
     pub grants: Vec<GrantConfig>,
+    /// JSON-relational duality views (`[[duality_views]]`), see [`crate::duality`].
+    pub duality_views: Vec<crate::duality::DualityViewConfig>,
     /// Worker processes (`[supervisor]`), see [`crate::supervisor`].
     pub supervisor: SupervisorConfig,
     /// Who may read `/metrics` (`[metrics]`), see [`crate::observe`].
@@ -426,6 +428,7 @@ impl Default for Config {
             resources: Vec::new(),
             auth: AuthConfig::default(),
             grants: Vec::new(),
+            duality_views: Vec::new(),
             supervisor: SupervisorConfig::default(),
             metrics: MetricsConfig::default(),
             realtime: RealtimeConfig::default(),
@@ -482,7 +485,7 @@ impl Default for LimitsConfig {
 
 /// Keys whose values are tables (`[[resources]]`, `[[grants]]`, `[[auth.external]]`): they are
 /// set in the file only.
-const TABLE_KEYS: &[&str] = &["resources", "grants", "auth.external"];
+const TABLE_KEYS: &[&str] = &["resources", "grants", "duality_views", "auth.external"];
 
 /// One configuration key: its dotted name and the environment variable that overrides it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod demo;
+pub mod duality;
 pub mod error;
 pub mod job;
 pub mod mended;

@@ -17,6 +17,7 @@ use super::respond::Answer;
 use super::rows::RowSink;
 use crate::auth::policy::Op;
 use crate::db::sqlite_job::Format;
+use crate::duality::DualityView;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Step};
 use crate::schema::Table;
@@ -40,25 +41,54 @@ struct Tables<'a> {
     guard: &'a Guard<'a>,
 }
 
+/// The table a request acts on, guarded for its operations: whole, as the role may read it
+/// (only the columns it may read, filter and order by), and the role's guard.
+struct Guarded<'a> {
+    full: &'a Table,
+    view: std::borrow::Cow<'a, Table>,
+    guard: Guard<'a>,
+}
+
+impl<'a> Guarded<'a> {
+    fn new(cx: &Context<'a>, table: &str, ops: &[Op]) -> Result<Guarded<'a>, ApiError> {
+        let full = plan::table(cx.schema, table)?;
+        let guard = Guard::new(cx.policy, cx.principal, full, ops, cx.dialect)?;
+        Ok(Guarded {
+            full,
+            view: guard.grant.view(full),
+            guard,
+        })
+    }
+
+    fn tables(&self) -> Tables<'_> {
+        Tables {
+            full: self.full,
+            view: &self.view,
+            guard: &self.guard,
+        }
+    }
+
+    /// The filters of the request's item URL, if it names one.
+    fn item(&self, request: &ApiRequest<'_>) -> Result<Option<Vec<Condition>>, ApiError> {
+        request
+            .action
+            .key()
+            .map(|k| plan::item_filters(&self.view, k))
+            .transpose()
+    }
+}
+
 /// Plans `request`.
 pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, ApiError> {
-    let d = cx.dialect;
-    let full = plan::table(cx.schema, request.table)?;
-    let guard = Guard::new(cx.policy, cx.principal, full, &operations(request), d)?;
-    // The table as the role sees it: only the columns it may read (and filter and order by).
-    let view = guard.grant.view(full);
-    let tables = Tables {
-        full,
-        view: &view,
-        guard: &guard,
-    };
-    let item = request
-        .action
-        .key()
-        .map(|k| plan::item_filters(tables.view, k))
-        .transpose()?;
+    if let Some(view) = cx.duality.get(request.table) {
+        return documents(request, cx, view);
+    }
+    let guarded = Guarded::new(cx, request.table, &operations(request))?;
+    let tables = guarded.tables();
+    let full = tables.full;
+    let item = guarded.item(request)?;
     match request.action {
-        Action::Read { .. } => read(request, cx, &tables, item),
+        Action::Read { .. } => read(request, &request.query, cx, &tables, item, None),
         Action::Insert => insert(request, cx, &tables),
         Action::Update { .. } | Action::Delete { .. } => modify(request, cx, &tables, item),
         Action::Upsert { key } => put(request, cx, &tables, key),
@@ -73,6 +103,105 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
             Err(ApiError::method_not_allowed(request.method, allow))
         }
     }
+}
+
+/// A duality view's documents: a read of its root with the document as `select=`, the
+/// request's filters and order on document fields turned into the root's columns, each
+/// document answered with `_metadata.etag` (writes are not served yet: 405).
+fn documents(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    view: &DualityView,
+) -> Result<ActionPlan, ApiError> {
+    if !matches!(request.action, Action::Read { .. }) {
+        return Err(
+            ApiError::method_not_allowed(request.method, &["GET", "HEAD"])
+                .hint("duality views are read-only for now"),
+        );
+    }
+    if request.query.select.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::QueryParse,
+            format!(
+                "the documents of '{}' have a fixed shape: select= does not apply",
+                view.name
+            ),
+        ));
+    }
+    if request.media == MediaType::Csv {
+        return Err(ApiError::new(
+            ErrorCode::NotAcceptable,
+            "duality view documents are JSON only",
+        ));
+    }
+    let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
+    let tables = guarded.tables();
+    let item = guarded.item(request)?;
+    let field = |name: &str| -> Result<String, ApiError> {
+        let embedded = view
+            .document
+            .iter()
+            .any(|i| matches!(i, SelectItem::Embed(e) if plan::embed_key(e) == name));
+        match view.column(name) {
+            Some(column) => Ok(column.to_string()),
+            None if embedded => Ok(name.to_string()),
+            None => Err(ApiError::new(
+                ErrorCode::ColumnNotFound,
+                format!("the documents of '{}' have no field '{name}'", view.name),
+            )),
+        }
+    };
+    let mut query = request.query.clone();
+    query.select = Some(view.document.clone());
+    query.filters = query
+        .filters
+        .iter()
+        .map(|c| document_condition(c, &field))
+        .collect::<Result<_, _>>()?;
+    for term in &mut query.order {
+        if term.relation.is_none() {
+            term.column = field(&term.column)?;
+        }
+    }
+    let mut plan = read(
+        request,
+        &query,
+        cx,
+        &tables,
+        item,
+        Some(view.nocheck.clone()),
+    )?;
+    if let Answer::Read { table, .. } = &mut plan.answer {
+        table.clone_from(&view.name);
+    }
+    Ok(plan)
+}
+
+/// A filter on document fields as one on the root's columns.
+fn document_condition(
+    c: &Condition,
+    field: &dyn Fn(&str) -> Result<String, ApiError>,
+) -> Result<Condition, ApiError> {
+    Ok(match c {
+        Condition::Pred(p) => Condition::Pred(rowgate_query::Predicate {
+            column: field(&p.column)?,
+            ..p.clone()
+        }),
+        Condition::And { negated, items } => Condition::And {
+            negated: *negated,
+            items: items
+                .iter()
+                .map(|i| document_condition(i, field))
+                .collect::<Result<_, _>>()?,
+        },
+        Condition::Or { negated, items } => Condition::Or {
+            negated: *negated,
+            items: items
+                .iter()
+                .map(|i| document_condition(i, field))
+                .collect::<Result<_, _>>()?,
+        },
+    })
 }
 
 /// The operations the role needs on the table: the action's, and `select` when a write
@@ -105,11 +234,15 @@ fn format_of(media: MediaType) -> Format {
     }
 }
 
+/// A read of `query` (the request's own, or a duality view's document over its root, whose
+/// `nocheck` fields `documents` then holds).
 fn read(
     request: &ApiRequest<'_>,
+    query: &Query,
     cx: &Context<'_>,
     tables: &Tables<'_>,
     item: Option<Vec<Condition>>,
+    documents: Option<Vec<Vec<String>>>,
 ) -> Result<ActionPlan, ApiError> {
     let d = cx.dialect;
     let table = tables.view;
@@ -117,7 +250,7 @@ fn read(
     let is_item = item.is_some();
     let mut plan = plan::read(
         table,
-        &request.query,
+        query,
         request.range,
         prefer.count.is_some(),
         cx.rest.max_rows,
@@ -126,10 +259,7 @@ fn read(
     )?;
     let row_filter = &tables.guard.row_filter;
     plan.select.filters.extend(row_filter.iter().cloned());
-    let embedder = Embedder {
-        cx,
-        query: &request.query,
-    };
+    let embedder = Embedder { cx, query };
     plan.select.embeds = embedder.resolve(
         table,
         &plan.pending,
@@ -174,6 +304,7 @@ fn read(
     Ok(ActionPlan {
         job,
         answer: Answer::Read {
+            documents,
             item: is_item,
             table: table.name.clone(),
             offset: plan.select.offset.unwrap_or(0),
@@ -546,6 +677,7 @@ mod tests {
             principal: &principal,
             dialect: &Sqlite,
             rest: &RestConfig::default(),
+            duality: &crate::duality::DualityViews::default(),
         };
         plan(&request, &cx)
     }

@@ -84,6 +84,7 @@ async fn handle_once(
         principal,
         dialect: app.db.dialect(),
         rest: &app.config.rest,
+        duality: &app.duality,
     };
     let plan = action_plan::plan(&request, &context)?;
     // planned: the job holds the body's values (a large body is not kept beside them)

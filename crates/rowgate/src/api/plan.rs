@@ -58,6 +58,8 @@ pub struct Context<'a> {
     pub dialect: &'a dyn Dialect,
     /// `[rest]` settings.
     pub rest: &'a RestConfig,
+    /// The duality views, served like tables.
+    pub duality: &'a crate::duality::DualityViews,
 }
 
 /// Finds a table or view, or answers 404 naming it.

@@ -204,6 +204,9 @@ pub enum Answer {
     /// Rows of a read; an item (404 when there is none) or a singular object is one row with
     /// an `ETag`.
     Read {
+        /// A duality view's documents: the fields left out of their etags (each document gets
+        /// `_metadata.etag`; an item's `ETag` is its etag).
+        documents: Option<Vec<Vec<String>>>,
         /// Whether the URL names an item.
         item: bool,
         /// The table's name (for the 404 of a missing item).
@@ -239,10 +242,19 @@ pub fn answer(
     let single = |body: &[u8]| Bytes::copy_from_slice(unwrap_single(body));
     match answer {
         Answer::Read {
+            documents,
             item,
             table,
             offset,
         } => {
+            let (body, tag) = match documents {
+                Some(nocheck) => {
+                    let (body, tags) = crate::duality::with_metadata(&body, &nocheck)
+                        .map_err(ApiError::internal)?;
+                    (body, tags.into_iter().next().map(|t| format!("\"{t}\"")))
+                }
+                None => (body, None),
+            };
             if item || media == MediaType::SingleObject {
                 if item && rows == 0 {
                     return Err(ApiError::new(
@@ -251,7 +263,9 @@ pub fn answer(
                     ));
                 }
                 expect_one(rows)?;
-                return Ok(tagged(request.headers, single(&body), |body| {
+                let body = single(&body);
+                let tag = tag.unwrap_or_else(|| etag(&body));
+                return Ok(tagged_as(request.headers, tag, body, |body| {
                     Reply::new(StatusCode::OK, media, body)
                 }));
             }
@@ -339,6 +353,16 @@ fn written(request: &ApiRequest<'_>, body: Vec<u8>, one: bool) -> Reply {
 /// (tables and custom resources alike).
 pub fn tagged(headers: &http::HeaderMap, body: Bytes, reply: impl FnOnce(Bytes) -> Reply) -> Reply {
     let tag = etag(&body);
+    tagged_as(headers, tag, body, reply)
+}
+
+/// As [`tagged`], with the representation's `ETag` given (a duality view document's etag).
+pub fn tagged_as(
+    headers: &http::HeaderMap,
+    tag: String,
+    body: Bytes,
+    reply: impl FnOnce(Bytes) -> Reply,
+) -> Reply {
     if super::request::if_none_match(headers, &tag) {
         return Reply::not_modified(tag);
     }
