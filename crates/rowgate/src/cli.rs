@@ -426,6 +426,7 @@ fn check(config: &Config) -> anyhow::Result<()> {
             anyhow::bail!("grants: {}", problems.join("\n"));
         }
         crate::realtime::check(&config.realtime, &schema)?;
+        crate::duality::compile(&config.duality_views, &schema)?;
     }
     println!(
         "configuration OK: {} custom resources, {} grants, {against} database {}",

@@ -289,6 +289,24 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
             && err.contains("column \"nmae\" does not exist"),
         "{err}"
     );
+    // So does a duality view whose document names a column the root table does not have.
+    std::fs::write(
+        dir.path().join("dv.toml"),
+        "[db]\npath = \"d.db\"\n[[duality_views]]\nname = \"team_dv\"\ntable = \"team\"\n\
+         document = \"_id:team_id,nmae\"\n",
+    )
+    .expect("write");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["config", "check", "--config", "dv.toml"])
+        .output()
+        .expect("check");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("duality_views[0] (\"team_dv\")") && err.contains("no column \"nmae\""),
+        "{err}"
+    );
     // The built-in demo configuration checks too (from a folder without a rowgate.toml).
     let elsewhere = dir.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).expect("dir");
