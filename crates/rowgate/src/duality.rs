@@ -70,9 +70,9 @@ impl DualityViews {
         self.views.iter().find(|v| v.name == name)
     }
 
-    /// Their names.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.views.iter().map(|v| v.name.as_str())
+    /// Every view.
+    pub fn views(&self) -> impl Iterator<Item = &DualityView> {
+        self.views.iter()
     }
 }
 

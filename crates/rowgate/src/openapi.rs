@@ -11,10 +11,13 @@ use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::policy::{Grant, Op, Policy};
 use crate::auth::Principal;
+use crate::duality::DualityViews;
 use crate::error::ApiError;
 use crate::resources::declare::{ParamType, Shape, Source};
 use crate::resources::{Resource, Resources};
+use crate::schema::relationships;
 use crate::schema::{SchemaCache, Table};
+use rowgate_query::SelectItem;
 
 /// Answers `GET /{prefix}/` and `/openapi.json` with what `principal` may use.
 pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Reply, ApiError> {
@@ -23,6 +26,7 @@ pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Re
         &app.db.schema(),
         &app.config.rest.prefix,
         &app.resources.load(),
+        &app.duality,
         &app.auth.policy,
         principal,
     );
@@ -36,10 +40,59 @@ pub fn document(
     schema: &SchemaCache,
     prefix: &str,
     resources: &Resources,
+    duality: &DualityViews,
     policy: &Policy,
     principal: &Principal,
 ) -> Value {
     let mut paths = Map::new();
+    let mut schemas = Map::new();
+    for view in duality.views() {
+        let readable = |name: &str| {
+            policy
+                .grant(principal, name)
+                .is_some_and(|g| g.allows(Op::Select))
+        };
+        let Some(root) = schema.table(&view.table).filter(|t| readable(&t.name)) else {
+            continue;
+        };
+        let mut document = document_schema(schema, root, &view.document);
+        if let Value::Object(d) = &mut document {
+            if let Some(Value::Object(props)) = d.get_mut("properties") {
+                props.insert(
+                    "_metadata".into(),
+                    json!({"type": "object", "properties": {"etag": {"type": "string"}}}),
+                );
+            }
+        }
+        schemas.insert(view.name.clone(), document);
+        let r = format!("#/components/schemas/{}", view.name);
+        let list = ["order", "limit", "offset", "Range"]
+            .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}));
+        paths.insert(
+            format!("{prefix}/{}", view.name),
+            json!({"get": {
+                "summary": format!("documents of the duality view {}", view.name),
+                "parameters": list,
+                "responses": {
+                    "200": {"description": "documents", "content": {"application/json":
+                        {"schema": {"type": "array", "items": {"$ref": r}}}}},
+                    "default": {"$ref": "#/components/responses/Error"}
+                }
+            }}),
+        );
+        paths.insert(
+            format!("{prefix}/{}/{{key}}", view.name),
+            json!({"get": {
+                "summary": format!("one document of the duality view {} (its _id)", view.name),
+                "parameters": [{"name": "key", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "the document; its ETag is its etag",
+                        "content": {"application/json": {"schema": {"$ref": r}}}},
+                    "default": {"$ref": "#/components/responses/Error"}
+                }
+            }}),
+        );
+    }
     for resource in &resources.list {
         if policy.authorize(principal, resource.subject()).is_err() {
             continue;
@@ -54,7 +107,6 @@ pub fn document(
             existing.extend(ops);
         }
     }
-    let mut schemas = Map::new();
     for full in schema.tables.values() {
         let Some(grant) = policy.grant(principal, &full.name) else {
             continue;
@@ -116,18 +168,70 @@ fn error_schema() -> Value {
     })
 }
 
+/// The JSON schema of a duality view's documents (or of an embed in them): fields typed from
+/// the columns they name, nested arrays and objects from the related tables'.
+fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]) -> Value {
+    let mut props = Map::new();
+    for item in items {
+        match item {
+            SelectItem::Star => {
+                for c in &table.columns {
+                    props.insert(c.name.clone(), column_type(c));
+                }
+            }
+            SelectItem::Column { name, alias, .. } => {
+                if let Some(c) = table.column(name) {
+                    props.insert(
+                        alias.clone().unwrap_or_else(|| name.clone()),
+                        column_type(c),
+                    );
+                }
+            }
+            SelectItem::Embed(e) => {
+                let Ok(rel) = relationships::find(schema, table, &e.relation, e.hint.as_deref())
+                else {
+                    continue;
+                };
+                let Some(related) = schema.table(&rel.related) else {
+                    continue;
+                };
+                let inner = document_schema(schema, related, &e.select);
+                let key = e.alias.clone().unwrap_or_else(|| e.relation.clone());
+                match (e.spread, inner) {
+                    (true, Value::Object(mut o)) => {
+                        if let Some(Value::Object(p)) = o.remove("properties") {
+                            props.extend(p);
+                        }
+                    }
+                    (_, inner) if rel.is_many() => {
+                        props.insert(key, json!({"type": "array", "items": inner}));
+                    }
+                    (_, inner) => {
+                        props.insert(key, json!({"oneOf": [inner, {"type": "null"}]}));
+                    }
+                }
+            }
+        }
+    }
+    json!({"type": "object", "properties": props})
+}
+
+/// A column's JSON type (nullable ones may be null).
+fn column_type(c: &crate::schema::Column) -> Value {
+    match (c.json_type, c.nullable) {
+        ("", _) => json!({}),
+        (t, true) => json!({"type": [t, "null"]}),
+        (t, false) => json!({"type": t}),
+    }
+}
+
 fn table_schema(table: &Table) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();
     for c in &table.columns {
         let mut p = Map::new();
-        if !c.json_type.is_empty() {
-            let t = if c.nullable {
-                json!([c.json_type, "null"])
-            } else {
-                json!(c.json_type)
-            };
-            p.insert("type".into(), t);
+        if let Value::Object(t) = column_type(c) {
+            p.extend(t);
         }
         p.insert("format".into(), json!(c.decl_type));
         if let Some(d) = &c.default {

@@ -155,7 +155,29 @@ async fn refusals(b: Backend) {
     }
 }
 
+/// OpenAPI lists the views with their document schemas.
+async fn openapi_describes_the_documents(b: Backend) {
+    let s = server(b).await;
+    let (status, doc) = get_json(&s, "/").await;
+    assert_eq!(status, 200);
+    assert!(
+        doc["paths"]["/api/team_dv"]["get"].is_object(),
+        "{}",
+        doc["paths"]
+    );
+    assert!(doc["paths"]["/api/team_dv/{key}"]["get"].is_object());
+    let schema = &doc["components"]["schemas"]["team_dv"]["properties"];
+    assert_eq!(schema["_id"]["type"], "integer", "{schema}");
+    assert_eq!(schema["_metadata"]["properties"]["etag"]["type"], "string");
+    assert_eq!(schema["driver"]["type"], "array");
+    assert_eq!(
+        schema["driver"]["items"]["properties"]["driverId"]["type"], "integer",
+        "{schema}"
+    );
+}
+
 backend_tests!(
+    openapi_describes_the_documents,
     documents_are_read_like_tables,
     etags_follow_the_checked_fields,
     refusals,
