@@ -515,7 +515,12 @@ fn output_list(
     lv: Level<'_>,
     out: &mut Sql,
 ) {
-    for (n, item) in output_items(columns, embeds).into_iter().enumerate() {
+    let level = output_items(columns, embeds);
+    if level.is_empty() && !d.builds_json_from_rows() {
+        // nothing to output (`select=rel()`): SQLite needs a column; the rows are `{}`
+        out.text.push('1');
+    }
+    for (n, item) in level.into_iter().enumerate() {
         if n > 0 {
             out.text.push_str(", ");
         }

@@ -62,6 +62,7 @@ error_codes! {
     MaxAffectedExceeded => ("PGRST124", StatusCode::BAD_REQUEST, Execute, "more rows would be affected than Prefer: max-affected allows"),
     InvalidPreference => ("PGRST122", StatusCode::BAD_REQUEST, Request, "a Prefer header value is invalid (with handling=strict)"),
     QueryTooComplex => ("RG101", StatusCode::BAD_REQUEST, Plan, "the query exceeds a database limit (too many values, filters, columns or nesting)"),
+    NotEmbedded => ("PGRST108", StatusCode::BAD_REQUEST, Plan, "a parameter names an embedded resource that select= does not embed"),
     RelationshipNotFound => ("PGRST200", StatusCode::BAD_REQUEST, Plan, "no foreign-key relationship between the tables fits an embedded resource"),
     AmbiguousRelationship => ("PGRST201", StatusCode::MULTIPLE_CHOICES, Plan, "several relationships fit an embedded resource: pick one with a !hint (the candidates are in details)"),
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),

@@ -205,6 +205,30 @@ async fn inner_and_presence(b: Backend) {
         ok(&s, "/team?select=team_id,driver()&driver=is.null").await,
         json!([{"team_id": 11}])
     );
+    // an embed that only filters, and nothing else selected: empty objects, as PostgREST
+    assert_eq!(
+        ok(&s, "/team?select=driver()&driver=is.null").await,
+        json!([{}])
+    );
+    // parameters of an embed that select= does not have: PostgREST's 400
+    for path in [
+        "/team?select=name&driver.points=gt.1",
+        "/team?select=name,driver(name)&driver.team.limit=1",
+        "/team?select=name&sponsor.order=name",
+    ] {
+        let (status, body) = get_json(&s, path).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some("PGRST108")),
+            "{path}: {body}"
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("is not an embedded resource in this request")),
+            "{body}"
+        );
+    }
     let body = ok(
         &s,
         "/team?select=team_id,sponsor(id)&sponsor=not.is.null&order=team_id",
@@ -411,7 +435,7 @@ async fn order_by_a_to_one_embed(b: Backend) {
             "/team?select=name,driver(name)&order=driver(name)",
             "PGRST100",
         ),
-        ("/driver?select=name&order=team(name)", "PGRST100"),
+        ("/driver?select=name&order=team(name)", "PGRST108"),
         (
             "/driver?select=name,team(name)&order=team(nope)",
             "PGRST204",

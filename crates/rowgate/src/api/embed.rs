@@ -39,6 +39,10 @@ impl<'a> Embedder<'a> {
         order: &mut [OrderTerm],
         shape: &mut OutputShape,
     ) -> Result<Vec<EmbedStmt>, ApiError> {
+        // parameters of an embed that is not there (`driver.points=…` without `driver(…)`)
+        if let Some(missing) = self.missing_embed(pending, path) {
+            return Err(not_embedded(&missing));
+        }
         for (key, _) in presence {
             if !pending.iter().any(|p| embed_key(p.embed) == key) {
                 return Err(plan::column(table, key).err().unwrap_or_else(|| {
@@ -86,17 +90,7 @@ impl<'a> Embedder<'a> {
                 .as_ref()
                 .is_some_and(|r| !out.iter().any(|e| e.key == *r))
         }) {
-            let relation = t.relation.as_deref().unwrap_or_default();
-            return Err(ApiError::new(
-                ErrorCode::QueryParse,
-                format!(
-                    "'{relation}' is not an embedded resource of '{}'",
-                    table.name
-                ),
-            )
-            .hint(format!(
-                "embed it in select= to order by its columns: {relation}(…)"
-            )));
+            return Err(not_embedded(t.relation.as_deref().unwrap_or_default()));
         }
         // the embeds' keys among the columns' (from the last, so that places stay right): one
         // JSON value each, or a spread embed's own keys
@@ -112,6 +106,18 @@ impl<'a> Embedder<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// The first embed key, below the level at `path`, that the request's parameters name but
+    /// the level does not embed.
+    fn missing_embed(&self, pending: &[Pending<'_>], path: &[String]) -> Option<String> {
+        self.query
+            .embedded
+            .iter()
+            .filter(|e| e.path.len() > path.len() && e.path[..path.len()] == *path)
+            .map(|e| &e.path[path.len()])
+            .find(|key| !pending.iter().any(|p| embed_key(p.embed) == key.as_str()))
+            .cloned()
     }
 
     /// One embed of `parent`, and its own output's keys and kinds (a spread's become the
@@ -285,6 +291,17 @@ impl<'a> Embedder<'a> {
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, r)| r)
     }
+}
+
+/// 400 `PGRST108`, as PostgREST words it: a parameter names an embed `select=` does not have.
+fn not_embedded(name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotEmbedded,
+        format!("'{name}' is not an embedded resource in this request"),
+    )
+    .hint(format!(
+        "Verify that '{name}' is included in the 'select' query parameter."
+    ))
 }
 
 /// `rel(count)` (or `rel(n:count)`) on a table without a `count` column: the embed is the
