@@ -29,7 +29,8 @@ pub struct Embedder<'a> {
 impl<'a> Embedder<'a> {
     /// The statements of the embeds of one level (`table`, reached by `path` of embed keys),
     /// with their keys put into the level's `shape` at their places. `presence` are the
-    /// level's `rel=is.null` / `rel=not.is.null` filters (key, must exist).
+    /// level's `rel=is.null` / `rel=not.is.null` filters (embed key, must exist), `order` its
+    /// `order=` terms (those on an embed, `rel(col)`, are checked here).
     pub fn resolve(
         &self,
         table: &Table,
@@ -42,13 +43,6 @@ impl<'a> Embedder<'a> {
         // parameters of an embed that is not there (`driver.points=…` without `driver(…)`)
         if let Some(missing) = self.missing_embed(pending, path) {
             return Err(not_embedded(&missing));
-        }
-        for (key, _) in presence {
-            if !pending.iter().any(|p| embed_key(p.embed) == key) {
-                return Err(plan::column(table, key).err().unwrap_or_else(|| {
-                    ApiError::new(ErrorCode::QueryParse, format!("'{key}' is not embedded"))
-                }));
-            }
         }
         let mut out = Vec::with_capacity(pending.len());
         let mut shapes = Vec::with_capacity(pending.len());
