@@ -27,6 +27,12 @@ INSERT INTO sponsor VALUES (1, 'Oil'), (2, 'Tea'), (3, 'Nobody');
 INSERT INTO team_sponsor VALUES (1, 1), (1, 2), (2, 2);
 INSERT INTO team VALUES (11, 'Lonely', 0);
 CREATE VIEW pilots AS SELECT driver_id AS id, name AS pilot, team_id AS squad FROM driver;
+CREATE TABLE seat (
+    id        INTEGER PRIMARY KEY,
+    driver_id INTEGER UNIQUE REFERENCES driver(driver_id),
+    number    INTEGER
+);
+INSERT INTO seat VALUES (1, 1, 44), (2, 5, 1);
 ";
 
 async fn server(b: Backend) -> TestServer {
@@ -622,7 +628,28 @@ async fn related_counts(b: Backend) {
     );
 }
 
+/// A foreign key on a unique column relates one row to at most one, both ways: objects.
+async fn one_to_one_through_a_unique_key(b: Backend) {
+    let s = server(b).await;
+    assert_eq!(
+        ok(
+            &s,
+            "/driver?select=name,seat(number)&driver_id=in.(1,2)&order=driver_id"
+        )
+        .await,
+        json!([
+            {"name": "Lewis Hamilton", "seat": {"number": 44}},
+            {"name": "George Russell", "seat": null}
+        ])
+    );
+    assert_eq!(
+        ok(&s, "/seat?select=number,driver(name)&id=eq.2").await,
+        json!([{"number": 1, "driver": {"name": "Max Verstappen"}}])
+    );
+}
+
 backend_tests!(
+    one_to_one_through_a_unique_key,
     related_counts,
     views_relate_through_their_base_columns,
     writes_answer_with_embeds,

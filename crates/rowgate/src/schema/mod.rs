@@ -86,6 +86,10 @@ pub struct Table {
     /// tables' foreign keys through them).
     #[serde(skip)]
     pub sources: Vec<(String, String, String)>,
+    /// The columns of each unique constraint (besides the primary key): a foreign key on them
+    /// makes a one-to-one relationship.
+    #[serde(skip)]
+    pub unique: Vec<Vec<String>>,
     #[serde(skip)]
     by_name: HashMap<String, usize>,
 }
@@ -112,6 +116,7 @@ impl Table {
             primary_key,
             foreign_keys,
             sources: Vec::new(),
+            unique: Vec::new(),
             by_name,
         }
     }
@@ -261,13 +266,32 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             fk.name = format!("{name}_{}_fkey", fk.columns.join("_"));
         }
     }
-    Ok(Table::new(
+    // unique constraints (`UNIQUE` in the table's definition, origin 'u'), as PostgreSQL's
+    let mut unique = Vec::new();
+    if !is_view {
+        let mut indexes = conn
+            .prepare("SELECT name FROM pragma_index_list(?1) WHERE \"unique\" AND origin = 'u'")?;
+        let names: Vec<String> = indexes
+            .query_map([name], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut info = conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")?;
+        for index in names {
+            let columns: Vec<String> = info
+                .query_map([&index], |r| r.get::<_, Option<String>>(0))?
+                .filter_map(|c| c.transpose())
+                .collect::<Result<_, _>>()?;
+            unique.push(columns);
+        }
+    }
+    let mut table = Table::new(
         name.to_string(),
         is_view,
         columns,
         primary_key,
         foreign_keys,
-    ))
+    );
+    table.unique = unique;
+    Ok(table)
 }
 
 /// Maps a declared type to its JSON type, following SQLite's affinity rules (§3.1 of the

@@ -74,12 +74,13 @@ pub async fn introspect(
     }
 
     let mut primary: HashMap<u32, Vec<i16>> = HashMap::new();
+    let mut unique: HashMap<u32, Vec<Vec<i16>>> = HashMap::new();
     let mut foreign: HashMap<u32, Vec<CatalogForeignKey>> = HashMap::new();
     for r in client
         .query(
             "SELECT conrelid, contype::text, conkey, confrelid, confkey, conname::text
              FROM pg_constraint
-             WHERE conrelid = ANY($1) AND contype IN ('p', 'f')
+             WHERE conrelid = ANY($1) AND contype IN ('p', 'u', 'f')
              ORDER BY conrelid, conname",
             &[&oids],
         )
@@ -90,6 +91,8 @@ pub async fn introspect(
         let keys: Vec<i16> = r.get(2);
         if kind == "p" {
             primary.insert(table, keys);
+        } else if kind == "u" {
+            unique.entry(table).or_default().push(keys);
         } else {
             foreign.entry(table).or_default().push((
                 keys,
@@ -193,6 +196,12 @@ pub async fn introspect(
         let mut table = Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys)
             .in_schema(schema_of.get(oid).cloned().unwrap_or_default());
         table.sources = sources;
+        table.unique = unique
+            .get(oid)
+            .into_iter()
+            .flatten()
+            .map(|keys| keys.iter().filter_map(|k| column_name(*oid, *k)).collect())
+            .collect();
         tables.insert(name.clone(), table);
     }
     Ok(SchemaCache { tables, version: 0 })

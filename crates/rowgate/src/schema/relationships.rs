@@ -1,7 +1,7 @@
 //! Relationships between tables, read off their foreign keys as PostgREST reads them for
 //! resource embedding: many-to-one (this table's key to another), one-to-many (another table's
 //! key to this one), one-to-one (either, when the key's columns are the referencing table's
-//! primary key), and many-to-many (through a junction table whose primary key holds foreign
+//! primary key or a unique constraint of it), and many-to-many (through a junction table whose primary key holds foreign
 //! keys to both). [`find`] picks the one a request names, or says why none or several fit.
 
 use super::{ForeignKey, SchemaCache, Table};
@@ -13,7 +13,8 @@ pub enum Cardinality {
     ManyToOne,
     /// The related table's foreign key to this one: any number of related rows.
     OneToMany,
-    /// A foreign key whose columns are the referencing table's primary key: at most one.
+    /// A foreign key whose columns are the referencing table's primary key or a unique
+    /// constraint of it: at most one, both ways.
     OneToOne,
     /// Rows of a junction table link the two: any number of related rows.
     ManyToMany(Junction),
@@ -125,11 +126,13 @@ fn referenced<'a>(fk: &'a ForeignKey, referenced: &'a Table) -> &'a [String] {
     }
 }
 
-/// Whether `columns` are exactly `table`'s primary key (in any order).
-fn is_primary_key(table: &Table, columns: &[String]) -> bool {
-    !table.primary_key.is_empty()
-        && columns.len() == table.primary_key.len()
-        && columns.iter().all(|c| table.primary_key.contains(c))
+/// Whether `columns` are exactly `table`'s primary key or one of its unique constraints (in
+/// any order): a foreign key on them relates at most one row each way.
+fn is_unique(table: &Table, columns: &[String]) -> bool {
+    let same = |key: &[String]| {
+        !key.is_empty() && columns.len() == key.len() && columns.iter().all(|c| key.contains(c))
+    };
+    same(&table.primary_key) || table.unique.iter().any(|u| same(u))
 }
 
 /// How a table or view shows a base table's columns: pairs of (base column, its column).
@@ -199,7 +202,7 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
                 continue;
             };
             let to = referenced(fk, referenced_table).to_vec();
-            let one_to_one = is_primary_key(base, &fk.columns);
+            let one_to_one = is_unique(base, &fk.columns);
             for related in schema.tables.values() {
                 let Some(theirs) = mapped(&shown(related, &fk.ref_table), &to) else {
                     continue;
@@ -227,7 +230,7 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
                 let Some(own) = mapped(&origin_shows, referenced(fk, base)) else {
                     continue;
                 };
-                let one_to_one = is_primary_key(other, &fk.columns);
+                let one_to_one = is_unique(other, &fk.columns);
                 for related in schema.tables.values() {
                     let Some(theirs) = mapped(&shown(related, &other.name), &fk.columns) else {
                         continue;
