@@ -13,6 +13,16 @@ name = "team_dv"
 table = "team"
 document = "_id:team_id,name,points,driver(driverId:driver_id,name,points)"
 nocheck = ["driver.points"]
+
+[[duality_views]]
+name = "driver_dv"
+table = "driver"
+document = "_id:driver_id,name,points,...team(teamId:team_id,team:name),race:driver_race_map(driverRaceMapId:driver_race_map_id,...race(raceId:race_id,name),finalPosition:position)"
+
+[[duality_views]]
+name = "race_dv"
+table = "race"
+document = "_id:race_id,name,laps,date:race_date,podium,result:driver_race_map(driverRaceMapId:driver_race_map_id,position,...driver(driverId:driver_id,name))"
 "#;
 
 async fn server(b: Backend) -> TestServer {
@@ -176,7 +186,58 @@ async fn openapi_describes_the_documents(b: Backend) {
     );
 }
 
+/// Oracle's car-racing example in the demo: a race result adds its points to the driver and
+/// the team (the trigger), and the race, the driver and the team documents all show it.
+async fn car_racing_documents(b: Backend) {
+    let s = server(b).await;
+    let (status, race) = get_json(&s, "/race_dv/1").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            &race["name"],
+            &race["laps"],
+            &race["date"],
+            &race["podium"],
+            &race["result"]
+        ),
+        (
+            &json!("Bahrain Grand Prix"),
+            &json!(57),
+            &json!("2022-03-20"),
+            &json!({}),
+            &json!([])
+        )
+    );
+    let r = s
+        .post(
+            "/driver_race_map",
+            json!({"race_id": 1, "driver_id": 3, "position": 1}),
+        )
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 201);
+    let (_, race) = get_json(&s, "/race_dv/1").await;
+    assert_eq!(
+        race["result"],
+        json!([{"driverRaceMapId": 1, "position": 1, "driverId": 3, "name": "Charles Leclerc"}])
+    );
+    let (_, driver) = get_json(&s, "/driver_dv/3").await;
+    let tag = etag_of(&driver);
+    assert_eq!(
+        driver,
+        json!({
+            "_id": 3, "_metadata": {"etag": tag}, "name": "Charles Leclerc", "points": 231,
+            "teamId": 2, "team": "Ferrari",
+            "race": [{"driverRaceMapId": 1, "raceId": 1, "name": "Bahrain Grand Prix", "finalPosition": 1}]
+        })
+    );
+    let (_, team) = get_json(&s, "/team_dv/2").await;
+    assert_eq!(team["points"], 431, "{team}");
+}
+
 backend_tests!(
+    car_racing_documents,
     openapi_describes_the_documents,
     documents_are_read_like_tables,
     etags_follow_the_checked_fields,

@@ -167,7 +167,15 @@ impl RowSink for SqliteSink<'_> {
 }
 
 /// Table names in creation order (what [`Summary`] reports).
-pub(crate) const TABLES: &[&str] = &["employee", "team", "driver", "posts", "people"];
+pub(crate) const TABLES: &[&str] = &[
+    "employee",
+    "team",
+    "driver",
+    "race",
+    "driver_race_map",
+    "posts",
+    "people",
+];
 
 const SCHEMA: &str = "
 CREATE TABLE employee (
@@ -195,6 +203,33 @@ CREATE TABLE driver (
     team_id   INTEGER REFERENCES team(team_id)
 );
 CREATE INDEX driver_team_id ON driver(team_id);
+CREATE TABLE race (
+    race_id   INTEGER PRIMARY KEY,
+    name      TEXT NOT NULL UNIQUE,
+    laps      INTEGER NOT NULL CHECK (laps > 0),
+    race_date TEXT,
+    podium    JSON
+);
+CREATE TABLE driver_race_map (
+    driver_race_map_id INTEGER PRIMARY KEY,
+    race_id            INTEGER NOT NULL REFERENCES race(race_id),
+    driver_id          INTEGER NOT NULL REFERENCES driver(driver_id),
+    position           INTEGER
+);
+CREATE INDEX driver_race_map_race_id ON driver_race_map(race_id);
+CREATE INDEX driver_race_map_driver_id ON driver_race_map(driver_id);
+-- Oracle's car-racing example: a result adds its points to the driver and the driver's team
+CREATE TRIGGER driver_race_map_points AFTER INSERT ON driver_race_map
+BEGIN
+    UPDATE driver SET points = points + (CASE NEW.position
+        WHEN 1 THEN 25 WHEN 2 THEN 18 WHEN 3 THEN 15 WHEN 4 THEN 12 WHEN 5 THEN 10
+        WHEN 6 THEN 8 WHEN 7 THEN 6 WHEN 8 THEN 4 WHEN 9 THEN 2 WHEN 10 THEN 1 ELSE 0 END)
+    WHERE driver_id = NEW.driver_id;
+    UPDATE team SET points = points + (CASE NEW.position
+        WHEN 1 THEN 25 WHEN 2 THEN 18 WHEN 3 THEN 15 WHEN 4 THEN 12 WHEN 5 THEN 10
+        WHEN 6 THEN 8 WHEN 7 THEN 6 WHEN 8 THEN 4 WHEN 9 THEN 2 WHEN 10 THEN 1 ELSE 0 END)
+    WHERE team_id = (SELECT team_id FROM driver WHERE driver_id = NEW.driver_id);
+END;
 CREATE TABLE posts (
     id         INTEGER PRIMARY KEY,
     title      TEXT NOT NULL,
@@ -399,8 +434,27 @@ fn load_teams_and_drivers(sink: &mut dyn RowSink) -> anyhow::Result<()> {
         ])
         .with_context(|| format!("cannot insert driver {name}"))?;
     }
+    sink.table("race", &["race_id", "name", "laps", "race_date", "podium"])?;
+    for (id, &(name, laps, date)) in (1_i64..).zip(RACES) {
+        sink.row(&[
+            Cell::Int(id),
+            Cell::Text(name),
+            Cell::Int(laps),
+            Cell::Text(date),
+            Cell::Text("{}"),
+        ])
+        .with_context(|| format!("cannot insert race {name}"))?;
+    }
     Ok(())
 }
+
+/// Races in id order (1..=3), from Oracle's car-racing example: name, laps, date. Their results
+/// (`driver_race_map`) start empty; each one added moves the points by the trigger.
+const RACES: &[(&str, i64, &str)] = &[
+    ("Bahrain Grand Prix", 57, "2022-03-20"),
+    ("Saudi Arabian Grand Prix", 50, "2022-03-27"),
+    ("Australian Grand Prix", 58, "2022-04-09"),
+];
 
 // ---------------------------------------------------------------------------
 // posts
@@ -764,6 +818,8 @@ mod tests {
                 ("employee", 42),
                 ("team", 10),
                 ("driver", 20),
+                ("race", 3),
+                ("driver_race_map", 0),
                 ("posts", 20),
                 ("people", 500),
             ]
