@@ -140,8 +140,10 @@ pub fn compile(
     Ok(DualityViews { views })
 }
 
-/// A document's etag: 32 uppercase hex digits of a SHA-256 over its JSON (keys sorted, so
-/// stable), `_metadata` and the `nocheck` fields left out.
+/// A document's etag when some fields are not checked: 32 uppercase hex digits of a SHA-256
+/// over its JSON (keys sorted, so stable), `_metadata` and the `nocheck` fields left out. A
+/// view that checks every field hashes each document's text as the database wrote it
+/// ([`with_metadata`]).
 pub fn etag(mut document: Json, nocheck: &[Vec<String>]) -> String {
     if let Json::Object(map) = &mut document {
         map.remove("_metadata");
@@ -149,8 +151,12 @@ pub fn etag(mut document: Json, nocheck: &[Vec<String>]) -> String {
     for path in nocheck {
         remove_path(&mut document, path);
     }
-    let text = serde_json::to_vec(&document).unwrap_or_default();
-    let digest = Sha256::digest(&text);
+    hex_digest(&serde_json::to_vec(&document).unwrap_or_default())
+}
+
+/// 32 uppercase hex digits of the SHA-256 of `bytes`.
+fn hex_digest(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     let mut tag = String::with_capacity(32);
     for byte in &digest[..16] {
         tag.push(char::from(HEX[usize::from(byte >> 4)]));
@@ -194,7 +200,13 @@ pub fn with_metadata(
             out.push(b',');
         }
         let text = raw.get();
-        let tag = etag(serde_json::from_str(text)?, nocheck);
+        // every field checked: the document's own text, as the database wrote it, is hashed
+        // (no parse); otherwise the fields not checked are taken out first
+        let tag = if nocheck.is_empty() {
+            hex_digest(text.as_bytes())
+        } else {
+            etag(serde_json::from_str(text)?, nocheck)
+        };
         // `{"_id":<value>` then the rest: the metadata goes between
         let after_key = text
             .strip_prefix("{\"_id\":")
@@ -248,6 +260,20 @@ mod tests {
             let err = compile(&[config], &schema).expect_err(needle).to_string();
             assert!(err.contains(needle), "{err}");
         }
+    }
+
+    /// A view that checks every field hashes each document's text: the same text, the same
+    /// etag; any change, another.
+    #[test]
+    fn fully_checked_documents_hash_their_text() {
+        let a = br#"[{"_id":1,"name":"Ferrari","driver":[{"points":1}]}]"#;
+        let b = br#"[{"_id":1,"name":"Ferrari","driver":[{"points":2}]}]"#;
+        let (_, first) = with_metadata(a, &[]).expect("a");
+        let (_, again) = with_metadata(a, &[]).expect("a again");
+        let (_, other) = with_metadata(b, &[]).expect("b");
+        assert_eq!(first, again);
+        assert_ne!(first, other);
+        assert_eq!(first[0], hex_digest(&a[1..a.len() - 1]));
     }
 
     /// `_metadata` goes right after `_id`, the fields keep their order, and the etag ignores
