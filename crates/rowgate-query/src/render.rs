@@ -515,6 +515,11 @@ fn output_list(
     lv: Level<'_>,
     out: &mut Sql,
 ) {
+    if embeds.is_empty() && !columns.is_empty() {
+        // no embeds: the columns as they are (every read without embeds)
+        output_columns(d, columns, out);
+        return;
+    }
     let level = output_items(columns, embeds);
     if level.is_empty() && !d.builds_json_from_rows() {
         // nothing to output (`select=rel()`): SQLite needs a column; the rows are `{}`

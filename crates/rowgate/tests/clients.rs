@@ -73,32 +73,26 @@ fn py_clients() -> &'static Path {
 fn run_py(base: &str, script: &str) -> Value {
     let python = py_clients();
     let dir = python.ancestors().nth(3).expect("clients/py");
-    let out = Command::new(python)
-        .arg(script)
-        .current_dir(dir)
-        .env("ROWGATE_URL", base)
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "python {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+    run_client(python, dir, script, base)
 }
 
 /// Runs `script` of `clients/js` against the server at `base`; its printed JSON.
 fn run_js(base: &str, script: &str) -> Value {
-    let dir = js_clients();
-    let out = Command::new("node")
+    run_client(Path::new("node"), js_clients(), script, base)
+}
+
+/// Runs `program script` in `dir` with `ROWGATE_URL` set to `base`; the JSON it prints.
+fn run_client(program: &Path, dir: &Path, script: &str, base: &str) -> Value {
+    let out = Command::new(program)
         .arg(script)
         .current_dir(dir)
         .env("ROWGATE_URL", base)
         .output()
-        .expect("node");
+        .expect("the client's interpreter");
     assert!(
         out.status.success(),
-        "node {script}: {}",
+        "{} {script}: {}",
+        program.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the script prints JSON")

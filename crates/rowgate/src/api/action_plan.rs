@@ -388,6 +388,21 @@ fn returning(
     })
 }
 
+/// What a PATCH, DELETE or PUT gives back: its representation, or nothing (unlike an insert,
+/// `headers-only` returns no key).
+fn representation(
+    cx: &Context<'_>,
+    table: &Table,
+    query: &Query,
+    prefer: &Prefer,
+) -> Result<Returning, ApiError> {
+    if prefer.return_ == Return::Representation {
+        returning(cx, table, query, prefer)
+    } else {
+        Ok(Returning::none())
+    }
+}
+
 /// A write's job, with its checks: `max-affected` under `handling=strict`, and exactly one row
 /// for a singular-object answer.
 fn write_job(steps: Vec<Step>, prefer: &Prefer, media: MediaType) -> Job {
@@ -490,11 +505,7 @@ fn modify(
     let table = tables.full;
     let (query, prefer) = (&request.query, &request.prefer);
     let returns_rows = prefer.return_ == Return::Representation;
-    let mut answer = if returns_rows {
-        returning(cx, tables.view, query, prefer)?
-    } else {
-        Returning::none()
-    };
+    let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
     if query.filters.is_empty() && item.is_none() && cx.rest.refuse_unfiltered_writes {
         return Err(ApiError::new(
@@ -580,11 +591,7 @@ fn put(
     let mut steps = if_match_step(request, cx, tables, plan::key_filters(&key_values))?;
     let json = super::request::parse_body(request.headers, &request.body)?;
     let returns_rows = prefer.return_ == Return::Representation;
-    let mut answer = if returns_rows {
-        returning(cx, tables.view, query, prefer)?
-    } else {
-        Returning::none()
-    };
+    let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
     let mut stmt = plan::put(d, request.body.len(), table, &key_values, &json, cols)?;
     tables.guard.check_writable(&stmt.columns)?;

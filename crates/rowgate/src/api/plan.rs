@@ -2,6 +2,8 @@
 //! `rowgate-query` statements. Every table, column and cast is checked here; unknown names are
 //! 4xx errors naming them, and the statements carry the cache's spellings only.
 
+use std::borrow::Cow;
+
 use rowgate_query::json_rows::{Cell, JsonRowsWriter};
 use rowgate_query::render::Dialect;
 use rowgate_query::stmt::{
@@ -192,27 +194,37 @@ pub fn embed_key(e: &Embed) -> &str {
 
 /// A level's filters without its `rel=is.null` / `rel=not.is.null` ones on an embed, which say
 /// whether the embed must have related rows (true) or must have none (false).
-pub fn split_presence(
-    filters: &[Condition],
+pub fn split_presence<'f>(
+    filters: &'f [Condition],
     embeds: &[Pending<'_>],
-) -> (Vec<Condition>, Vec<(String, bool)>) {
-    let mut rest = Vec::with_capacity(filters.len());
-    let mut presence = Vec::new();
-    for c in filters {
-        if let Condition::Pred(p) = c {
-            let names_embed = p.path.is_empty()
+) -> (Cow<'f, [Condition]>, Vec<(String, bool)>) {
+    // which embed a filter says must (true) or must not (false) have related rows
+    let presence_of = |c: &Condition| match c {
+        Condition::Pred(p)
+            if p.path.is_empty()
                 && p.op == Operator::Is
-                && embeds.iter().any(|e| embed_key(e.embed) == p.column);
-            if names_embed {
-                if let Operand::Is(v @ (IsValue::Null | IsValue::NotNull)) = p.operand {
-                    presence.push((p.column.clone(), (v == IsValue::NotNull) != p.negated));
-                    continue;
+                && embeds.iter().any(|e| embed_key(e.embed) == p.column) =>
+        {
+            match p.operand {
+                Operand::Is(v @ (IsValue::Null | IsValue::NotNull)) => {
+                    Some((p.column.clone(), (v == IsValue::NotNull) != p.negated))
                 }
+                _ => None,
             }
         }
-        rest.push(c.clone());
+        _ => None,
+    };
+    let presence: Vec<(String, bool)> = filters.iter().filter_map(presence_of).collect();
+    if presence.is_empty() {
+        // the common case, a read without such filters: nothing copied
+        return (Cow::Borrowed(filters), presence);
     }
-    (rest, presence)
+    let rest = filters
+        .iter()
+        .filter(|c| presence_of(c).is_none())
+        .cloned()
+        .collect();
+    (Cow::Owned(rest), presence)
 }
 
 /// The table's columns that can never be NULL (their null placement in an order is moot).

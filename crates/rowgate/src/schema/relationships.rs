@@ -201,24 +201,21 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
             let Some(own) = mapped(&origin_shows, &fk.columns) else {
                 continue;
             };
-            let to = referenced(fk, referenced_table).to_vec();
-            let one_to_one = is_unique(base, &fk.columns);
-            for related in schema.tables.values() {
-                let Some(theirs) = mapped(&shown(related, &fk.ref_table), &to) else {
-                    continue;
-                };
-                out.push(Relationship {
-                    origin: origin.name.clone(),
-                    related: related.name.clone(),
-                    constraint: fk.name.clone(),
-                    columns: own.iter().cloned().zip(theirs).collect(),
-                    cardinality: if one_to_one {
-                        Cardinality::OneToOne
-                    } else {
-                        Cardinality::ManyToOne
-                    },
-                });
-            }
+            let cardinality = if is_unique(base, &fk.columns) {
+                Cardinality::OneToOne
+            } else {
+                Cardinality::ManyToOne
+            };
+            let to = referenced(fk, referenced_table);
+            out.extend(showing(
+                schema,
+                origin,
+                fk,
+                &own,
+                &fk.ref_table,
+                to,
+                &cardinality,
+            ));
         }
         // other tables' foreign keys to the base table: to-many
         for other in schema.tables.values().filter(|t| !t.is_view) {
@@ -230,23 +227,20 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
                 let Some(own) = mapped(&origin_shows, referenced(fk, base)) else {
                     continue;
                 };
-                let one_to_one = is_unique(other, &fk.columns);
-                for related in schema.tables.values() {
-                    let Some(theirs) = mapped(&shown(related, &other.name), &fk.columns) else {
-                        continue;
-                    };
-                    out.push(Relationship {
-                        origin: origin.name.clone(),
-                        related: related.name.clone(),
-                        constraint: fk.name.clone(),
-                        columns: own.iter().cloned().zip(theirs).collect(),
-                        cardinality: if one_to_one {
-                            Cardinality::OneToOne
-                        } else {
-                            Cardinality::OneToMany
-                        },
-                    });
-                }
+                let cardinality = if is_unique(other, &fk.columns) {
+                    Cardinality::OneToOne
+                } else {
+                    Cardinality::OneToMany
+                };
+                out.extend(showing(
+                    schema,
+                    origin,
+                    fk,
+                    &own,
+                    &other.name,
+                    &fk.columns,
+                    &cardinality,
+                ));
             }
         }
     }
@@ -256,6 +250,29 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
         }
     }
     out
+}
+
+/// The relationships `fk` makes from `origin` (its columns `own` on the origin's side) to
+/// every table or view that shows `columns` of the `far` base table.
+fn showing<'s>(
+    schema: &'s SchemaCache,
+    origin: &'s Table,
+    fk: &'s ForeignKey,
+    own: &'s [String],
+    far: &'s str,
+    columns: &'s [String],
+    cardinality: &'s Cardinality,
+) -> impl Iterator<Item = Relationship> + 's {
+    schema.tables.values().filter_map(move |related| {
+        let theirs = mapped(&shown(related, far), columns)?;
+        Some(Relationship {
+            origin: origin.name.clone(),
+            related: related.name.clone(),
+            constraint: fk.name.clone(),
+            columns: own.iter().cloned().zip(theirs).collect(),
+            cardinality: cardinality.clone(),
+        })
+    })
 }
 
 /// The many-to-many relationships from `origin` through `junction`: a pair of its foreign keys,
