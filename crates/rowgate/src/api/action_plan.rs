@@ -359,19 +359,22 @@ fn returning(
     prefer: &Prefer,
 ) -> Result<Returning, ApiError> {
     let d = cx.dialect;
-    let key: Vec<SelectItem> = table
-        .primary_key
-        .iter()
-        .map(|c| SelectItem::Column {
-            name: c.clone(),
-            path: Vec::new(),
-            alias: None,
-            cast: None,
-        })
-        .collect();
+    let key: Vec<SelectItem>;
     let selection = match prefer.return_ {
         Return::Representation => plan::output(table, query.select.as_deref(), d)?,
-        Return::HeadersOnly if !key.is_empty() => plan::output(table, Some(&key), d)?,
+        Return::HeadersOnly if !table.primary_key.is_empty() => {
+            key = table
+                .primary_key
+                .iter()
+                .map(|c| SelectItem::Column {
+                    name: c.clone(),
+                    path: Vec::new(),
+                    alias: None,
+                    cast: None,
+                })
+                .collect();
+            plan::output(table, Some(&key), d)?
+        }
         _ => return Ok(Returning::none()),
     };
     let mut shape = selection.shape;
