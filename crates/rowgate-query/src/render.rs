@@ -26,6 +26,12 @@ use crate::stmt::{
 
 /// What differs between databases.
 pub trait Dialect: Send + Sync {
+    /// The clause that locks the rows a `SELECT` reads until the transaction ends
+    /// (` FOR UPDATE`), where the backend has one; SQLite's writer holds the whole database.
+    fn row_lock(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Short name (`sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 
@@ -278,6 +284,10 @@ impl Dialect for Sqlite {
 impl Dialect for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
+    }
+
+    fn row_lock(&self) -> Option<&'static str> {
+        Some(" FOR UPDATE")
     }
 
     fn placeholder(&self, index_1_based: usize) -> String {

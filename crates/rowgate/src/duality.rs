@@ -5,8 +5,11 @@
 //! top-level fields can be filtered and ordered by their document names, and each document
 //! carries `_metadata.etag`, a hash of its fields but those marked `nocheck`.
 //!
-//! Reads are planned as embedding reads of the root (`api::action_plan`); this module holds
-//! the compiled views and the document functions (the etag, the `_metadata` member).
+//! Reads are planned as embedding reads of the root (`api::action_plan`), writes by
+//! `api::document_write` over the view's tables as compiled here ([`DocTable`]: each table of
+//! the document with its fields, how it links to its parent, and what a write may do to it, as
+//! Oracle's `WITH INSERT UPDATE DELETE`, `NOUPDATE` and `NOCHECK` annotations say); this module
+//! holds the compiled views and the document functions (the etag, the `_metadata` member).
 
 use anyhow::{bail, Context as _};
 use rowgate_query::parse::parse_select;
@@ -15,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
-use crate::schema::SchemaCache;
+use crate::schema::relationships::{self, Cardinality};
+use crate::schema::{SchemaCache, Table};
 
 /// `[[duality_views]]`: one view as configured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -28,9 +32,24 @@ pub struct DualityViewConfig {
     /// The document's fields, in `select=` syntax, `_id` first:
     /// `_id:team_id,name,points,driver(driverId:driver_id,name,points)`.
     pub document: String,
-    /// Fields left out of the etag (`driver.points`): a change to them is not a conflict.
+    /// Fields left out of the etag (`driver.points`), or whole tables (`team`): a change to
+    /// them is not a conflict.
     #[serde(default)]
     pub nocheck: Vec<String>,
+    /// Fields a write may not change (`laps`): a document changing one is refused.
+    #[serde(default)]
+    pub noupdate: Vec<String>,
+    /// Tables whose rows a write may insert: the root by its table name, the others by their
+    /// place in the document (`driver`, a spread by its relation: `race.race`). None by default:
+    /// a view is read-only until given permissions, as in Oracle.
+    #[serde(default)]
+    pub insert: Vec<String>,
+    /// Tables whose rows a write may update.
+    #[serde(default)]
+    pub update: Vec<String>,
+    /// Tables whose rows a write may delete.
+    #[serde(default)]
+    pub delete: Vec<String>,
 }
 
 /// A compiled view.
@@ -46,6 +65,75 @@ pub struct DualityView {
     pub fields: Vec<(String, String)>,
     /// Paths of the fields left out of the etag.
     pub nocheck: Vec<Vec<String>>,
+    /// The root table and, nested, the others: what writes work with.
+    pub root: DocTable,
+}
+
+/// One table of a document as writes see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocTable {
+    /// Its name in the permissions: the root's table name, else its place in the document.
+    pub path: String,
+    /// The document member holding its rows (an array or an object); `None` for the root and
+    /// for a spread, whose fields are its parent's.
+    pub member: Option<String>,
+    /// The table.
+    pub table: String,
+    /// Its rows form an array (the table refers to the parent row), not one object.
+    pub many: bool,
+    /// Column pairs (parent column, own column) that are equal.
+    pub link: Vec<(String, String)>,
+    /// The parent row holds the foreign key (this row is referred to, to-one): a document
+    /// names the row by its key and the parent's column follows it.
+    pub referred: bool,
+    /// Related through a junction table: read-only in writes.
+    pub junction: bool,
+    /// Its one-column primary key, when it has one.
+    pub key: Option<String>,
+    /// Its fields, in document order.
+    pub fields: Vec<DocField>,
+    /// The tables nested in it.
+    pub nested: Vec<DocTable>,
+    /// A write may insert its rows.
+    pub insert: bool,
+    /// A write may update its rows.
+    pub update: bool,
+    /// A write may delete its rows.
+    pub delete: bool,
+}
+
+impl DocTable {
+    /// Its field for `column`.
+    pub fn field_of(&self, column: &str) -> Option<&DocField> {
+        self.fields.iter().find(|f| f.column == column)
+    }
+
+    /// Whether a write may change anything in it or below.
+    pub fn writable(&self) -> bool {
+        self.insert || self.update || self.delete || self.nested.iter().any(DocTable::writable)
+    }
+
+    fn each<'t>(&'t self, out: &mut Vec<&'t DocTable>) {
+        out.push(self);
+        for n in &self.nested {
+            n.each(out);
+        }
+    }
+}
+
+/// One scalar field of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocField {
+    /// Its name in the document.
+    pub name: String,
+    /// Its column.
+    pub column: String,
+    /// Its path in the document (`driver.points`; a spread's fields are its parent's).
+    pub path: Vec<String>,
+    /// A write may not change it.
+    pub noupdate: bool,
+    /// Left out of the etag.
+    pub nocheck: bool,
 }
 
 impl DualityView {
@@ -73,6 +161,15 @@ impl DualityViews {
     /// Every view.
     pub fn views(&self) -> impl Iterator<Item = &DualityView> {
         self.views.iter()
+    }
+}
+
+impl DualityView {
+    /// Every table of the document, the root first.
+    pub fn tables(&self) -> Vec<&DocTable> {
+        let mut out = Vec::new();
+        self.root.each(&mut out);
+        out
     }
 }
 
@@ -106,38 +203,237 @@ pub fn compile(
         };
         let document =
             parse_select(&c.document).map_err(|e| anyhow::anyhow!("{at}: document: {e}"))?;
-        let mut fields = Vec::new();
-        for item in &document {
-            match item {
-                SelectItem::Column {
-                    name, alias, path, ..
-                } if path.is_empty() => {
-                    if root.column(name).is_none() {
-                        bail!("{at}: document: {:?} has no column {name:?}", c.table);
-                    }
-                    fields.push((alias.clone().unwrap_or_else(|| name.clone()), name.clone()));
-                }
-                SelectItem::Embed(_) => {}
-                _ => bail!("{at}: document: use named columns (no *, no JSON paths)"),
-            }
-        }
+        let mut root = doc_table(schema, root, &document, DocPlace::root(&c.table))
+            .map_err(|e| anyhow::anyhow!("{at}: document: {e:#}"))?;
+        let fields: Vec<(String, String)> = root
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.column.clone()))
+            .collect();
+        let id_first = matches!(document.first(), Some(SelectItem::Column { .. }));
         match fields.first() {
-            Some((id, column)) if id == "_id" && column == key => {}
+            Some((id, column)) if id_first && id == "_id" && column == key => {}
             _ => bail!("{at}: document: the first field must be _id, the primary key: _id:{key}"),
         }
+        let nocheck = annotate(&mut root, c).map_err(|e| anyhow::anyhow!("{at}: {e:#}"))?;
         views.push(DualityView {
             name: c.name.clone(),
             table: c.table.clone(),
             document,
             fields,
-            nocheck: c
-                .nocheck
-                .iter()
-                .map(|p| p.split('.').map(str::to_string).collect())
-                .collect(),
+            nocheck,
+            root,
         });
     }
     Ok(DualityViews { views })
+}
+
+/// Where a table sits in a document.
+struct DocPlace {
+    /// Its permissions name.
+    path: String,
+    /// The document path of its fields' object.
+    doc: Vec<String>,
+    /// The member holding it.
+    member: Option<String>,
+    /// The root: its nested tables are named by their members alone.
+    root: bool,
+}
+
+impl DocPlace {
+    fn root(table: &str) -> DocPlace {
+        DocPlace {
+            path: table.to_string(),
+            doc: Vec::new(),
+            member: None,
+            root: true,
+        }
+    }
+}
+
+/// The document's tables from its `select=` list over `table`, relationships resolved as
+/// embedding resolves them.
+fn doc_table(
+    schema: &SchemaCache,
+    table: &Table,
+    select: &[SelectItem],
+    place: DocPlace,
+) -> anyhow::Result<DocTable> {
+    let mut node = DocTable {
+        path: place.path.clone(),
+        member: place.member,
+        table: table.name.clone(),
+        many: false,
+        link: Vec::new(),
+        referred: false,
+        junction: false,
+        key: match table.primary_key.as_slice() {
+            [key] => Some(key.clone()),
+            _ => None,
+        },
+        fields: Vec::new(),
+        nested: Vec::new(),
+        insert: false,
+        update: false,
+        delete: false,
+    };
+    let nested_path = |key: &str| {
+        if place.root {
+            key.to_string()
+        } else {
+            format!("{}.{key}", place.path)
+        }
+    };
+    for item in select {
+        match item {
+            SelectItem::Column {
+                name, alias, path, ..
+            } if path.is_empty() => {
+                if table.column(name).is_none() {
+                    bail!("{:?} has no column {name:?}", table.name);
+                }
+                let field = alias.clone().unwrap_or_else(|| name.clone());
+                let mut doc = place.doc.clone();
+                doc.push(field.clone());
+                node.fields.push(DocField {
+                    name: field,
+                    column: name.clone(),
+                    path: doc,
+                    noupdate: false,
+                    nocheck: false,
+                });
+            }
+            SelectItem::Embed(e) => {
+                let rel = relationships::find(schema, table, &e.relation, e.hint.as_deref())
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "no single relationship between {:?} and {:?} (a !hint picks one)",
+                            table.name,
+                            e.relation
+                        )
+                    })?;
+                let related = schema
+                    .table(&rel.related)
+                    .with_context(|| format!("no table {:?}", rel.related))?;
+                let key = e.alias.clone().unwrap_or_else(|| e.relation.clone());
+                let path = nested_path(&key);
+                let (doc, member) = if e.spread {
+                    (place.doc.clone(), None)
+                } else {
+                    let mut doc = place.doc.clone();
+                    doc.push(key.clone());
+                    (doc, Some(key))
+                };
+                let mut child = doc_table(
+                    schema,
+                    related,
+                    &e.select,
+                    DocPlace {
+                        path,
+                        doc,
+                        member,
+                        root: false,
+                    },
+                )?;
+                child.many = rel.is_many();
+                child.junction = matches!(rel.cardinality, Cardinality::ManyToMany(_));
+                child.link = rel.columns.clone();
+                child.referred = match rel.cardinality {
+                    Cardinality::ManyToOne => true,
+                    Cardinality::OneToOne => table
+                        .foreign_keys
+                        .iter()
+                        .any(|fk| fk.name == rel.constraint && fk.ref_table == rel.related),
+                    _ => false,
+                };
+                node.nested.push(child);
+            }
+            _ => bail!("use named columns (no *, no JSON paths)"),
+        }
+    }
+    Ok(node)
+}
+
+/// Marks the tables and fields the view's permissions and annotations name; answers the
+/// document paths left out of the etag. A name that fits nothing is refused.
+fn annotate(root: &mut DocTable, c: &DualityViewConfig) -> anyhow::Result<Vec<Vec<String>>> {
+    let paths: Vec<String> = {
+        let mut all = Vec::new();
+        root.each(&mut all);
+        all.iter().map(|t| t.path.clone()).collect()
+    };
+    if paths.iter().skip(1).any(|p| *p == root.path) {
+        bail!(
+            "a member of the document is named {:?} like the root table: permissions could not tell them apart",
+            root.path
+        );
+    }
+    for (list, what) in [
+        (&c.insert, "insert"),
+        (&c.update, "update"),
+        (&c.delete, "delete"),
+    ] {
+        for name in list {
+            if !paths.contains(name) {
+                bail!(
+                    "{what}: no table of the document is named {name:?} (the root by its table name, the others by their place: {})",
+                    paths.join(", ")
+                );
+            }
+        }
+    }
+    mark(root, c);
+    let mut nocheck = Vec::new();
+    for name in &c.nocheck {
+        let path: Vec<String> = name.split('.').map(str::to_string).collect();
+        // a table's name first (all its fields), then a field's
+        if let Some(table) = find_table(root, name) {
+            let fields: Vec<Vec<String>> = table.fields.iter().map(|f| f.path.clone()).collect();
+            for p in fields {
+                mark_field(root, &p, |f| f.nocheck = true);
+                nocheck.push(p);
+            }
+        } else if mark_field(root, &path, |f| f.nocheck = true) {
+            nocheck.push(path);
+        } else {
+            bail!("nocheck: the document has no field or table {name:?}");
+        }
+    }
+    for name in &c.noupdate {
+        let path: Vec<String> = name.split('.').map(str::to_string).collect();
+        if !mark_field(root, &path, |f| f.noupdate = true) {
+            bail!("noupdate: the document has no field {name:?}");
+        }
+    }
+    Ok(nocheck)
+}
+
+fn mark(table: &mut DocTable, c: &DualityViewConfig) {
+    table.insert = c.insert.contains(&table.path);
+    table.update = c.update.contains(&table.path);
+    table.delete = c.delete.contains(&table.path);
+    for n in &mut table.nested {
+        mark(n, c);
+    }
+}
+
+fn mark_field(table: &mut DocTable, path: &[String], set: impl Fn(&mut DocField) + Copy) -> bool {
+    let mut found = false;
+    for f in table.fields.iter_mut().filter(|f| f.path == path) {
+        set(f);
+        found = true;
+    }
+    for n in &mut table.nested {
+        found |= mark_field(n, path, set);
+    }
+    found
+}
+
+fn find_table<'t>(table: &'t DocTable, path: &str) -> Option<&'t DocTable> {
+    if table.path == path {
+        return Some(table);
+    }
+    table.nested.iter().find_map(|n| find_table(n, path))
 }
 
 /// A document's etag when some fields are not checked: 32 uppercase hex digits of a SHA-256
@@ -243,6 +539,10 @@ mod tests {
             table: table.into(),
             document: document.into(),
             nocheck: Vec::new(),
+            noupdate: Vec::new(),
+            insert: Vec::new(),
+            update: Vec::new(),
+            delete: Vec::new(),
         };
         assert!(compile(&[view("team_dv", "team", "_id:team_id,name")], &schema).is_ok());
         for (config, needle) in [

@@ -42,6 +42,18 @@ pub enum Step {
         /// Acceptable ETags.
         tags: Vec<String>,
     },
+    /// Fails with 404 unless this statement (a duality view's document read) returns exactly
+    /// one document and, when `tags` are given, with 412 unless its etag is one of them.
+    Document {
+        /// The document's read.
+        sql: Sql,
+        /// Its shape.
+        shape: OutputShape,
+        /// The fields left out of its etag.
+        nocheck: Vec<Vec<String>>,
+        /// Acceptable etags (`*` matches any).
+        tags: Option<Vec<String>>,
+    },
     /// Changes rows; their number adds to [`Output::affected`].
     Execute(Sql),
     /// Rows into [`Output::rows`] (and, in a write, into `affected`): with `shape`, or, when
@@ -134,6 +146,35 @@ pub fn check_if_match(rows: u64, body: &[u8], tags: &[String]) -> Result<(), DbE
         Ok(())
     } else {
         Err(precondition_failed())
+    }
+}
+
+/// The check of a [`Step::Document`] on its read (`rows` documents encoded in `body`): exactly
+/// one, whose etag is one of `tags` (or `*`) when they are given.
+pub fn check_document(
+    rows: u64,
+    body: &[u8],
+    nocheck: &[Vec<String>],
+    tags: Option<&[String]>,
+) -> Result<(), DbError> {
+    if rows != 1 {
+        return Err(DbError::new(Kind::NotFound, "no document has this _id"));
+    }
+    let Some(tags) = tags else {
+        return Ok(());
+    };
+    let (_, etags) = crate::duality::with_metadata(body, nocheck).map_err(DbError::internal)?;
+    if etags
+        .iter()
+        .any(|e| tags.iter().any(|t| t == "*" || t == e))
+    {
+        Ok(())
+    } else {
+        Err(DbError::new(
+            Kind::PreconditionFailed,
+            "the document has changed since the etag given (_metadata.etag or If-Match)",
+        )
+        .hint("GET the document again for its current etag"))
     }
 }
 

@@ -8,6 +8,7 @@ use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{EmbedStmt, OutputColumn, Sql};
 use rowgate_query::{Condition, Operand, Query, SelectItem};
 
+use super::document_write::{self, DocumentAction, DocumentRead};
 use super::embed::Embedder;
 use super::guard::Guard;
 pub use super::plan::Context;
@@ -107,18 +108,13 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
 
 /// A duality view's documents: a read of its root with the document as `select=`, the
 /// request's filters and order on document fields turned into the root's columns, each
-/// document answered with `_metadata.etag` (writes are not served yet: 405).
+/// document answered with `_metadata.etag`; or a write of one document
+/// ([`document_write`](super::document_write)).
 fn documents(
     request: &ApiRequest<'_>,
     cx: &Context<'_>,
     view: &DualityView,
 ) -> Result<ActionPlan, ApiError> {
-    if !matches!(request.action, Action::Read { .. }) {
-        return Err(
-            ApiError::method_not_allowed(request.method, &["GET", "HEAD"])
-                .hint("duality views are read-only for now"),
-        );
-    }
     if request.query.select.is_some() {
         return Err(ApiError::new(
             ErrorCode::QueryParse,
@@ -133,6 +129,22 @@ fn documents(
             ErrorCode::NotAcceptable,
             "duality view documents are JSON only",
         ));
+    }
+    let action = match request.action {
+        Action::Read { .. } => None,
+        Action::Insert => Some(DocumentAction::Insert),
+        Action::Upsert { .. } => Some(DocumentAction::Replace),
+        Action::Update { .. } => Some(DocumentAction::Merge),
+        Action::Delete { .. } => Some(DocumentAction::Delete),
+        Action::Unsupported { .. } => {
+            return Err(ApiError::method_not_allowed(
+                request.method,
+                document_methods(view, request.action.key().is_some()),
+            ))
+        }
+    };
+    if let Some(action) = action {
+        return document_write(request, cx, view, action);
     }
     let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
     let tables = guarded.tables();
@@ -175,6 +187,80 @@ fn documents(
         table.clone_from(&view.name);
     }
     Ok(plan)
+}
+
+/// The methods a view's documents (the collection, or an item) answer.
+fn document_methods(view: &DualityView, item: bool) -> &'static [&'static str] {
+    match (view.root.writable(), item) {
+        (false, _) => &["GET", "HEAD"],
+        (true, false) => &["GET", "HEAD", "POST"],
+        (true, true) => &["GET", "HEAD", "PUT", "PATCH", "DELETE"],
+    }
+}
+
+/// A write of one document: the document's read planned as a GET plans it (for its check and
+/// the answer), then the statements on its tables.
+fn document_write(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    view: &DualityView,
+    action: DocumentAction,
+) -> Result<ActionPlan, ApiError> {
+    let key = request.action.key();
+    let allowed = document_methods(view, key.is_some());
+    if !allowed.contains(&request.method.as_str()) {
+        let err = ApiError::method_not_allowed(request.method, allowed);
+        return Err(if view.root.writable() {
+            err
+        } else {
+            err.hint("the view allows no writes: give it insert, update or delete permissions")
+        });
+    }
+    let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
+    let tables = guarded.tables();
+    let query = Query {
+        select: Some(view.document.clone()),
+        ..Query::default()
+    };
+    let mut planned = plan::read(tables.view, &query, None, false, 0, None, cx.dialect)?;
+    planned
+        .select
+        .filters
+        .extend(tables.guard.row_filter.iter().cloned());
+    planned.select.embeds = Embedder { cx, query: &query }.resolve(
+        tables.view,
+        &planned.pending,
+        &[],
+        &planned.presence,
+        &mut planned.select.order,
+        &mut planned.shape,
+    )?;
+    let body = match action {
+        DocumentAction::Delete => None,
+        _ => Some(super::request::parse_body(request.headers, &request.body)?),
+    };
+    let written = document_write::plan(
+        cx,
+        view,
+        action,
+        key,
+        body.as_ref(),
+        request.if_match(),
+        DocumentRead {
+            select: planned.select,
+            shape: planned.shape,
+        },
+    )?;
+    let mut job = Job::new(Access::Write, written.steps);
+    job.format = Format::Json;
+    Ok(ActionPlan {
+        job,
+        answer: Answer::Document {
+            created: action == DocumentAction::Insert,
+            location: format!("{}/{}/", cx.rest.prefix, view.name),
+            nocheck: (action != DocumentAction::Delete).then(|| view.nocheck.clone()),
+        },
+    })
 }
 
 /// A filter on document fields as one on the root's columns.
@@ -703,6 +789,7 @@ mod tests {
                 | Step::Value(sql)
                 | Step::Forbid { sql, .. } => sql.text.clone(),
                 Step::IfMatch { sql, .. } => format!("if-match {}", sql.text),
+                Step::Document { sql, .. } => format!("document {}", sql.text),
                 Step::Estimate { count, .. } => count.text.clone(),
             })
             .collect()

@@ -6,6 +6,7 @@
 //! `Server-Timing`.
 
 pub mod action_plan;
+pub mod document_write;
 pub mod embed;
 pub mod guard;
 pub mod plan;

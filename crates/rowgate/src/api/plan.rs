@@ -483,7 +483,8 @@ pub fn read<'q>(
 
 /// A body's value for the column `name` (resolved), checked against what the column accepts
 /// (on SQLite: PostgreSQL's answer to a value of the wrong type).
-fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
+/// A body's JSON value for the column `name`, checked against what the column accepts.
+pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
     checked_value(table, name, json_value(v))
 }
 

@@ -484,7 +484,7 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
         .trim()
         .to_ascii_lowercase();
     match media.as_str() {
-        "application/json" | "" => {
+        "application/json" | "application/merge-patch+json" | "" => {
             if body.iter().all(u8::is_ascii_whitespace) {
                 return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
                     .hint("send a JSON object or an array of objects"));

@@ -223,6 +223,16 @@ pub enum Answer {
     },
     /// PATCH or DELETE: 200 with the rows, or 204.
     Modify,
+    /// A duality view document written: the document read back (201 with its `Location`
+    /// when created, else 200), with `_metadata` and its `ETag`; 204 when deleted.
+    Document {
+        /// Whether a POST created it.
+        created: bool,
+        /// `/{prefix}/{view}/`, to which the `_id` is appended.
+        location: String,
+        /// The fields left out of the etag; `None` for a DELETE (nothing is answered).
+        nocheck: Option<Vec<Vec<String>>>,
+    },
     /// PUT: 200 with the row (an object for an item URL), or 204.
     Upsert {
         /// Whether the URL names an item.
@@ -329,6 +339,35 @@ pub fn answer(
                 .header(header::CONTENT_RANGE, range)
                 .applied_all(&prefer.applied))
         }
+        Answer::Document {
+            created,
+            location,
+            nocheck,
+        } => {
+            let Some(nocheck) = nocheck else {
+                return Ok(Reply::empty(StatusCode::NO_CONTENT));
+            };
+            let (body, tags) =
+                crate::duality::with_metadata(&body, &nocheck).map_err(ApiError::internal)?;
+            let body = single(&body);
+            let tag = tags.into_iter().next().unwrap_or_default();
+            let mut reply = Reply::new(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                MediaType::Json,
+                body.clone(),
+            )
+            .header(header::ETAG, format!("\"{tag}\""));
+            if created {
+                if let Some(id) = document_id(&body) {
+                    reply = reply.header(header::LOCATION, format!("{location}{id}"));
+                }
+            }
+            Ok(reply)
+        }
         Answer::Upsert { item } => {
             let reply = written(request, body, item || media == MediaType::SingleObject);
             Ok(reply.applied_all(&prefer.applied))
@@ -384,6 +423,27 @@ fn location_of(mut url: String, key: &[String], returned: &[u8]) -> Option<Strin
     }
     url.push_str(&ser.finish());
     Some(url)
+}
+
+/// A document's `_id`, as its item URL segment.
+fn document_id(document: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        #[serde(rename = "_id")]
+        id: serde_json::Value,
+    }
+    let id: Id = serde_json::from_slice(document).ok()?;
+    let text = match id.id {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    Some(percent_encoding::utf8_percent_encode(&text, SEGMENT).to_string())
 }
 
 /// `Content-Range` of a read: `first-last/total` (`*` when unknown or empty).

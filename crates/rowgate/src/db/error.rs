@@ -42,6 +42,10 @@ pub enum Kind {
     Internal,
     /// The job's `If-Match` step found no row with one of the given ETags.
     PreconditionFailed,
+    /// The row or document the job acts on does not exist.
+    NotFound,
+    /// A duality view's document asks for a change the view does not allow.
+    Rejected,
     /// The job asked for exactly one row and got `rows`.
     NotSingular {
         /// Rows affected or returned.

@@ -361,6 +361,12 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
     for step in &job.steps {
         match step {
             Step::IfMatch { sql, shape, tags } => check_if_match(client, sql, shape, tags).await?,
+            Step::Document {
+                sql, nocheck, tags, ..
+            } => {
+                let (json, n) = json_rows(client, sql).await?;
+                crate::job::check_document(n, json.as_bytes(), nocheck, tags.as_deref())?
+            }
             Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
             // the keys and JSON types come from the statement itself (its aliases and
             // PostgreSQL's types): the shape SQLite needs to type its values is not needed here

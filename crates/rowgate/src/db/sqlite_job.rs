@@ -63,6 +63,17 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
     for step in &job.steps {
         match step {
             Step::IfMatch { sql, shape, tags } => check_if_match(conn, sql, shape, tags)?,
+            Step::Document {
+                sql,
+                shape,
+                nocheck,
+                tags,
+            } => {
+                let mut doc = Encoded::default();
+                query_into(conn, sql, shape, Format::Json, &mut doc)?;
+                finish(&mut doc, Format::Json);
+                crate::job::check_document(doc.rows, &doc.body, nocheck, tags.as_deref())?
+            }
             Step::Execute(sql) => tally.executed(execute(conn, sql)?),
             Step::Rows { sql, shape } => {
                 let before = out.rows;
