@@ -562,6 +562,64 @@ mod tests {
         }
     }
 
+    /// The permissions and annotations name tables and fields of the document: the root by its
+    /// table, the others by their place; a name that fits nothing is refused at load.
+    #[test]
+    fn permissions_name_the_documents_tables() {
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite");
+        conn.execute_batch(
+            "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT);
+             CREATE TABLE driver (driver_id INTEGER PRIMARY KEY, name TEXT, points INTEGER,
+                                  team_id INTEGER REFERENCES team(team_id));",
+        )
+        .expect("schema");
+        let schema = SchemaCache::introspect(&conn).expect("schema");
+        let view = |insert: &[&str], nocheck: &[&str], noupdate: &[&str]| DualityViewConfig {
+            name: "team_dv".into(),
+            table: "team".into(),
+            document: "_id:team_id,name,driver(driverId:driver_id,name,points)".into(),
+            nocheck: nocheck.iter().map(|s| s.to_string()).collect(),
+            noupdate: noupdate.iter().map(|s| s.to_string()).collect(),
+            insert: insert.iter().map(|s| s.to_string()).collect(),
+            update: Vec::new(),
+            delete: Vec::new(),
+        };
+        let views = compile(
+            &[view(&["team", "driver"], &["driver"], &["name"])],
+            &schema,
+        )
+        .expect("compiles");
+        let dv = views.get("team_dv").expect("view");
+        let driver = &dv.root.nested[0];
+        assert!(dv.root.insert && driver.insert && !driver.update);
+        assert_eq!(
+            (driver.member.as_deref(), driver.many, driver.referred),
+            (Some("driver"), true, false)
+        );
+        assert_eq!(
+            driver.link,
+            vec![("team_id".to_string(), "team_id".to_string())]
+        );
+        // a whole table left out of the etag: all its fields
+        assert_eq!(dv.nocheck.len(), 3);
+        assert!(driver.fields.iter().all(|f| f.nocheck));
+        assert!(dv.root.fields[1].noupdate, "name is noupdate");
+        for (config, needle) in [
+            (view(&["teams"], &[], &[]), "insert: no table"),
+            (
+                view(&[], &["driver.nope"], &[]),
+                "nocheck: the document has no field",
+            ),
+            (
+                view(&[], &[], &["nope"]),
+                "noupdate: the document has no field",
+            ),
+        ] {
+            let err = compile(&[config], &schema).expect_err(needle).to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
     /// A view that checks every field hashes each document's text: the same text, the same
     /// etag; any change, another.
     #[test]

@@ -966,10 +966,7 @@ fn key_condition(column: &str, key: &Value) -> Condition {
 }
 
 /// The assignments to `noupdate` columns, and the others.
-fn split_noupdate(
-    node: &DocTable,
-    set: &[(String, Value)],
-) -> (Assignments, Assignments) {
+fn split_noupdate(node: &DocTable, set: &[(String, Value)]) -> (Assignments, Assignments) {
     set.iter()
         .cloned()
         .partition(|(c, _)| node.field_of(c).is_some_and(|f| f.noupdate))
