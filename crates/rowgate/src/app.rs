@@ -52,6 +52,23 @@ pub struct AdmittedBody {
 }
 
 impl App {
+    /// What the plan stage needs for a request by `principal`, over `schema` (the cache as it
+    /// stood when the request began).
+    pub fn plan_context<'a>(
+        &'a self,
+        schema: &'a crate::schema::SchemaCache,
+        principal: &'a crate::auth::Principal,
+    ) -> crate::api::plan::Context<'a> {
+        crate::api::plan::Context {
+            schema,
+            policy: &self.auth.policy,
+            principal,
+            dialect: self.db.dialect(),
+            rest: &self.config.rest,
+            duality: &self.duality,
+        }
+    }
+
     /// Builds the state and its routes.
     pub async fn new(config: Config, db: Arc<Database>) -> anyhow::Result<Arc<App>> {
         let mut router = matchit::Router::new();

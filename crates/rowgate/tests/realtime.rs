@@ -3,7 +3,8 @@
 //! insert/update/delete events, filters with enter/leave, resume with `since`, `resync` past
 //! retention, row filters and column grants applied to events, writes from outside the server,
 //! concurrent writers (every event once, in order), a stalled consumer closed while others go
-//! on, bad client messages closed with the right code, and close 1001 on shutdown.
+//! on, bad client messages closed with the right code, and close 1001 on shutdown; duality
+//! views followed as whole documents.
 
 mod common;
 
@@ -1002,7 +1003,141 @@ async fn revoked_clients_lose_their_streams(b: Backend) {
     assert_eq!(event["row"]["team_id"], 3, "{event}");
 }
 
+/// A subscription to a duality view receives the whole new document (its new etag too) when
+/// any of its rows changes, from any writer: the root row, a nested row, a row it refers to
+/// (the team of a driver document); filtered by document fields; replayed after `since`.
+async fn duality_view_documents_are_followed(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = r#"
+[realtime]
+tables = ["team", "driver", "race", "driver_race_map"]
+poll_ms = 100
+
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+
+[[duality_views]]
+name = "team_dv"
+table = "team"
+document = "_id:team_id,name,points,driver(driverId:driver_id,name,points)"
+update = ["team", "driver"]
+nocheck = ["driver.points"]
+
+[[duality_views]]
+name = "driver_dv"
+table = "driver"
+document = "_id:driver_id,name,points,...team(teamId:team_id,team:name),race:driver_race_map(driverRaceMapId:driver_race_map_id,...race(raceId:race_id,name),finalPosition:position)"
+
+[[duality_views]]
+name = "posts_dv"
+table = "posts"
+document = "_id:id,title"
+"#;
+    let config = write_config(dir.path(), config, &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let mut ws = connect(&s, "").await;
+    subscribe(&mut ws, "team_dv", None, None).await;
+    let mut one = connect(&s, "").await;
+    subscribe(&mut one, "driver_dv", Some("_id=eq.3"), None).await;
+    // a nested row changes: the team's document, whole, with its new etag
+    write(
+        &s,
+        reqwest::Method::PATCH,
+        "/driver?driver_id=eq.3",
+        Some(json!({"name": "Charles Leclerc (MON)"})),
+    )
+    .await;
+    let event = next(&mut ws).await;
+    assert_eq!(
+        (&event["type"], &event["table"], &event["op"], &event["key"]),
+        (
+            &json!("event"),
+            &json!("team_dv"),
+            &json!("update"),
+            &json!({"_id": 2})
+        ),
+        "{event}"
+    );
+    let (_, document) = common::get_json(&s, "/team_dv/2").await;
+    assert_eq!(
+        event["row"], document,
+        "the event is the document a GET reads"
+    );
+    let event = next(&mut one).await;
+    assert_eq!(
+        (&event["table"], &event["key"]),
+        (&json!("driver_dv"), &json!({"_id": 3}))
+    );
+    assert_eq!(event["row"]["name"], "Charles Leclerc (MON)");
+    // a document write; the team is referred to by driver documents 3 and 4 (only 3 is followed)
+    let mut team = document.clone();
+    team["name"] = json!("Scuderia Ferrari");
+    let r = s.put("/team_dv/2", team).send().await.expect("put");
+    assert_eq!(r.status(), 200);
+    let event = next(&mut ws).await;
+    assert_eq!(event["row"]["name"], "Scuderia Ferrari", "{event}");
+    assert_ne!(event["row"]["_metadata"], document["_metadata"]);
+    let event = next(&mut one).await;
+    assert_eq!(
+        (&event["key"], &event["row"]["team"]),
+        (&json!({"_id": 3}), &json!("Scuderia Ferrari")),
+        "{event}"
+    );
+    let seen = event["id"].as_i64().expect("id");
+    // a result two levels down, while the follower is away: replayed from `since`
+    drop(one);
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/driver_race_map",
+        Some(json!({"race_id": 1, "driver_id": 3, "position": 1})),
+    )
+    .await;
+    let mut back = connect(&s, "").await;
+    subscribe(&mut back, "driver_dv", Some("_id=eq.3"), Some(seen)).await;
+    let event = next(&mut back).await;
+    assert_eq!(event["key"], json!({"_id": 3}), "{event}");
+    assert_eq!(
+        event["row"]["race"][0]["name"], "Bahrain Grand Prix",
+        "{event}"
+    );
+    // a new root row is an insert, a deleted one a delete (only its key)
+    write(
+        &s,
+        reqwest::Method::POST,
+        "/team",
+        Some(json!({"team_id": 30, "name": "Lotus"})),
+    )
+    .await;
+    let mut inserted = next(&mut ws).await;
+    while inserted["key"] != json!({"_id": 30}) {
+        inserted = next(&mut ws).await;
+    }
+    assert_eq!(inserted["op"], "insert", "{inserted}");
+    write(&s, reqwest::Method::DELETE, "/team?team_id=eq.30", None).await;
+    let deleted = next(&mut ws).await;
+    assert_eq!(
+        (&deleted["op"], &deleted["key"]),
+        (&json!("delete"), &json!({"_id": 30})),
+        "{deleted}"
+    );
+    assert!(deleted.get("row").is_none());
+    // a view made of a table that is not captured is refused
+    send(&mut ws, json!({"type": "subscribe", "table": "posts_dv"})).await;
+    let error = next(&mut ws).await;
+    assert_eq!(
+        (&error["type"], &error["code"]),
+        (&json!("error"), &json!("RG420")),
+        "{error}"
+    );
+    drop((ws, back));
+    s.stop().await;
+}
+
 backend_tests!(
+    duality_view_documents_are_followed,
     client_close_is_echoed,
     revoked_clients_lose_their_streams,
     server_sent_events,

@@ -149,20 +149,7 @@ fn documents(
     let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
     let tables = guarded.tables();
     let item = guarded.item(request)?;
-    let field = |name: &str| -> Result<String, ApiError> {
-        let embedded = view
-            .document
-            .iter()
-            .any(|i| matches!(i, SelectItem::Embed(e) if plan::embed_key(e) == name));
-        match view.column(name) {
-            Some(column) => Ok(column.to_string()),
-            None if embedded => Ok(name.to_string()),
-            None => Err(ApiError::new(
-                ErrorCode::ColumnNotFound,
-                format!("the documents of '{}' have no field '{name}'", view.name),
-            )),
-        }
-    };
+    let field = |name: &str| document_field(view, name);
     let mut query = request.query.clone();
     query.select = Some(view.document.clone());
     query.filters = query
@@ -187,6 +174,61 @@ fn documents(
         table.clone_from(&view.name);
     }
     Ok(plan)
+}
+
+/// The root column a top-level field of the view's documents names (an embedded member names
+/// itself, for its `member.column=…` parameters).
+fn document_field(view: &DualityView, name: &str) -> Result<String, ApiError> {
+    let embedded = view
+        .document
+        .iter()
+        .any(|i| matches!(i, SelectItem::Embed(e) if plan::embed_key(e) == name));
+    match view.column(name) {
+        Some(column) => Ok(column.to_string()),
+        None if embedded => Ok(name.to_string()),
+        None => Err(ApiError::new(
+            ErrorCode::ColumnNotFound,
+            format!("the documents of '{}' have no field '{name}'", view.name),
+        )),
+    }
+}
+
+/// The read of `view`'s documents as a plain GET of them plans it for the principal of `cx`
+/// (its row filters at every level), narrowed by `filters` on the documents' top-level fields:
+/// what a document write checks and answers, and what a realtime feed of the view sends.
+pub fn document_read(
+    cx: &Context<'_>,
+    view: &DualityView,
+    filters: &[Condition],
+) -> Result<DocumentRead, ApiError> {
+    let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
+    let tables = guarded.tables();
+    let field = |name: &str| document_field(view, name);
+    let query = Query {
+        select: Some(view.document.clone()),
+        filters: filters
+            .iter()
+            .map(|c| document_condition(c, &field))
+            .collect::<Result<_, _>>()?,
+        ..Query::default()
+    };
+    let mut planned = plan::read(tables.view, &query, None, false, 0, None, cx.dialect)?;
+    planned
+        .select
+        .filters
+        .extend(tables.guard.row_filter.iter().cloned());
+    planned.select.embeds = Embedder { cx, query: &query }.resolve(
+        tables.view,
+        &planned.pending,
+        &[],
+        &planned.presence,
+        &mut planned.select.order,
+        &mut planned.shape,
+    )?;
+    Ok(DocumentRead {
+        select: planned.select,
+        shape: planned.shape,
+    })
 }
 
 /// The methods a view's documents (the collection, or an item) answer.
@@ -216,25 +258,7 @@ fn document_write(
             err.hint("the view allows no writes: give it insert, update or delete permissions")
         });
     }
-    let guarded = Guarded::new(cx, &view.table, &[Op::Select])?;
-    let tables = guarded.tables();
-    let query = Query {
-        select: Some(view.document.clone()),
-        ..Query::default()
-    };
-    let mut planned = plan::read(tables.view, &query, None, false, 0, None, cx.dialect)?;
-    planned
-        .select
-        .filters
-        .extend(tables.guard.row_filter.iter().cloned());
-    planned.select.embeds = Embedder { cx, query: &query }.resolve(
-        tables.view,
-        &planned.pending,
-        &[],
-        &planned.presence,
-        &mut planned.select.order,
-        &mut planned.shape,
-    )?;
+    let read = document_read(cx, view, &[])?;
     let body = match action {
         DocumentAction::Delete => None,
         _ => Some(super::request::parse_body(request.headers, &request.body)?),
@@ -246,10 +270,7 @@ fn document_write(
         key,
         body.as_ref(),
         request.if_match(),
-        DocumentRead {
-            select: planned.select,
-            shape: planned.shape,
-        },
+        read,
     )?;
     let mut job = Job::new(Access::Write, written.steps);
     job.format = Format::Json;

@@ -79,14 +79,7 @@ async fn handle_once(
     let mut request = ApiRequest::parse(parts, target.table, target.key, body, &app.config.limits)?;
     timing.mark("parse");
     let schema = app.db.schema();
-    let context = action_plan::Context {
-        schema: &schema,
-        policy: &app.auth.policy,
-        principal,
-        dialect: app.db.dialect(),
-        rest: &app.config.rest,
-        duality: &app.duality,
-    };
+    let context = app.plan_context(&schema, principal);
     let plan = action_plan::plan(&request, &context)?;
     // planned: the job holds the body's values (a large body is not kept beside them)
     request.body = Bytes::new();

@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
 use tokio::sync::Notify;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::capture::{Change, Op};
+pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
+use crate::api::document_write::DocumentRead;
 use crate::auth::Standing;
 use crate::observe::Metrics;
 
@@ -46,15 +47,6 @@ impl View {
                 .collect(),
         })
     }
-}
-
-/// One event, serialised once and shared by every subscriber with the same view.
-#[derive(Debug, Clone)]
-pub struct Event {
-    /// The change's id.
-    pub id: i64,
-    /// The event JSON (see [`protocol::event`]).
-    pub json: Utf8Bytes,
 }
 
 /// One connection's side that the hub holds: its bounded queue and a way to close it. The
@@ -148,6 +140,20 @@ impl Outbox {
     }
 }
 
+/// What a subscription to a duality view's documents reads (see `realtime::documents`).
+pub struct DocumentFeed {
+    /// The view's name.
+    pub view: String,
+    /// Its documents' read for the subscriber.
+    pub read: DocumentRead,
+}
+
+impl PartialEq for DocumentFeed {
+    fn eq(&self, other: &Self) -> bool {
+        self.view == other.view && self.read.select == other.read.select
+    }
+}
+
 /// A subscription as the hub keeps it.
 pub struct Subscription {
     /// The connection's id.
@@ -158,6 +164,9 @@ pub struct Subscription {
     pub filter: Vec<Condition>,
     /// The columns the role may read.
     pub view: Arc<View>,
+    /// For a duality view's documents: what they are read with (the subscription is kept
+    /// under the view's name, which no change names, and fed by `documents::dispatch`).
+    pub documents: Option<Arc<DocumentFeed>>,
 }
 
 /// An open connection as the hub keeps it: its queue, and the standing of the token it acts
@@ -350,6 +359,62 @@ impl Hub {
         removed
     }
 
+    /// The document feeds subscribed to, per view (one per distinct read: subscribers who read
+    /// the same documents share one).
+    pub fn document_feeds(&self) -> Vec<(String, Vec<Arc<DocumentFeed>>)> {
+        let registry = self.lock();
+        let mut out = Vec::new();
+        for (table, subs) in &registry.tables {
+            let mut feeds: Vec<Arc<DocumentFeed>> = Vec::new();
+            for feed in subs.iter().filter_map(|s| s.documents.as_ref()) {
+                if !feeds.iter().any(|f| Arc::ptr_eq(f, feed)) {
+                    feeds.push(feed.clone());
+                }
+            }
+            if !feeds.is_empty() {
+                out.push((table.clone(), feeds));
+            }
+        }
+        out
+    }
+
+    /// The interned feed equal to `feed` among those subscribed to its view.
+    pub fn document_feed(&self, feed: DocumentFeed) -> Arc<DocumentFeed> {
+        let registry = self.lock();
+        registry
+            .tables
+            .get(&feed.view)
+            .and_then(|subs| {
+                subs.iter()
+                    .filter_map(|s| s.documents.as_ref())
+                    .find(|f| ***f == feed)
+                    .cloned()
+            })
+            .unwrap_or_else(|| Arc::new(feed))
+    }
+
+    /// Sends `events` to the subscriptions of `view` that read with `feed`.
+    pub fn deliver(&self, view: &str, feed: &Arc<DocumentFeed>, events: &[Event]) {
+        let registry = self.lock();
+        let Some(subs) = registry.tables.get(view) else {
+            return;
+        };
+        let mut frames_out = 0u64;
+        for sub in subs.iter().filter(|s| {
+            s.documents.as_ref().is_some_and(|f| Arc::ptr_eq(f, feed)) && !s.outbox.is_closed()
+        }) {
+            for event in events {
+                if sub.outbox.send(event) {
+                    frames_out += 1;
+                } else {
+                    self.metrics.realtime_dropped();
+                }
+            }
+        }
+        drop(registry);
+        self.metrics.realtime_changes(0, frames_out);
+    }
+
     /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions.
     pub fn dispatch(&self, changes: &[Change]) {
         let mut registry = self.lock();
@@ -365,7 +430,7 @@ impl Hub {
             // frames of this change, per (view, kind)
             let mut frames: Vec<(*const View, Kind, Event)> = Vec::new();
             for sub in subs {
-                if sub.outbox.is_closed() {
+                if sub.outbox.is_closed() || sub.documents.is_some() {
                     continue;
                 }
                 let Some(kind) = classify(change, &sub.filter) else {

@@ -11,6 +11,7 @@
 //! `realtime.retention_s` / `retention_rows` every `realtime.prune_ms`.
 
 pub mod capture;
+pub mod documents;
 pub mod hub;
 pub mod protocol;
 pub mod session;
@@ -27,7 +28,6 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::api::respond::Reply;
 use crate::app::App;
-use crate::db::Database;
 use crate::error::{ApiError, ErrorCode};
 use state::realtime_tables;
 pub use state::{check, open, Realtime};
@@ -98,7 +98,7 @@ pub fn spawn(app: &Arc<App>) {
                     Err(e) => tracing::warn!("realtime: {e:#}"),
                 }
             }
-            tail(&app.db, &realtime, own).await;
+            tail(&app, &realtime, own).await;
             if pruned.elapsed() >= Duration::from_millis(config.prune_ms) {
                 pruned = Instant::now();
                 let max_age = config.retention_s.saturating_mul(1000);
@@ -149,14 +149,16 @@ fn spawn_standing_checker(app: &Arc<App>, realtime: &Arc<Realtime>) {
     });
 }
 
-/// Reads every new change into the hub; tells the other workers when this worker wrote them.
-async fn tail(db: &Database, realtime: &Realtime, own: bool) {
+/// Reads every new change into the hub (and the documents they touch to the duality views'
+/// feeds); tells the other workers when this worker wrote them.
+async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
     let hub = &realtime.hub;
     loop {
-        match capture::fetch(db, hub.last(), None, None, TAIL_BATCH).await {
+        match capture::fetch(&app.db, hub.last(), None, None, TAIL_BATCH).await {
             Ok(changes) if changes.is_empty() => return,
             Ok(changes) => {
                 hub.dispatch(&changes);
+                documents::dispatch(app, &changes).await;
                 if own {
                     realtime.committed_here.notify_one();
                 }

@@ -83,6 +83,15 @@ pub fn error(err: &ApiError, table: Option<&str>) -> String {
     Json::Object(body).to_string()
 }
 
+/// One event, serialised once and shared by every subscriber with the same view.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The change's id.
+    pub id: i64,
+    /// The event JSON (see [`event`]).
+    pub json: tokio_tungstenite::tungstenite::Utf8Bytes,
+}
+
 /// `{"type":"pong"}`
 pub const PONG: &str = "{\"type\":\"pong\"}";
 

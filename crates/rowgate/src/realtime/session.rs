@@ -349,6 +349,7 @@ impl Session {
                 outbox: self.outbox.clone(),
                 filter: prepared.filter.clone(),
                 view: prepared.view.clone(),
+                documents: prepared.documents.clone(),
             },
         );
         let sent = |r: Result<(), WsError>| r.map_err(|_| Failure::End(End::Gone));

@@ -76,6 +76,7 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
             outbox: outbox.clone(),
             filter: prepared.filter.clone(),
             view: prepared.view.clone(),
+            documents: prepared.documents.clone(),
         },
     );
     let (body, chunks) = mpsc::channel::<Bytes>(BODY_CHUNKS);

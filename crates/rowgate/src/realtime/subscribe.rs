@@ -13,6 +13,7 @@ use std::sync::Arc;
 use rowgate_query::ast::Condition;
 
 use super::capture::{self, Head};
+use super::documents::{self, DocumentFeed};
 use super::hub::{classify, frame, Event, Hub, View};
 use crate::api::guard::Guard;
 use crate::app::App;
@@ -29,6 +30,8 @@ pub struct Prepared {
     pub filter: Vec<Condition>,
     /// The columns the role may read.
     pub view: Arc<View>,
+    /// For a duality view: its documents' feed.
+    pub documents: Option<Arc<DocumentFeed>>,
 }
 
 /// Checks a request to follow `table` with `filter_text` as `principal`.
@@ -39,6 +42,14 @@ pub fn prepare(
     table: &str,
     filter_text: Option<&str>,
 ) -> Result<Prepared, ApiError> {
+    if let Some(view) = app.duality.get(table) {
+        let feed = documents::prepare(app, principal, view, filter_text)?;
+        return Ok(Prepared {
+            filter: Vec::new(),
+            view: hub.view(&principal.role, table, None),
+            documents: Some(hub.document_feed(feed)),
+        });
+    }
     if !app.config.realtime.covers(table) {
         return Err(ApiError::new(
             ErrorCode::RealtimeNotEnabled,
@@ -64,15 +75,8 @@ pub fn prepare(
         app.db.dialect(),
     )?;
     let grant = guard.grant;
-    let mut filter = match filter_text.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(text) => policy::parse_filter(text).map_err(|e| {
-            ApiError::new(ErrorCode::QueryParse, "the filter could not be parsed")
-                .details(format!("{e:#}"))
-        })?,
-        None => Vec::new(),
-    };
-    // and the same limits as a REST filter
-    crate::api::request::check_limits(&filter, &app.config.limits)?;
+    // with the same limits as a REST filter
+    let mut filter = documents::subscription_filter(app, filter_text)?;
     for condition in &filter {
         for column in policy::columns_of(condition) {
             if shape.column(column).is_none() || !grant.readable(column) {
@@ -108,6 +112,7 @@ pub fn prepare(
     Ok(Prepared {
         filter,
         view: hub.view(&principal.role, table, readable),
+        documents: None,
     })
 }
 
@@ -145,19 +150,26 @@ impl Replay {
         let Replay::Events { after, last } = self else {
             return Ok(Vec::new());
         };
+        let view = prepared
+            .documents
+            .as_ref()
+            .and_then(|feed| app.duality.get(&feed.view).map(|v| (feed, v)));
         loop {
-            let changes = capture::fetch(
-                &app.db,
-                *after,
-                Some(*last),
-                Some(table.to_string()),
-                REPLAY_BATCH,
-            )
-            .await?;
+            // a view's documents follow all its tables
+            let only = view.is_none().then(|| table.to_string());
+            let changes = capture::fetch(&app.db, *after, Some(*last), only, REPLAY_BATCH).await?;
             let Some(newest) = changes.last().map(|c| c.id) else {
                 return Ok(Vec::new());
             };
             *after = newest;
+            if let Some((feed, view)) = view {
+                let touched = documents::affected(app, view, &changes).await?;
+                let events = documents::events(app, feed, view, &touched).await?;
+                if !events.is_empty() {
+                    return Ok(events);
+                }
+                continue;
+            }
             let events: Vec<Event> = changes
                 .iter()
                 .filter_map(|c| classify(c, &prepared.filter).map(|k| frame(c, k, &prepared.view)))
