@@ -12,6 +12,9 @@ Called by bench/peers/start.sh. As the superuser it
 - inserts every row. The record id is the row's integer primary key as text ("3"): the
   collection's id field is relaxed to 1-15 chars [a-z0-9] so that /records/3 works; the
   integer itself stays in its own field (team_id, emp_no). NULL text becomes "".
+- makes a foreign-key column to a table loaded before it a relation field holding the
+  referenced record's id (driver.team_id -> team "3"), so that PocketBase's `expand` embeds
+  related records: /api/collections/team/records/3?expand=driver_via_team_id (S14).
 """
 import json
 import sqlite3
@@ -57,6 +60,7 @@ def main():
 
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
+    collections = {}
     for table in tables:
         cols = db.execute(f'PRAGMA table_info("{table}")').fetchall()
         if not cols:
@@ -69,15 +73,25 @@ def main():
             "name": "id", "type": "text", "system": True, "primaryKey": True, "required": True,
             "min": 1, "max": 15, "pattern": "^[a-z0-9]+$", "autogeneratePattern": "[a-z0-9]{15}",
         }]
-        fields += [field_for(c["name"], c["type"]) for c in cols if c["name"] != "id"]
-        call(base, "POST", "/api/collections", {
+        relations = {fk["from"]: collections[fk["table"]]
+                     for fk in db.execute(f'PRAGMA foreign_key_list("{table}")').fetchall()
+                     if fk["table"] in collections}
+        fields += [
+            {"name": c["name"], "type": "relation", "collectionId": relations[c["name"]],
+             "maxSelect": 1, "cascadeDelete": False}
+            if c["name"] in relations else field_for(c["name"], c["type"])
+            for c in cols if c["name"] != "id"
+        ]
+        created = call(base, "POST", "/api/collections", {
             "name": table, "type": "base", "fields": fields,
             "listRule": "", "viewRule": "",  # "" = public; null would mean superusers only
             "indexes": [f"CREATE UNIQUE INDEX idx_{table}_{pk} ON {table} ({pk})"],
         }, token)
+        collections[table] = created["id"]
         n = 0
         for row in db.execute(f'SELECT * FROM "{table}" ORDER BY "{pk}"'):
-            rec = {k: ("" if row[k] is None else row[k]) for k in row.keys() if k != "id"}
+            rec = {k: ("" if row[k] is None else str(row[k]) if k in relations else row[k])
+                   for k in row.keys() if k != "id"}
             rec["id"] = str(row[pk])
             call(base, "POST", f"/api/collections/{table}/records", rec, token)
             n += 1

@@ -15,7 +15,6 @@ use anyhow::{bail, Context as _};
 use rowgate_query::parse::parse_select;
 use rowgate_query::SelectItem;
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 use crate::schema::relationships::{self, Cardinality};
@@ -437,17 +436,145 @@ fn find_table<'t>(table: &'t DocTable, path: &str) -> Option<&'t DocTable> {
 }
 
 /// A document's etag when some fields are not checked: 32 uppercase hex digits of a SHA-256
-/// over its JSON (keys sorted, so stable), `_metadata` and the `nocheck` fields left out. A
-/// view that checks every field hashes each document's text as the database wrote it
-/// ([`with_metadata`]).
-pub fn etag(mut document: Json, nocheck: &[Vec<String>]) -> String {
-    if let Json::Object(map) = &mut document {
-        map.remove("_metadata");
+/// over its JSON text, `_metadata` and the `nocheck` fields left out (the rest in the
+/// document's own order). A view that checks every field hashes each document's text as the
+/// database wrote it ([`with_metadata`]).
+pub fn etag(document: &str, nocheck: &[Vec<String>]) -> anyhow::Result<String> {
+    let mut checked = Vec::with_capacity(document.len());
+    let mut path = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(document);
+    serde::de::DeserializeSeed::deserialize(
+        Checked {
+            out: &mut checked,
+            nocheck,
+            path: &mut path,
+        },
+        &mut de,
+    )?;
+    de.end()?;
+    Ok(hex_digest(&checked))
+}
+
+/// A document's JSON written to `out` without the fields at the `nocheck` paths (nor the root's
+/// `_metadata`), parsed once: a member no `nocheck` path goes into is copied as it stands.
+struct Checked<'a, 'p> {
+    out: &'a mut Vec<u8>,
+    nocheck: &'p [Vec<String>],
+    path: &'a mut Vec<String>,
+}
+
+impl Checked<'_, '_> {
+    /// Whether the member `key` at the current path is left out, and whether a `nocheck` path
+    /// goes below it.
+    fn member(&self, key: &str) -> (bool, bool) {
+        let depth = self.path.len();
+        let here =
+            |p: &Vec<String>| p.len() > depth && p[..depth] == self.path[..] && p[depth] == key;
+        let skipped = (depth == 0 && key == "_metadata")
+            || self.nocheck.iter().any(|p| here(p) && p.len() == depth + 1);
+        let below = self.nocheck.iter().any(|p| here(p) && p.len() > depth + 1);
+        (skipped, below)
     }
-    for path in nocheck {
-        remove_path(&mut document, path);
+
+    fn scalar<E: serde::de::Error>(self, value: impl Serialize) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.out, &value).map_err(E::custom)
     }
-    hex_digest(&serde_json::to_vec(&document).unwrap_or_default())
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Checked<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Checked<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON document")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.out.push(b'{');
+        let mut first = true;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let (skipped, below) = self.member(&key);
+            if skipped {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            if !first {
+                self.out.push(b',');
+            }
+            first = false;
+            serde_json::to_writer(&mut *self.out, &*key).map_err(serde::de::Error::custom)?;
+            self.out.push(b':');
+            if below {
+                self.path.push(key.into_owned());
+                map.next_value_seed(Checked {
+                    out: &mut *self.out,
+                    nocheck: self.nocheck,
+                    path: &mut *self.path,
+                })?;
+                self.path.pop();
+            } else {
+                let raw: &serde_json::value::RawValue = map.next_value()?;
+                self.out.extend_from_slice(raw.get().as_bytes());
+            }
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.out.push(b'[');
+        let mut first = true;
+        loop {
+            let mark = self.out.len();
+            if !first {
+                self.out.push(b',');
+            }
+            let seed = Checked {
+                out: &mut *self.out,
+                nocheck: self.nocheck,
+                path: &mut *self.path,
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                self.out.truncate(mark);
+                break;
+            }
+            first = false;
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
 }
 
 /// 32 uppercase hex digits of the SHA-256 of `bytes`.
@@ -463,22 +590,6 @@ fn hex_digest(bytes: &[u8]) -> String {
 
 /// Upper-case hexadecimal digits.
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
-
-/// Removes the field at `path`, through arrays (`driver.points`: each driver's points).
-fn remove_path(value: &mut Json, path: &[String]) {
-    match (value, path) {
-        (Json::Array(items), _) => items.iter_mut().for_each(|v| remove_path(v, path)),
-        (Json::Object(map), [last]) => {
-            map.remove(last);
-        }
-        (Json::Object(map), [first, rest @ ..]) => {
-            if let Some(v) = map.get_mut(first) {
-                remove_path(v, rest);
-            }
-        }
-        _ => {}
-    }
-}
 
 /// The documents of a read (a JSON array of objects, each beginning with `_id`) with
 /// `"_metadata":{"etag":…}` after each `_id`, the fields kept in their order; and the etags.
@@ -501,7 +612,7 @@ pub fn with_metadata(
         let tag = if nocheck.is_empty() {
             hex_digest(text.as_bytes())
         } else {
-            etag(serde_json::from_str(text)?, nocheck)
+            etag(text, nocheck)?
         };
         // `{"_id":<value>` then the rest: the metadata goes between
         let after_key = text
@@ -650,15 +761,36 @@ mod tests {
             )
         );
         assert_eq!(tags[0].len(), 32);
-        let moved: Json = serde_json::from_str(
-            r#"{"_id":"a,b","name":"Ferrari","driver":[{"name":"C","points":99}]}"#,
+        let moved = r#"{"_id":"a,b","name":"Ferrari","driver":[{"name":"C","points":99}]}"#;
+        assert_eq!(
+            etag(moved, &nocheck).expect("etag"),
+            tags[0],
+            "points are not checked"
+        );
+        let renamed = r#"{"_id":"a,b","name":"Ferrari","driver":[{"name":"D","points":1}]}"#;
+        assert_ne!(etag(renamed, &nocheck).expect("etag"), tags[0]);
+        // what is hashed: the document without _metadata and the nocheck fields
+        let mut checked = Vec::new();
+        let mut path = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(
+            r#"{"_id":1,"_metadata":{"etag":"X"},"a":{"b":[1,{"c":2,"d":null}],"e":"\u00e9"},"driver":[{"name":"C","points":1},{"points":2}],"f":[]}"#,
+        );
+        let nocheck = vec![
+            vec!["driver".to_string(), "points".to_string()],
+            vec!["a".to_string(), "b".to_string(), "c".to_string()],
+        ];
+        serde::de::DeserializeSeed::deserialize(
+            Checked {
+                out: &mut checked,
+                nocheck: &nocheck,
+                path: &mut path,
+            },
+            &mut de,
         )
-        .expect("json");
-        assert_eq!(etag(moved, &nocheck), tags[0], "points are not checked");
-        let renamed: Json = serde_json::from_str(
-            r#"{"_id":"a,b","name":"Ferrari","driver":[{"name":"D","points":1}]}"#,
-        )
-        .expect("json");
-        assert_ne!(etag(renamed, &nocheck), tags[0]);
+        .expect("checked");
+        assert_eq!(
+            String::from_utf8(checked).expect("utf8"),
+            r#"{"_id":1,"a":{"b":[1,{"d":null}],"e":"\u00e9"},"driver":[{"name":"C"},{}],"f":[]}"#
+        );
     }
 }

@@ -327,7 +327,8 @@ pub async fn dispatch(app: &Arc<App>, changes: &[Change]) {
     let Some(realtime) = app.realtime.as_ref() else {
         return;
     };
-    for (view_name, feeds) in realtime.hub.document_feeds() {
+    let views = app.duality.views().map(|v| v.name.as_str());
+    for (view_name, feeds) in realtime.hub.document_feeds(views) {
         let Some(view) = app.duality.get(&view_name) else {
             continue;
         };

@@ -359,12 +359,15 @@ impl Hub {
         removed
     }
 
-    /// The document feeds subscribed to, per view (one per distinct read: subscribers who read
-    /// the same documents share one).
-    pub fn document_feeds(&self) -> Vec<(String, Vec<Arc<DocumentFeed>>)> {
+    /// The document feeds subscribed to, per view of `views` (one per distinct read:
+    /// subscribers who read the same documents share one).
+    pub fn document_feeds<'v>(
+        &self,
+        views: impl Iterator<Item = &'v str>,
+    ) -> Vec<(String, Vec<Arc<DocumentFeed>>)> {
         let registry = self.lock();
         let mut out = Vec::new();
-        for (table, subs) in &registry.tables {
+        for (table, subs) in views.filter_map(|v| registry.tables.get_key_value(v)) {
             let mut feeds: Vec<Arc<DocumentFeed>> = Vec::new();
             for feed in subs.iter().filter_map(|s| s.documents.as_ref()) {
                 if !feeds.iter().any(|f| Arc::ptr_eq(f, feed)) {
