@@ -68,9 +68,36 @@ pub fn document(
         let r = format!("#/components/schemas/{}", view.name);
         let list = ["order", "limit", "offset", "Range"]
             .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}));
-        paths.insert(
-            format!("{prefix}/{}", view.name),
-            json!({"get": {
+        // the writes the view allows and the role's grant on the root table permits (the
+        // other tables' grants are checked when a write reaches them)
+        let may = |allowed: bool, op: Op| {
+            allowed
+                && policy
+                    .grant(principal, &view.table)
+                    .is_some_and(|g| g.allows(op))
+        };
+        let document_body = json!({"required": true, "content": {
+            "application/json": {"schema": {"$ref": r}},
+            "application/merge-patch+json": {"schema": {"$ref": r}}
+        }});
+        let written = |summary: String| {
+            json!({
+                "summary": summary,
+                "requestBody": document_body,
+                "responses": {
+                    "200": {"description": "the new document; its ETag is its etag",
+                        "content": {"application/json": {"schema": {"$ref": r}}}},
+                    "201": {"description": "the new document, its Location and ETag",
+                        "content": {"application/json": {"schema": {"$ref": r}}}},
+                    "412": {"$ref": "#/components/responses/Error"},
+                    "default": {"$ref": "#/components/responses/Error"}
+                }
+            })
+        };
+        let mut collection = Map::new();
+        collection.insert(
+            "get".into(),
+            json!({
                 "summary": format!("documents of the duality view {}", view.name),
                 "parameters": list,
                 "responses": {
@@ -78,19 +105,60 @@ pub fn document(
                         {"schema": {"type": "array", "items": {"$ref": r}}}}},
                     "default": {"$ref": "#/components/responses/Error"}
                 }
-            }}),
+            }),
         );
-        paths.insert(
-            format!("{prefix}/{}/{{key}}", view.name),
-            json!({"get": {
+        if may(view.root.insert, Op::Insert) {
+            collection.insert(
+                "post".into(),
+                written(format!("insert a document of {}", view.name)),
+            );
+        }
+        paths.insert(format!("{prefix}/{}", view.name), Value::Object(collection));
+        let key =
+            json!([{"name": "key", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        let mut item = Map::new();
+        item.insert(
+            "get".into(),
+            json!({
                 "summary": format!("one document of the duality view {} (its _id)", view.name),
-                "parameters": [{"name": "key", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "parameters": key,
                 "responses": {
                     "200": {"description": "the document; its ETag is its etag",
                         "content": {"application/json": {"schema": {"$ref": r}}}},
                     "default": {"$ref": "#/components/responses/Error"}
                 }
-            }}),
+            }),
+        );
+        if view.root.writable() && policy.grant(principal, &view.table).is_some() {
+            let mut put = written(format!(
+                "replace a document of {} (If-Match or _metadata.etag: its etag)",
+                view.name
+            ));
+            put["parameters"] = key.clone();
+            let mut patch = written(format!(
+                "change a document of {} with a JSON Merge Patch",
+                view.name
+            ));
+            patch["parameters"] = key.clone();
+            item.insert("put".into(), put);
+            item.insert("patch".into(), patch);
+        }
+        if may(view.root.delete, Op::Delete) {
+            item.insert(
+                "delete".into(),
+                json!({
+                    "summary": format!("delete a document of {}", view.name),
+                    "parameters": key,
+                    "responses": {
+                        "204": {"description": "deleted"},
+                        "default": {"$ref": "#/components/responses/Error"}
+                    }
+                }),
+            );
+        }
+        paths.insert(
+            format!("{prefix}/{}/{{key}}", view.name),
+            Value::Object(item),
         );
     }
     for resource in &resources.list {

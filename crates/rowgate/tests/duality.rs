@@ -199,6 +199,20 @@ async fn openapi_describes_the_documents(b: Backend) {
         doc["paths"]
     );
     assert!(doc["paths"]["/api/team_dv/{key}"]["get"].is_object());
+    // the writes the view allows
+    for (path, method) in [
+        ("/api/team_dv", "post"),
+        ("/api/team_dv/{key}", "put"),
+        ("/api/team_dv/{key}", "patch"),
+        ("/api/team_dv/{key}", "delete"),
+    ] {
+        assert!(doc["paths"][path][method].is_object(), "{path} {method}");
+    }
+    assert!(
+        doc["paths"]["/api/team_ro"]["post"].is_null(),
+        "team_ro is read-only"
+    );
+    assert!(doc["paths"]["/api/team_ro/{key}"]["put"].is_null());
     let schema = &doc["components"]["schemas"]["team_dv"]["properties"];
     assert_eq!(schema["_id"]["type"], "integer", "{schema}");
     assert_eq!(schema["_metadata"]["properties"]["etag"]["type"], "string");
