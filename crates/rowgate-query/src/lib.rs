@@ -9,10 +9,12 @@
 //! - [`stmt`]: resolved statements handed over by the planner.
 //! - [`json_rows`]: an insert's rows as one bound JSON text.
 //! - [`render`]: statements → [`stmt::Sql`] through the [`render::Dialect`] trait.
+//! - [`filter_object`]: ORDS's `q=` filter objects → the same conditions and order.
 //! - [`eval`]: a `Condition` evaluated against one row, with SQL three-valued logic.
 
 pub mod ast;
 pub mod eval;
+pub mod filter_object;
 pub mod json_rows;
 pub mod parse;
 pub mod print;
