@@ -40,6 +40,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Change feeds (`[realtime]`), see [`crate::realtime`].
     pub realtime: RealtimeConfig,
+    /// The ORDS front end (`[ords]`), see [`crate::ords`].
+    pub ords: OrdsConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -323,6 +325,31 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[ords]`: Oracle REST Data Services' AutoREST URLs, `/ords/{schema}/{object}/…`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrdsConfig {
+    /// Serve the ORDS front end under `/ords`.
+    pub enabled: bool,
+    /// The schema alias in its URLs (`/ords/{schema}/team/`), as ORDS's REST-enabled schema's.
+    pub schema: String,
+    /// Rows per page when a request gives no `limit` (ORDS's default: 25).
+    pub default_limit: u64,
+    /// Largest `limit` a request may ask for (ORDS's `misc.pagination.maxRows`: 10,000).
+    pub max_limit: u64,
+}
+
+impl Default for OrdsConfig {
+    fn default() -> Self {
+        OrdsConfig {
+            enabled: true,
+            schema: "rowgate".into(),
+            default_limit: 25,
+            max_limit: 10_000,
+        }
+    }
+}
+
 /// `[realtime]`: change feeds over WebSocket.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -432,6 +459,7 @@ impl Default for Config {
             supervisor: SupervisorConfig::default(),
             metrics: MetricsConfig::default(),
             realtime: RealtimeConfig::default(),
+            ords: OrdsConfig::default(),
             dir: ConfigDir::default(),
         }
     }

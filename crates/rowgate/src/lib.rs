@@ -26,6 +26,7 @@ pub mod job;
 pub mod mended;
 pub mod observe;
 pub mod openapi;
+pub mod ords;
 pub mod realtime;
 pub mod resources;
 pub mod routes;

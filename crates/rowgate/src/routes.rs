@@ -22,6 +22,8 @@ pub enum Route {
     Realtime,
     /// `/realtime/sse`: one table's changes as Server-Sent Events.
     RealtimeEvents,
+    /// `/ords/…`: the ORDS front end.
+    Ords,
 }
 
 /// The built-in routes at fixed paths (the REST prefix's are added from the configuration).
@@ -33,6 +35,7 @@ pub const FIXED: &[(&str, Route)] = &[
     ("/metrics", Route::Metrics),
     ("/realtime", Route::Realtime),
     ("/realtime/sse", Route::RealtimeEvents),
+    ("/ords/{*rest}", Route::Ords),
 ];
 
 /// Paths kept for the server, with everything under them: the fixed routes' first segments, and

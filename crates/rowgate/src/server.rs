@@ -301,6 +301,7 @@ async fn route(
             )
             .await
         }
+        Route::Ords => Ok(crate::ords::handle(app, &parts, body, peer).await),
         Route::Realtime => crate::realtime::upgrade(app, &mut parts),
         Route::RealtimeEvents => crate::realtime::sse::open(app, &parts),
         Route::Metrics => {

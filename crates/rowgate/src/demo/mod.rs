@@ -207,7 +207,7 @@ CREATE TABLE race (
     race_id   INTEGER PRIMARY KEY,
     name      TEXT NOT NULL UNIQUE,
     laps      INTEGER NOT NULL CHECK (laps > 0),
-    race_date TEXT,
+    race_date DATE,
     podium    JSON
 );
 CREATE TABLE driver_race_map (

@@ -1,0 +1,183 @@
+//! The ORDS front end: Oracle REST Data Services' AutoREST URLs and envelopes over the same
+//! pipeline as `/api` (so grants, row filters, ETags and limits apply unchanged), for an ORDS
+//! user's scripts and clients with the host changed (`docs/ords.md`).
+//!
+//! `/ords/{schema}/{object}/` is a collection and `/ords/{schema}/{object}/{key}` an item
+//! (composite keys comma-separated), `{object}` a table, view or duality view by its lower-case
+//! name and `{schema}` the configured alias (`ords.schema`); `/ords/{schema}/oauth/token` issues
+//! client-credentials tokens as `/oauth/token` does. Here: the path parsed into a [`Target`],
+//! the request turned into an [`ApiRequest`] ([`request`]: `q=` filter objects, `limit`,
+//! `offset`), planned and run as any other, and answered in ORDS's shapes ([`respond`]:
+//! the collection envelope, links, errors).
+
+pub mod request;
+pub mod respond;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::request::Parts;
+
+use crate::api::action_plan;
+use crate::api::request::RequestBody;
+use crate::api::respond::Reply;
+use crate::app::App;
+use crate::error::{ApiError, ErrorCode};
+
+/// What an `/ords/…` path names, after the schema alias.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `oauth/token`
+    Token,
+    /// `{object}/`
+    Collection(String),
+    /// `{object}/{key}`
+    Item(String, String),
+}
+
+/// Parses the path under `/ords/`: the schema alias, then what it names.
+pub fn target(path: &str) -> Result<(String, Target), ApiError> {
+    let rest = path.strip_prefix("/ords/").ok_or_else(not_found)?;
+    let segments: Vec<String> = rest
+        .split('/')
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let target = match segments.as_slice() {
+        [_, oauth, token] if oauth == "oauth" && token == "token" => Target::Token,
+        [_, object] | [_, object, _] if object.is_empty() => return Err(not_found()),
+        [_, object] => Target::Collection(object.clone()),
+        [_, object, key] if key.is_empty() => Target::Collection(object.clone()),
+        [_, object, key] => Target::Item(object.clone(), key.clone()),
+        _ => return Err(not_found()),
+    };
+    Ok((segments[0].clone(), target))
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        "no ORDS resource at this path: /ords/{schema}/{object}/ or /ords/{schema}/{object}/{key}",
+    )
+}
+
+/// Serves one `/ords/…` request; errors are answered in ORDS's shape.
+pub async fn handle(app: &Arc<App>, parts: &Parts, body: impl RequestBody, peer: IpAddr) -> Reply {
+    match serve(app, parts, body, peer).await {
+        Ok(reply) => reply,
+        Err(err) => respond::error(&err),
+    }
+}
+
+async fn serve(
+    app: &Arc<App>,
+    parts: &Parts,
+    body: impl RequestBody,
+    peer: IpAddr,
+) -> Result<Reply, ApiError> {
+    let config = &app.config.ords;
+    if !config.enabled {
+        return Err(not_found());
+    }
+    let (schema, target) = target(parts.uri.path())?;
+    if !schema.eq_ignore_ascii_case(&config.schema) {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no REST-enabled schema '{schema}'"),
+        )
+        .hint(format!(
+            "the schema alias is '{}' (ords.schema)",
+            config.schema
+        )));
+    }
+    match target {
+        Target::Token => {
+            let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
+            Ok(crate::auth::endpoint::handle(&app.auth, &app.db, parts, &body, peer).await)
+        }
+        Target::Collection(object) => answer(app, parts, body, &object, None).await,
+        Target::Item(object, key) => answer(app, parts, body, &object, Some(&key)).await,
+    }
+}
+
+/// A request on a collection (no `key`) or an item: parsed as ORDS's, planned and run as any
+/// other, answered in ORDS's shapes.
+async fn answer(
+    app: &Arc<App>,
+    parts: &Parts,
+    body: impl RequestBody,
+    object: &str,
+    key: Option<&str>,
+) -> Result<Reply, ApiError> {
+    let principal = app.auth.authenticate(&parts.headers)?;
+    let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
+    let object = resolve(app, object)?;
+    let request = request::parse(app, parts, &object, key, bytes)?;
+    let schema = app.db.schema();
+    let cx = app.plan_context(&schema, &principal);
+    let plan = action_plan::plan(&request.api, &cx)?;
+    let outcome = app.db.run(plan.job).await?;
+    respond::answer(app, &request, &plan.answer, outcome, &schema)
+}
+
+/// The table, view or duality view an ORDS object alias names (its name, whatever the case).
+fn resolve(app: &App, alias: &str) -> Result<String, ApiError> {
+    if let Some(view) = app
+        .duality
+        .views()
+        .find(|v| v.name.eq_ignore_ascii_case(alias))
+    {
+        return Ok(view.name.clone());
+    }
+    let schema = app.db.schema();
+    schema
+        .tables
+        .keys()
+        .find(|name| name.eq_ignore_ascii_case(alias))
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::TableNotFound,
+                format!("no object '{alias}' is REST-enabled in this schema"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_name_collections_items_and_the_token_endpoint() {
+        let t = target;
+        assert_eq!(
+            t("/ords/hr/team/").expect("collection"),
+            ("hr".into(), Target::Collection("team".into()))
+        );
+        assert_eq!(
+            t("/ords/hr/team").expect("collection"),
+            ("hr".into(), Target::Collection("team".into()))
+        );
+        assert_eq!(
+            t("/ords/hr/team/3").expect("item"),
+            ("hr".into(), Target::Item("team".into(), "3".into()))
+        );
+        assert_eq!(
+            t("/ords/hr/pair/1%2C2").expect("item"),
+            ("hr".into(), Target::Item("pair".into(), "1,2".into()))
+        );
+        assert_eq!(t("/ords/hr/oauth/token").expect("token").1, Target::Token);
+        for bad in [
+            "/ords/hr",
+            "/ords/hr/",
+            "/ords/hr//",
+            "/ords/hr/team/3/x",
+            "/ordsx",
+        ] {
+            assert!(target(bad).is_err(), "{bad}");
+        }
+    }
+}

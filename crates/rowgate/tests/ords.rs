@@ -1,0 +1,419 @@
+//! The ORDS front end through a real server, the same bodies on SQLite and PostgreSQL: AutoREST
+//! collections in ORDS's envelope with their links and pages, items with links and ETags,
+//! `q=` filter objects, writes (POST, PUT, DELETE of an item and of a filtered collection),
+//! the token endpoint under the schema, duality views, and errors in ORDS's shape.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+const CONFIG: &str = r#"
+[ords]
+schema = "hr"
+
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+
+[[grants]]
+role = "writer"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+
+[[duality_views]]
+name = "team_dv"
+table = "team"
+document = "_id:team_id,name,points,driver(driverId:driver_id,name,points)"
+insert = ["team", "driver"]
+update = ["team", "driver"]
+delete = ["team"]
+nocheck = ["driver.points"]
+"#;
+
+async fn server(b: Backend) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), CONFIG, &[]).expect("config");
+    TestServer::start_prepared(b, dir, config, "", |_| {}).await
+}
+
+fn ords(s: &TestServer, path: &str) -> String {
+    s.root_url(&format!("/ords/hr{path}"))
+}
+
+async fn get(s: &TestServer, path: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let r = s.client.get(ords(s, path)).send().await.expect("get");
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, headers, r.text().await.expect("text"))
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn rels(links: &Value) -> Vec<&str> {
+    links
+        .as_array()
+        .expect("links")
+        .iter()
+        .map(|l| l["rel"].as_str().expect("rel"))
+        .collect()
+}
+
+/// An ORDS error: the status, ORDS's code and type.
+fn assert_ords_error(status: u16, text: &str, expected: u16, code: &str) {
+    assert_eq!(status, expected, "{text}");
+    let body = json_of(text);
+    assert_eq!(body["code"], code, "{text}");
+    assert_eq!(
+        body["type"],
+        format!("tag:oracle.com,2020:error/{code}").as_str()
+    );
+    assert!(body["instance"]
+        .as_str()
+        .is_some_and(|i| i.starts_with("tag:oracle.com,2020:ecid/")));
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+/// A collection: ORDS's envelope (keys in ORDS's order), pages of `limit` rows in key order with
+/// `hasMore`, each item with its `self` link, and the collection's links.
+async fn collections_come_in_the_ords_envelope(b: Backend) {
+    let s = server(b).await;
+    let (status, _, text) = get(&s, "/team/?limit=3").await;
+    assert_eq!(status, 200, "{text}");
+    let positions: Vec<usize> = [
+        "\"items\"",
+        "\"hasMore\"",
+        "\"limit\"",
+        "\"offset\"",
+        "\"count\"",
+        "\"links\"",
+    ]
+    .iter()
+    .map(|k| text.rfind(k).expect(k))
+    .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let page = json_of(&text);
+    assert_eq!(
+        (
+            &page["hasMore"],
+            &page["limit"],
+            &page["offset"],
+            &page["count"]
+        ),
+        (&json!(true), &json!(3), &json!(0), &json!(3))
+    );
+    let base = format!("http://{}/ords/hr/team/", s.addr);
+    assert_eq!(page["items"][0]["team_id"], 1);
+    assert_eq!(page["items"][0]["name"], "Mercedes");
+    assert_eq!(
+        page["items"][0]["links"],
+        json!([{"rel": "self", "href": format!("{base}1")}])
+    );
+    assert_eq!(
+        rels(&page["links"]),
+        vec!["self", "edit", "describedby", "first", "next"]
+    );
+    assert_eq!(page["links"][3]["href"], format!("{base}?limit=3").as_str());
+    assert_eq!(
+        page["links"][4]["href"],
+        format!("{base}?offset=3&limit=3").as_str()
+    );
+    assert_eq!(
+        page["links"][2]["href"],
+        format!("http://{}/ords/hr/metadata-catalog/team/", s.addr).as_str()
+    );
+    // the last page
+    let (_, _, text) = get(&s, "/team/?limit=3&offset=9").await;
+    let page = json_of(&text);
+    assert_eq!(
+        (&page["hasMore"], &page["count"]),
+        (&json!(false), &json!(1))
+    );
+    assert_eq!(page["items"][0]["team_id"], 10);
+    assert_eq!(
+        rels(&page["links"]),
+        vec!["self", "edit", "describedby", "first", "prev"]
+    );
+    // the default page is 25 rows
+    let (_, _, text) = get(&s, "/employee/").await;
+    let page = json_of(&text);
+    assert_eq!(
+        (&page["count"], &page["limit"], &page["hasMore"]),
+        (&json!(25), &json!(25), &json!(true))
+    );
+    // bad paging and unknown objects, in ORDS's shape
+    let (status, _, text) = get(&s, "/team/?limit=abc").await;
+    assert_ords_error(status, &text, 400, "BadRequest");
+    let (status, _, text) = get(&s, "/nope/").await;
+    assert_ords_error(status, &text, 404, "NotFound");
+    let r = s
+        .client
+        .get(s.root_url("/ords/other/team/"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 404);
+}
+
+/// An item: the row (lower-case keys, dates in RFC 3339 UTC) then its links; the same `ETag`
+/// as `/api`'s, and 304 for it.
+async fn items_have_links_and_etags(b: Backend) {
+    let s = server(b).await;
+    let (status, headers, text) = get(&s, "/team/3").await;
+    assert_eq!(status, 200, "{text}");
+    let item = json_of(&text);
+    let base = format!("http://{}/ords/hr/", s.addr);
+    assert_eq!(
+        (&item["team_id"], &item["name"]),
+        (&json!(3), &json!("Red Bull"))
+    );
+    assert_eq!(
+        item["links"],
+        json!([
+            {"rel": "self", "href": format!("{base}team/3")},
+            {"rel": "edit", "href": format!("{base}team/3")},
+            {"rel": "describedby", "href": format!("{base}metadata-catalog/team/item")},
+            {"rel": "collection", "href": format!("{base}team/")}
+        ])
+    );
+    let api = s.get("/team/3").send().await.expect("api");
+    assert_eq!(
+        headers["etag"],
+        api.headers()["etag"],
+        "one ETag for the row"
+    );
+    let r = s
+        .client
+        .get(ords(&s, "/team/3"))
+        .header("If-None-Match", headers["etag"].clone())
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 304);
+    let (_, _, text) = get(&s, "/race/1").await;
+    assert_eq!(json_of(&text)["race_date"], "2022-03-20T00:00:00Z");
+    let (status, _, text) = get(&s, "/team/99").await;
+    assert_ords_error(status, &text, 404, "NotFound");
+    let r = s
+        .client
+        .patch(ords(&s, "/team/3"))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "GET, HEAD, PUT, DELETE");
+}
+
+/// `q=` filter objects: operators, `$or`, `$orderby`, names matched whatever their case.
+async fn filter_objects_select_and_order(b: Backend) {
+    let s = server(b).await;
+    let names = |q: &str| {
+        let url = format!("{}?q={}", ords(&s, "/team/"), urlencode(q));
+        let client = s.client.clone();
+        async move {
+            let r = client.get(url).send().await.expect("get");
+            let status = r.status().as_u16();
+            let text = r.text().await.expect("text");
+            assert_eq!(status, 200, "{text}");
+            json_of(&text)["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|i| i["name"].as_str().expect("name").to_string())
+                .collect::<Vec<String>>()
+        }
+    };
+    assert_eq!(
+        names(r#"{"points":{"$gt":400},"$orderby":{"points":"DESC"}}"#).await,
+        vec!["Red Bull", "Mercedes", "Ferrari"]
+    );
+    assert_eq!(names(r#"{"NAME":"Ferrari"}"#).await, vec!["Ferrari"]);
+    assert_eq!(
+        names(r#"{"name":{"$instr":"Bull"}}"#).await,
+        vec!["Red Bull"]
+    );
+    assert_eq!(
+        names(
+            r#"{"$or":[{"name":"Ferrari"},{"team_id":{"$in":[1,3]}}],"$orderby":{"team_id":"ASC"}}"#
+        )
+        .await,
+        vec!["Mercedes", "Ferrari", "Red Bull"]
+    );
+    assert_eq!(
+        names(r#"{"team_id":{"$between":[2,3]}}"#).await,
+        vec!["Ferrari", "Red Bull"]
+    );
+    for bad in [r#"{"points":{"$gtt":1}}"#, "{nope", r#"{"nope":1}"#] {
+        let url = format!("{}?q={}", ords(&s, "/team/"), urlencode(bad));
+        let r = s.client.get(url).send().await.expect("get");
+        let status = r.status().as_u16();
+        assert_ords_error(status, &r.text().await.expect("text"), 400, "BadRequest");
+    }
+}
+
+fn urlencode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// A DELETE as `bearer`: the status and the JSON answer.
+async fn delete(s: &TestServer, url: &str, bearer: &str) -> (u16, Value) {
+    let r = s
+        .client
+        .delete(url)
+        .bearer_auth(bearer)
+        .send()
+        .await
+        .expect("delete");
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("json"))
+}
+
+/// Writes as ORDS answers them, with a token from the schema's own token endpoint: POST 201
+/// with `Location`, `Content-Location`, `ETag` and the row with its links; PUT 200; DELETE of an
+/// item and of a filtered collection `{"rowsDeleted":N}`; anonymous writes 401.
+async fn writes_answer_as_ords(b: Backend) {
+    let s = server(b).await;
+    let issued = rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, "k6", "writer", 3600)
+        .await
+        .expect("client");
+    let r = s
+        .client
+        .post(ords(&s, "/oauth/token"))
+        .basic_auth(&issued.client_id, Some(&issued.client_secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .expect("token");
+    assert_eq!(r.status(), 200);
+    let token: Value = r.json().await.expect("json");
+    assert_eq!(token["token_type"], "bearer");
+    assert_eq!(token["expires_in"], 3600);
+    let bearer = token["access_token"].as_str().expect("token").to_string();
+    let r = s
+        .client
+        .post(ords(&s, "/team/"))
+        .json(&json!({"team_id": 40, "name": "Lotus", "points": 3}))
+        .send()
+        .await
+        .expect("post");
+    let status = r.status().as_u16();
+    assert_ords_error(status, &r.text().await.expect("text"), 401, "Unauthorized");
+    let r = s
+        .client
+        .post(ords(&s, "/team/"))
+        .bearer_auth(&bearer)
+        .json(&json!({"team_id": 40, "name": "Lotus", "points": 3}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 201);
+    let url = format!("http://{}/ords/hr/team/40", s.addr);
+    assert_eq!(r.headers()["location"], url.as_str());
+    assert_eq!(r.headers()["content-location"], url.as_str());
+    assert!(r.headers().contains_key("etag"));
+    let row: Value = r.json().await.expect("json");
+    assert_eq!(
+        (&row["name"], &row["links"][0]["href"]),
+        (&json!("Lotus"), &json!(url))
+    );
+    let r = s
+        .client
+        .put(&url)
+        .bearer_auth(&bearer)
+        .json(&json!({"name": "Lotus F1", "points": 4}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 200);
+    let row: Value = r.json().await.expect("json");
+    assert_eq!(
+        (&row["team_id"], &row["name"]),
+        (&json!(40), &json!("Lotus F1"))
+    );
+    assert_eq!(
+        delete(&s, &url, &bearer).await,
+        (200, json!({"rowsDeleted": 1}))
+    );
+    let (status, _, _) = get(&s, "/team/40").await;
+    assert_eq!(status, 404);
+    // a filtered collection
+    let q = urlencode(r#"{"emp_no":{"$gte":100}}"#);
+    let before = s.int("SELECT count(*) FROM employee WHERE emp_no >= 100");
+    assert!(before > 1, "rows to delete");
+    let filtered = format!("{}?q={q}", ords(&s, "/employee/"));
+    assert_eq!(
+        delete(&s, &filtered, &bearer).await,
+        (200, json!({"rowsDeleted": before}))
+    );
+    assert_eq!(
+        s.int("SELECT count(*) FROM employee WHERE emp_no >= 100"),
+        0
+    );
+    let (status, body) = delete(&s, &ords(&s, "/employee/"), &bearer).await;
+    assert_ords_error(status, &body.to_string(), 400, "BadRequest");
+}
+
+/// Duality views under ORDS: documents with `_metadata` and links, `q=` on document fields, PUT
+/// checked against the body's etag (stale: 412).
+async fn duality_views_under_ords(b: Backend) {
+    let s = server(b).await;
+    let (status, headers, text) = get(&s, "/team_dv/2").await;
+    assert_eq!(status, 200, "{text}");
+    let mut document = json_of(&text);
+    let etag = document["_metadata"]["etag"]
+        .as_str()
+        .expect("etag")
+        .to_string();
+    assert_eq!(headers["etag"], format!("\"{etag}\"").as_str());
+    assert_eq!(
+        rels(&document["links"]),
+        vec!["self", "edit", "describedby", "collection"]
+    );
+    let q = urlencode(r#"{"name":"Ferrari"}"#);
+    let (_, _, text) = get(&s, &format!("/team_dv/?q={q}")).await;
+    let page = json_of(&text);
+    assert_eq!(page["count"], 1);
+    assert_eq!(page["items"][0]["_id"], 2);
+    let issued = rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, "dv", "writer", 3600)
+        .await
+        .expect("client");
+    let r = token_request(&s, &issued.client_id, &issued.client_secret).await;
+    let bearer = r.json::<Value>().await.expect("json")["access_token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    document.as_object_mut().expect("object").remove("links");
+    document["name"] = json!("Scuderia Ferrari");
+    let put = |body: Value| {
+        s.client
+            .put(ords(&s, "/team_dv/2"))
+            .bearer_auth(&bearer)
+            .json(&body)
+            .send()
+    };
+    let r = put(document.clone()).await.expect("put");
+    assert_eq!(r.status(), 200);
+    let written: Value = r.json().await.expect("json");
+    assert_eq!(written["name"], "Scuderia Ferrari");
+    assert_ne!(written["_metadata"]["etag"], etag.as_str());
+    // the same body again: its etag is stale now
+    let r = put(document).await.expect("put");
+    let status = r.status().as_u16();
+    assert_ords_error(
+        status,
+        &r.text().await.expect("text"),
+        412,
+        "PreconditionFailed",
+    );
+}
+
+backend_tests!(
+    collections_come_in_the_ords_envelope,
+    items_have_links_and_etags,
+    filter_objects_select_and_order,
+    writes_answer_as_ords,
+    duality_views_under_ords,
+);
