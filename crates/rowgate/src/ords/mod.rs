@@ -38,23 +38,19 @@ pub enum Target {
 /// Parses the path under `/ords/`: the schema alias, then what it names.
 pub fn target(path: &str) -> Result<(String, Target), ApiError> {
     let rest = path.strip_prefix("/ords/").ok_or_else(not_found)?;
-    let segments: Vec<String> = rest
+    let segments: Vec<std::borrow::Cow<'_, str>> = rest
         .split('/')
-        .map(|s| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
         .collect();
     let target = match segments.as_slice() {
         [_, oauth, token] if oauth == "oauth" && token == "token" => Target::Token,
         [_, object] | [_, object, _] if object.is_empty() => return Err(not_found()),
-        [_, object] => Target::Collection(object.clone()),
-        [_, object, key] if key.is_empty() => Target::Collection(object.clone()),
-        [_, object, key] => Target::Item(object.clone(), key.clone()),
+        [_, object] => Target::Collection(object.to_string()),
+        [_, object, key] if key.is_empty() => Target::Collection(object.to_string()),
+        [_, object, key] => Target::Item(object.to_string(), key.to_string()),
         _ => return Err(not_found()),
     };
-    Ok((segments[0].clone(), target))
+    Ok((segments[0].to_string(), target))
 }
 
 fn not_found() -> ApiError {
@@ -133,6 +129,9 @@ fn resolve(app: &App, alias: &str) -> Result<String, ApiError> {
         return Ok(view.name.clone());
     }
     let schema = app.db.schema();
+    if schema.table(alias).is_some() {
+        return Ok(alias.to_string());
+    }
     schema
         .tables
         .keys()

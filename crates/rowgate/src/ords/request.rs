@@ -60,8 +60,8 @@ pub fn parse<'a>(
     }
     let limit = limit.clamp(1, config.max_limit.max(1));
     let mut query = Query::default();
-    let columns = names(app, object);
     if let Some(text) = &q {
+        let columns = names(app, object);
         let parsed = parse_filter_object(text).map_err(|e| {
             let mut err = bad_request(format!("the filter object (q) is not valid: {}", e.message));
             err.hint = e.hint;

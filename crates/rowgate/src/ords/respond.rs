@@ -34,16 +34,16 @@ enum Temporal {
 
 /// What the rows of an object need rewriting for ORDS: its key columns (for links) and its
 /// date columns.
-struct Shape {
-    key: Vec<String>,
-    temporal: Vec<(String, Temporal)>,
+struct Shape<'s> {
+    key: Vec<&'s str>,
+    temporal: Vec<(&'s str, Temporal)>,
 }
 
-impl Shape {
-    fn of(app: &App, schema: &SchemaCache, object: &str) -> Shape {
+impl<'s> Shape<'s> {
+    fn of(app: &App, schema: &'s SchemaCache, object: &str) -> Shape<'s> {
         if app.duality.get(object).is_some() {
             return Shape {
-                key: vec!["_id".into()],
+                key: vec!["_id"],
                 temporal: Vec::new(),
             };
         }
@@ -57,40 +57,62 @@ impl Shape {
             .columns
             .iter()
             .filter_map(|c| {
-                let decl = c.decl_type.to_ascii_lowercase();
-                let kind = if decl.contains("timestamp") || decl.contains("datetime") {
+                let decl = c.decl_type.as_bytes();
+                let has = |word: &[u8]| {
+                    decl.windows(word.len())
+                        .any(|w| w.eq_ignore_ascii_case(word))
+                };
+                let kind = if has(b"timestamp") || has(b"datetime") {
                     Temporal::Timestamp
-                } else if decl == "date" {
+                } else if decl.eq_ignore_ascii_case(b"date") {
                     Temporal::Date
                 } else {
                     return None;
                 };
-                Some((c.name.to_ascii_lowercase(), kind))
+                Some((c.name.as_str(), kind))
             })
             .collect();
         Shape {
-            key: table
-                .primary_key
-                .iter()
-                .map(|k| k.to_ascii_lowercase())
-                .collect(),
+            key: table.primary_key.iter().map(String::as_str).collect(),
             temporal,
         }
     }
 }
 
+/// A member's name: borrowed from the row's text unless it has escapes.
+type Name<'a> = std::borrow::Cow<'a, str>;
+
 /// A row's JSON members in order, values unparsed.
-fn members(text: &str) -> Result<Vec<(String, &RawValue)>, ApiError> {
+fn members(text: &str) -> Result<Vec<(Name<'_>, &RawValue)>, ApiError> {
+    struct Key;
+    impl<'de> serde::de::DeserializeSeed<'de> for Key {
+        type Value = Name<'de>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Name<'de>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Key {
+        type Value = Name<'de>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a member name")
+        }
+        fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Name<'de>, E> {
+            Ok(Name::Borrowed(v))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name<'de>, E> {
+            Ok(Name::Owned(v.to_string()))
+        }
+    }
     struct Members;
     impl<'de> Visitor<'de> for Members {
-        type Value = Vec<(String, &'de RawValue)>;
+        type Value = Vec<(Name<'de>, &'de RawValue)>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a row object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
-                out.push((k, v));
+            let mut out = Vec::with_capacity(8);
+            while let Some(k) = map.next_key_seed(Key)? {
+                out.push((k, map.next_value::<&'de RawValue>()?));
             }
             Ok(out)
         }
@@ -100,7 +122,7 @@ fn members(text: &str) -> Result<Vec<(String, &RawValue)>, ApiError> {
 }
 
 /// The row's key as an item URL segment (values comma-separated in key order).
-fn key_segment(shape: &Shape, members: &[(String, &RawValue)]) -> Option<String> {
+fn key_segment(shape: &Shape, members: &[(Name<'_>, &RawValue)]) -> Option<String> {
     let mut parts = Vec::with_capacity(shape.key.len());
     for k in &shape.key {
         let (_, raw) = members
@@ -143,34 +165,66 @@ fn write_row(
     out: &mut String,
     text: &str,
     shape: &Shape,
-    links: impl FnOnce(Option<String>) -> String,
+    links: impl FnOnce(&mut String, Option<&str>),
 ) -> Result<(), ApiError> {
     let members = members(text)?;
     out.push('{');
     for (name, raw) in &members {
-        let lower = name.to_ascii_lowercase();
-        out.push_str(&serde_json::to_string(&lower).map_err(ApiError::internal)?);
+        push_string(out, name, true);
         out.push(':');
         let temporal = shape
             .temporal
             .iter()
-            .find(|(c, _)| *c == lower)
+            .find(|(c, _)| c.eq_ignore_ascii_case(name))
             .and_then(|(_, kind)| temporal_value(raw, *kind));
         out.push_str(temporal.as_deref().unwrap_or(raw.get()));
         out.push(',');
     }
     out.push_str("\"links\":");
-    out.push_str(&links(key_segment(shape, &members)));
+    links(out, key_segment(shape, &members).as_deref());
     out.push('}');
     Ok(())
 }
 
+/// `text` as a JSON string (in lower case when asked), escaped only when it must be.
+fn push_string(out: &mut String, text: &str, lower: bool) {
+    let plain = text
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && !(lower && b.is_ascii_uppercase()));
+    if plain {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        let text = if lower {
+            text.to_ascii_lowercase()
+        } else {
+            text.to_string()
+        };
+        out.push_str(&serde_json::to_string(&text).unwrap_or_default());
+    }
+}
+
 fn link(rel: &str, href: &str) -> String {
-    format!(
-        "{{\"rel\":{},\"href\":{}}}",
-        serde_json::to_string(rel).unwrap_or_default(),
-        serde_json::to_string(href).unwrap_or_default()
-    )
+    let mut out = String::with_capacity(href.len() + 24);
+    push_link(&mut out, rel, &[href]);
+    out
+}
+
+/// `{"rel":…,"href":…}`, the href written from its `parts`.
+fn push_link(out: &mut String, rel: &str, parts: &[&str]) {
+    out.push_str("{\"rel\":\"");
+    out.push_str(rel);
+    out.push_str("\",\"href\":\"");
+    for part in parts {
+        if part.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            out.push_str(part);
+        } else {
+            let quoted = serde_json::to_string(part).unwrap_or_default();
+            out.push_str(&quoted[1..quoted.len() - 1]);
+        }
+    }
+    out.push_str("\"}");
 }
 
 /// The rows of an outcome (a duality view's with `_metadata`), and the first one's etag.
@@ -247,9 +301,9 @@ fn collection(
         let row = std::str::from_utf8(unwrap_single(&body)).map_err(ApiError::internal)?;
         let mut out = String::with_capacity(row.len() + 256);
         let mut location = None;
-        write_row(&mut out, row, shape, |key| {
+        write_row(&mut out, row, shape, |out, key| {
             location = key.map(|k| format!("{collection_url}{k}"));
-            item_links(request, collection_url, location.as_deref())
+            push_item_links(out, request, collection_url, key);
         })?;
         let tag = tag.unwrap_or_else(|| etag(unwrap_single(&body)));
         let mut reply = json_reply(StatusCode::CREATED, out).header(header::ETAG, tag);
@@ -270,12 +324,10 @@ fn collection(
         if i > 0 {
             out.push(',');
         }
-        write_row(&mut out, row.get(), shape, |key| {
-            let self_url = key.map_or_else(
-                || collection_url.to_string(),
-                |k| format!("{collection_url}{k}"),
-            );
-            format!("[{}]", link("self", &self_url))
+        write_row(&mut out, row.get(), shape, |out, key| {
+            out.push('[');
+            push_link(out, "self", &[collection_url, key.unwrap_or("")]);
+            out.push(']');
         })?;
     }
     let (limit, offset) = (request.limit, request.offset);
@@ -321,19 +373,27 @@ fn collection(
     Ok(json_reply(StatusCode::OK, out))
 }
 
-/// An item's links.
-fn item_links(request: &OrdsRequest<'_>, collection_url: &str, self_url: Option<&str>) -> String {
-    let self_url = self_url.unwrap_or(collection_url);
-    format!(
-        "[{},{},{},{}]",
-        link("self", self_url),
-        link("edit", self_url),
-        link(
-            "describedby",
-            &format!("{}metadata-catalog/{}/item", request.base, request.object)
-        ),
-        link("collection", collection_url)
-    )
+/// An item's links: `self`, `edit`, `describedby`, `collection`.
+fn push_item_links(
+    out: &mut String,
+    request: &OrdsRequest<'_>,
+    collection_url: &str,
+    key: Option<&str>,
+) {
+    let key = key.unwrap_or("");
+    out.push('[');
+    push_link(out, "self", &[collection_url, key]);
+    out.push(',');
+    push_link(out, "edit", &[collection_url, key]);
+    out.push(',');
+    push_link(
+        out,
+        "describedby",
+        &[&request.base, "metadata-catalog/", request.object, "/item"],
+    );
+    out.push(',');
+    push_link(out, "collection", &[collection_url]);
+    out.push(']');
 }
 
 fn item(
@@ -363,9 +423,8 @@ fn item(
         return Ok(Reply::not_modified(tag));
     }
     let mut out = String::with_capacity(row.len() + 320);
-    write_row(&mut out, row, shape, |key| {
-        let self_url = key.map(|k| format!("{collection_url}{k}"));
-        item_links(request, collection_url, self_url.as_deref())
+    write_row(&mut out, row, shape, |out, key| {
+        push_item_links(out, request, collection_url, key);
     })?;
     Ok(json_reply(StatusCode::OK, out).header(header::ETAG, tag))
 }
