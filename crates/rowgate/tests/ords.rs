@@ -327,12 +327,21 @@ async fn writes_answer_as_ords(b: Backend) {
         .send()
         .await
         .expect("put");
-    assert_eq!(r.status(), 200);
+    assert_eq!(r.status(), 200, "an update");
     let row: Value = r.json().await.expect("json");
     assert_eq!(
         (&row["team_id"], &row["name"]),
         (&json!(40), &json!("Lotus F1"))
     );
+    let r = s
+        .client
+        .put(format!("http://{}/ords/hr/team/41", s.addr))
+        .bearer_auth(&bearer)
+        .json(&json!({"name": "Tyrrell", "points": 0}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 201, "an insert");
     assert_eq!(
         delete(&s, &url, &bearer).await,
         (200, json!({"rowsDeleted": 1}))
@@ -377,14 +386,7 @@ async fn duality_views_under_ords(b: Backend) {
     let page = json_of(&text);
     assert_eq!(page["count"], 1);
     assert_eq!(page["items"][0]["_id"], 2);
-    let issued = rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, "dv", "writer", 3600)
-        .await
-        .expect("client");
-    let r = token_request(&s, &issued.client_id, &issued.client_secret).await;
-    let bearer = r.json::<Value>().await.expect("json")["access_token"]
-        .as_str()
-        .expect("token")
-        .to_string();
+    let (_, bearer) = client_token(&s, "dv", "writer").await;
     document.as_object_mut().expect("object").remove("links");
     document["name"] = json!("Scuderia Ferrari");
     let put = |body: Value| {
@@ -410,7 +412,92 @@ async fn duality_views_under_ords(b: Backend) {
     );
 }
 
+/// `POST …/batchload`: CSV rows (header names whatever their case, empty fields NULL) in
+/// batches, and ORDS's plain-text report; a failing batch stops the load, the batches before it
+/// stay.
+async fn batchload_reports_as_ords(b: Backend) {
+    let s = server(b).await;
+    let (_, bearer) = client_token(&s, "bl", "writer").await;
+    let load_into = |object: &str, csv: &'static str| {
+        s.client
+            .post(format!(
+                "{}?batchRows=2",
+                ords(&s, &format!("/{object}/batchload"))
+            ))
+            .bearer_auth(&bearer)
+            .header("Content-Type", "text/csv")
+            .body(csv)
+            .send()
+    };
+    let load = |csv: &'static str| load_into("team", csv);
+    let r = load("TEAM_ID,NAME,POINTS\n50,Brabham,0\n51,Tyrrell,12\n52,Ligier,3\n")
+        .await
+        .expect("batchload");
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .expect("type")
+        .starts_with("text/plain"));
+    let report = r.text().await.expect("text");
+    assert!(
+        report.contains("#INFO Number of rows processed: 3\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("#INFO Number of rows in error: 0\n"),
+        "{report}"
+    );
+    assert!(
+        report.ends_with("SUCCESS: Processed without errors\n"),
+        "{report}"
+    );
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 51"), 12);
+    let r = load_into(
+        "driver",
+        "driver_id,name,points,team_id\n70,Jo Siffert,0,\n",
+    )
+    .await
+    .expect("batchload");
+    let report = r.text().await.expect("text");
+    assert!(
+        report.ends_with("SUCCESS: Processed without errors\n"),
+        "{report}"
+    );
+    assert_eq!(
+        s.int("SELECT count(*) FROM driver WHERE driver_id = 70 AND team_id IS NULL"),
+        1,
+        "an empty field is NULL"
+    );
+    // the second batch repeats a key: the first stays, the load stops there
+    let r = load("team_id,name\n60,March\n61,Arrows\n62,Minardi\n50,Again\n")
+        .await
+        .expect("batchload");
+    assert_eq!(r.status(), 200);
+    let report = r.text().await.expect("text");
+    assert!(report.starts_with("#ERROR Rows 3-4: "), "{report}");
+    assert!(
+        report.contains("#INFO Number of rows processed: 2\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("#INFO Number of rows in error: 2\n"),
+        "{report}"
+    );
+    assert!(
+        report.ends_with("ERROR: Processed with errors\n"),
+        "{report}"
+    );
+    assert_eq!(
+        s.int("SELECT count(*) FROM team WHERE team_id IN (60, 61, 62)"),
+        2
+    );
+    let r = load("nope\n1\n").await.expect("batchload");
+    let status = r.status().as_u16();
+    assert_ords_error(status, &r.text().await.expect("text"), 400, "BadRequest");
+}
+
 backend_tests!(
+    batchload_reports_as_ords,
     collections_come_in_the_ords_envelope,
     items_have_links_and_etags,
     filter_objects_select_and_order,

@@ -10,6 +10,7 @@
 //! `offset`), planned and run as any other, and answered in ORDS's shapes ([`respond`]:
 //! the collection envelope, links, errors).
 
+pub mod batchload;
 pub mod request;
 pub mod respond;
 
@@ -18,11 +19,17 @@ use std::sync::Arc;
 
 use http::request::Parts;
 
+use http::Method;
+use rowgate_query::render;
+use rowgate_query::stmt::CountStmt;
+
 use crate::api::action_plan;
 use crate::api::request::RequestBody;
+use crate::api::respond::Answer;
 use crate::api::respond::Reply;
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
+use crate::job::Step;
 
 /// What an `/ords/…` path names, after the schema alias.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,10 +118,25 @@ async fn answer(
     let principal = app.auth.authenticate(&parts.headers)?;
     let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
     let object = resolve(app, object)?;
+    if parts.method == Method::POST && key == Some("batchload") {
+        return batchload::load(app, parts, &principal, &object, &bytes).await;
+    }
     let request = request::parse(app, parts, &object, key, bytes)?;
     let schema = app.db.schema();
     let cx = app.plan_context(&schema, &principal);
-    let plan = action_plan::plan(&request.api, &cx)?;
+    let mut plan = action_plan::plan(&request.api, &cx)?;
+    if let (Answer::Upsert { .. }, Some(key)) = (&plan.answer, key) {
+        // ORDS answers a PUT that inserted with 201: count the row before it is written
+        let table = crate::api::plan::table(&schema, &object)?;
+        let count = CountStmt {
+            table: table.relation(),
+            filters: crate::api::plan::item_filters(table, key)?,
+            embeds: Vec::new(),
+        };
+        plan.job
+            .steps
+            .insert(0, Step::Count(render::count(cx.dialect, &count)));
+    }
     let outcome = app.db.run(plan.job).await?;
     respond::answer(app, &request, &plan.answer, outcome, &schema)
 }

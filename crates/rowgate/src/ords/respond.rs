@@ -426,7 +426,13 @@ fn item(
     write_row(&mut out, row, shape, |out, key| {
         push_item_links(out, request, collection_url, key);
     })?;
-    Ok(json_reply(StatusCode::OK, out).header(header::ETAG, tag))
+    // a PUT counted the row first: none means it inserted it
+    let status = if *method == Method::PUT && outcome.count == Some(0) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_reply(status, out).header(header::ETAG, tag))
 }
 
 fn json_reply(status: StatusCode, body: String) -> Reply {
