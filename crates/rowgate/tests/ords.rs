@@ -496,7 +496,63 @@ async fn batchload_reports_as_ords(b: Backend) {
     assert_ords_error(status, &r.text().await.expect("text"), 400, "BadRequest");
 }
 
+/// The metadata catalog lists what the role may read and describes each object: its primary
+/// key and members with ORDS's type names.
+async fn the_metadata_catalog_describes_objects(b: Backend) {
+    let s = server(b).await;
+    let base = format!("http://{}/ords/hr/", s.addr);
+    let (status, _, text) = get(&s, "/metadata-catalog/").await;
+    assert_eq!(status, 200, "{text}");
+    let catalog = json_of(&text);
+    let names: Vec<&str> = catalog["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["name"].as_str().expect("name"))
+        .collect();
+    for name in ["team", "driver", "race", "team_dv"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let team = catalog["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["name"] == "team")
+        .expect("team");
+    assert_eq!(team["links"][0]["href"], format!("{base}team/").as_str());
+    assert_eq!(catalog["count"], names.len());
+    let (status, _, text) = get(&s, "/metadata-catalog/race/").await;
+    assert_eq!(status, 200, "{text}");
+    let race = json_of(&text);
+    assert_eq!(race["primarykey"], json!(["race_id"]));
+    let members = &race["members"];
+    assert_eq!(members[0], json!({"name": "race_id", "type": "NUMBER"}));
+    assert_eq!(members[1], json!({"name": "name", "type": "VARCHAR2"}));
+    assert_eq!(members[3], json!({"name": "race_date", "type": "DATE"}));
+    let (status, _, text) = get(&s, "/metadata-catalog/team_dv/item").await;
+    assert_eq!(status, 200, "{text}");
+    let dv = json_of(&text);
+    assert_eq!(dv["primarykey"], json!(["_id"]));
+    assert_eq!(
+        dv["members"],
+        json!([
+            {"name": "_id", "type": "NUMBER"},
+            {"name": "_metadata", "type": "OBJECT"},
+            {"name": "name", "type": "VARCHAR2"},
+            {"name": "points", "type": "NUMBER"},
+            {"name": "driver", "type": "ARRAY"}
+        ])
+    );
+    assert_eq!(
+        dv["links"][1]["href"],
+        format!("{base}metadata-catalog/team_dv/item").as_str()
+    );
+    let (status, _, text) = get(&s, "/metadata-catalog/nope/").await;
+    assert_ords_error(status, &text, 404, "NotFound");
+}
+
 backend_tests!(
+    the_metadata_catalog_describes_objects,
     batchload_reports_as_ords,
     collections_come_in_the_ords_envelope,
     items_have_links_and_etags,

@@ -11,6 +11,7 @@
 //! the collection envelope, links, errors).
 
 pub mod batchload;
+pub mod catalog;
 pub mod request;
 pub mod respond;
 
@@ -40,6 +41,13 @@ pub enum Target {
     Collection(String),
     /// `{object}/{key}`
     Item(String, String),
+    /// `metadata-catalog/`, or `metadata-catalog/{object}/` (`item`: `…/{object}/item`).
+    Catalog {
+        /// The object described, if one.
+        object: Option<String>,
+        /// Its item's description.
+        item: bool,
+    },
 }
 
 /// Parses the path under `/ords/`: the schema alias, then what it names.
@@ -51,6 +59,31 @@ pub fn target(path: &str) -> Result<(String, Target), ApiError> {
         .collect();
     let target = match segments.as_slice() {
         [_, oauth, token] if oauth == "oauth" && token == "token" => Target::Token,
+        [_, catalog] | [_, catalog, _] if catalog == "metadata-catalog" => {
+            match segments.get(2).filter(|o| !o.is_empty()) {
+                None => Target::Catalog {
+                    object: None,
+                    item: false,
+                },
+                Some(object) => Target::Catalog {
+                    object: Some(object.to_string()),
+                    item: false,
+                },
+            }
+        }
+        [_, catalog, object, last] if catalog == "metadata-catalog" && !object.is_empty() => {
+            match last.as_ref() {
+                "" => Target::Catalog {
+                    object: Some(object.to_string()),
+                    item: false,
+                },
+                "item" => Target::Catalog {
+                    object: Some(object.to_string()),
+                    item: true,
+                },
+                _ => return Err(not_found()),
+            }
+        }
         [_, object] | [_, object, _] if object.is_empty() => return Err(not_found()),
         [_, object] => Target::Collection(object.to_string()),
         [_, object, key] if key.is_empty() => Target::Collection(object.to_string()),
@@ -100,6 +133,23 @@ async fn serve(
         Target::Token => {
             let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
             Ok(crate::auth::endpoint::handle(&app.auth, &app.db, parts, &body, peer).await)
+        }
+        Target::Catalog { object, item } => {
+            if parts.method != http::Method::GET && parts.method != http::Method::HEAD {
+                return Err(ApiError::method_not_allowed(
+                    &parts.method,
+                    &["GET", "HEAD"],
+                ));
+            }
+            let principal = app.auth.authenticate(&parts.headers)?;
+            let base = request::base_url(&parts.headers, &config.schema);
+            match object {
+                None => Ok(catalog::list(app, &principal, &base)),
+                Some(object) => {
+                    let object = resolve(app, &object)?;
+                    catalog::describe(app, &principal, &base, &object, item)
+                }
+            }
         }
         Target::Collection(object) => answer(app, parts, body, &object, None).await,
         Target::Item(object, key) => answer(app, parts, body, &object, Some(&key)).await,
@@ -191,6 +241,20 @@ mod tests {
             ("hr".into(), Target::Item("pair".into(), "1,2".into()))
         );
         assert_eq!(t("/ords/hr/oauth/token").expect("token").1, Target::Token);
+        assert_eq!(
+            t("/ords/hr/metadata-catalog/").expect("catalog").1,
+            Target::Catalog {
+                object: None,
+                item: false
+            }
+        );
+        assert_eq!(
+            t("/ords/hr/metadata-catalog/team/item").expect("catalog").1,
+            Target::Catalog {
+                object: Some("team".into()),
+                item: true
+            }
+        );
         for bad in [
             "/ords/hr",
             "/ords/hr/",

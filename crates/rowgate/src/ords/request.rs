@@ -200,7 +200,7 @@ fn order_by_key(app: &App, object: &str) -> Vec<OrderTerm> {
 
 /// `{scheme}://{host}/ords/{schema}/`: `X-Forwarded-Proto` and `X-Forwarded-Host` when a proxy
 /// sets them, else `http` and `Host`.
-fn base_url(headers: &HeaderMap, schema: &str) -> String {
+pub fn base_url(headers: &HeaderMap, schema: &str) -> String {
     let text = |name: &str| {
         headers
             .get(name)
