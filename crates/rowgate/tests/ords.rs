@@ -22,6 +22,12 @@ role = "writer"
 tables = ["*"]
 ops = ["select", "insert", "update", "delete"]
 
+# an ORDS module's handler, as a custom resource under the schema alias
+[[resources]]
+path = "/ords/hr/demo/teams/{id}/drivers"
+sql = "SELECT driver_id, name FROM driver WHERE team_id = :id ORDER BY driver_id"
+roles = ["anon"]
+
 [[duality_views]]
 name = "team_dv"
 table = "team"
@@ -551,7 +557,20 @@ async fn the_metadata_catalog_describes_objects(b: Backend) {
     assert_ords_error(status, &text, 404, "NotFound");
 }
 
+/// A custom resource declared under `/ords/{schema}/` answers there (ORDS modules map to
+/// resources).
+async fn modules_map_to_custom_resources(b: Backend) {
+    let s = server(b).await;
+    let (status, _, text) = get(&s, "/demo/teams/2/drivers").await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        json_of(&text),
+        json!([{"driver_id": 3, "name": "Charles Leclerc"}, {"driver_id": 4, "name": "Carlos Sainz"}])
+    );
+}
+
 backend_tests!(
+    modules_map_to_custom_resources,
     the_metadata_catalog_describes_objects,
     batchload_reports_as_ords,
     collections_come_in_the_ords_envelope,

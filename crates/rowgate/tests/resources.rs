@@ -678,6 +678,17 @@ fn bad_declarations_are_refused_at_load() {
             &["/api", "shadows"],
         ),
         ("path = \"/live\"\nsql = \"SELECT 1\"", &[], &["/live"]),
+        // ORDS modules live under the ORDS schema alias, clear of ORDS's own paths
+        (
+            "path = \"/ords/other/x\"\nsql = \"SELECT 1\"",
+            &[],
+            &["/ords", "shadows"],
+        ),
+        (
+            "path = \"/ords/rowgate/oauth/x\"\nsql = \"SELECT 1\"",
+            &[],
+            &["/ords/rowgate/oauth"],
+        ),
         (
             "path = \"/oauth/token\"\nsql = \"SELECT 1\"",
             &[],

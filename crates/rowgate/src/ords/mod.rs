@@ -118,6 +118,11 @@ async fn serve(
     if !config.enabled {
         return Err(not_found());
     }
+    // a custom resource declared under /ords/{schema}/ (an ORDS module's handler) answers first
+    if app.resources.load().serves(parts.uri.path()) {
+        let principal = app.auth.authenticate(&parts.headers)?;
+        return crate::resources::serve::handle(app, parts, body, &principal).await;
+    }
     let (schema, target) = target(parts.uri.path())?;
     if !schema.eq_ignore_ascii_case(&config.schema) {
         return Err(ApiError::new(

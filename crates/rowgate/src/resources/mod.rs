@@ -59,6 +59,11 @@ pub struct Resource {
 }
 
 impl Resources {
+    /// Whether a resource is declared at `path`.
+    pub fn serves(&self, path: &str) -> bool {
+        self.router.at(path).is_ok()
+    }
+
     /// The warning for resources that name no roles (no one may call them), if any.
     pub fn unreachable_warning(&self) -> Option<String> {
         let paths: Vec<&str> = self
@@ -416,6 +421,16 @@ fn check_path(config: &Config, path: &str) -> anyhow::Result<()> {
         bail!("the path must start with '/'");
     }
     let prefix = config.rest.prefix.as_str();
+    // ORDS modules map to resources under /ords/{schema}/, clear of ORDS's own paths there
+    let module_root = format!("/ords/{}", config.ords.schema);
+    if crate::routes::under(path, &module_root) && path.len() > module_root.len() + 1 {
+        for own in ["oauth", "metadata-catalog", "open-api-catalog"] {
+            if crate::routes::under(path, &format!("{module_root}/{own}")) {
+                bail!("the path shadows ORDS's {module_root}/{own}");
+            }
+        }
+        return Ok(());
+    }
     let reserved = crate::routes::reserved_by(path)
         .or_else(|| crate::routes::under(path, prefix).then_some(prefix));
     if let Some(reserved) = reserved {
