@@ -337,6 +337,13 @@ pub struct OrdsConfig {
     pub default_limit: u64,
     /// Largest `limit` a request may ask for (ORDS's `misc.pagination.maxRows`: 10,000).
     pub max_limit: u64,
+    /// Roles that may run queries through REST-enabled SQL (`POST /ords/{schema}/_/sql`); none
+    /// turns it off. The SQL runs with the database connection's privileges, not the grants:
+    /// list only trusted roles.
+    pub sql_roles: Vec<String>,
+    /// Roles that may also change rows and the schema through it (INSERT, UPDATE, DELETE,
+    /// MERGE, CREATE, ALTER, DROP).
+    pub sql_write_roles: Vec<String>,
 }
 
 impl Default for OrdsConfig {
@@ -346,6 +353,8 @@ impl Default for OrdsConfig {
             schema: "rowgate".into(),
             default_limit: 25,
             max_limit: 10_000,
+            sql_roles: Vec::new(),
+            sql_write_roles: Vec::new(),
         }
     }
 }
@@ -680,6 +689,18 @@ impl Config {
                 "rest.prefix {:?} shadows the built-in route {route} ({} are reserved)",
                 self.rest.prefix,
                 crate::routes::RESERVED.join(", ")
+            );
+        }
+        let anon = &self.auth.anon_role;
+        if self.ords.sql_roles.contains(anon) || self.ords.sql_write_roles.contains(anon) {
+            bail!(
+                "ords.sql_roles and ords.sql_write_roles may not name the anonymous role {anon:?}: REST-enabled SQL runs with the database's privileges"
+            );
+        }
+        if self.ords.schema.is_empty() || self.ords.schema.contains('/') {
+            bail!(
+                "ords.schema must be one path segment, got {:?}",
+                self.ords.schema
             );
         }
         if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {

@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 const CONFIG: &str = r#"
 [ords]
 schema = "hr"
+sql_roles = ["analyst"]
+sql_write_roles = ["dba"]
 
 [[grants]]
 role = "anon"
@@ -569,7 +571,119 @@ async fn modules_map_to_custom_resources(b: Backend) {
     );
 }
 
+/// REST-enabled SQL: only for the configured roles, queries for them all, writes for the write
+/// roles; ORDS's answer shape; what would write or change the session refused or undone.
+async fn rest_enabled_sql(b: Backend) {
+    let s = server(b).await;
+    let url = ords(&s, "/_/sql");
+    let run = |token: Option<String>, body: &'static str, media: &'static str| {
+        let mut request = s.client.post(&url).header("Content-Type", media).body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let r = request.send().await.expect("sql");
+            let status = r.status().as_u16();
+            (status, r.text().await.expect("text"))
+        }
+    };
+    let (status, text) = run(None, "select 1", "application/sql").await;
+    assert_ords_error(status, &text, 401, "Unauthorized");
+    let (_, writer) = client_token(&s, "w", "writer").await;
+    let (status, text) = run(Some(writer), "select 1", "application/sql").await;
+    assert_ords_error(status, &text, 403, "Forbidden");
+    let (_, analyst) = client_token(&s, "a", "analyst").await;
+    let (status, text) = run(
+        Some(analyst.clone()),
+        "select team_id, name from team where team_id <= 2 order by team_id;\n select count(*) as n from driver",
+        "application/sql",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let answer = json_of(&text);
+    let first = &answer["items"][0];
+    assert_eq!(
+        (&first["statementId"], &first["statementType"]),
+        (&json!(1), &json!("query"))
+    );
+    assert_eq!(
+        first["resultSet"]["items"],
+        json!([{"team_id": 1, "name": "Mercedes"}, {"team_id": 2, "name": "Ferrari"}])
+    );
+    assert_eq!(
+        (&first["resultSet"]["count"], &first["resultSet"]["hasMore"]),
+        (&json!(2), &json!(false))
+    );
+    assert_eq!(first["resultSet"]["metadata"][1]["columnName"], "name");
+    assert_eq!(answer["items"][1]["resultSet"]["items"], json!([{"n": 20}]));
+    // paging through the JSON form
+    let (_, text) = run(
+        Some(analyst.clone()),
+        r#"{"statementText":"select team_id from team order by team_id","limit":3,"offset":1}"#,
+        "application/json",
+    )
+    .await;
+    let set = &json_of(&text)["items"][0]["resultSet"];
+    assert_eq!(
+        set["items"],
+        json!([{"team_id": 2}, {"team_id": 3}, {"team_id": 4}])
+    );
+    assert_eq!((&set["hasMore"], &set["offset"]), (&json!(true), &json!(1)));
+    // a reader's writes are refused, or fail in its read-only transaction: nothing changes
+    let (_, text) = run(
+        Some(analyst.clone()),
+        "delete from driver; with gone as (delete from driver returning 1) select * from gone; set default_transaction_read_only = off",
+        "application/sql",
+    )
+    .await;
+    let answer = json_of(&text);
+    for item in answer["items"].as_array().expect("items") {
+        assert!(item["errorCode"].is_string(), "{item}");
+    }
+    assert_eq!(s.int("SELECT count(*) FROM driver"), 20);
+    // a write role writes; temporary objects and session control stay refused
+    let (_, dba) = client_token(&s, "d", "dba").await;
+    let (_, text) = run(
+        Some(dba),
+        "insert into team (team_id, name, points) values (70, 'Hesketh', 0); update team set points = 5 where team_id >= 70; create temp table scratch (a int); begin",
+        "application/sql",
+    )
+    .await;
+    let answer = json_of(&text);
+    assert_eq!(answer["items"][0]["statementType"], "dml");
+    assert_eq!(
+        answer["items"][0]["response"],
+        json!(["\n1 row inserted.\n\n"])
+    );
+    assert_eq!(answer["items"][1]["result"], 1);
+    assert!(answer["items"][2]["errorCode"].is_string(), "{text}");
+    assert!(answer["items"][3]["errorCode"].is_string(), "{text}");
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 70"), 5);
+    if b == Backend::Postgres {
+        // what a query sets for the session is undone when it ends (RESET ALL)
+        for _ in 0..4 {
+            run(
+                Some(analyst.clone()),
+                "select set_config('default_transaction_read_only', 'off', false)",
+                "application/sql",
+            )
+            .await;
+        }
+        let (_, text) = run(
+            Some(analyst),
+            "select current_setting('default_transaction_read_only') as ro",
+            "application/sql",
+        )
+        .await;
+        assert_eq!(
+            json_of(&text)["items"][0]["resultSet"]["items"],
+            json!([{"ro": "on"}])
+        );
+    }
+}
+
 backend_tests!(
+    rest_enabled_sql,
     modules_map_to_custom_resources,
     the_metadata_catalog_describes_objects,
     batchload_reports_as_ords,

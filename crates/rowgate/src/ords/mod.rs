@@ -14,6 +14,7 @@ pub mod batchload;
 pub mod catalog;
 pub mod request;
 pub mod respond;
+pub mod sql;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub enum Target {
     Collection(String),
     /// `{object}/{key}`
     Item(String, String),
+    /// `_/sql`: REST-enabled SQL.
+    Sql,
     /// `metadata-catalog/`, or `metadata-catalog/{object}/` (`item`: `…/{object}/item`).
     Catalog {
         /// The object described, if one.
@@ -59,6 +62,7 @@ pub fn target(path: &str) -> Result<(String, Target), ApiError> {
         .collect();
     let target = match segments.as_slice() {
         [_, oauth, token] if oauth == "oauth" && token == "token" => Target::Token,
+        [_, underscore, sql] if underscore == "_" && sql == "sql" => Target::Sql,
         [_, catalog] | [_, catalog, _] if catalog == "metadata-catalog" => {
             match segments.get(2).filter(|o| !o.is_empty()) {
                 None => Target::Catalog {
@@ -155,6 +159,14 @@ async fn serve(
                     catalog::describe(app, &principal, &base, &object, item)
                 }
             }
+        }
+        Target::Sql => {
+            if parts.method != http::Method::POST {
+                return Err(ApiError::method_not_allowed(&parts.method, &["POST"]));
+            }
+            let principal = app.auth.authenticate(&parts.headers)?;
+            let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
+            sql::run(app, parts, &principal, &bytes).await
         }
         Target::Collection(object) => answer(app, parts, body, &object, None).await,
         Target::Item(object, key) => answer(app, parts, body, &object, Some(&key)).await,

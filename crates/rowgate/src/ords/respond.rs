@@ -80,10 +80,10 @@ impl<'s> Shape<'s> {
 }
 
 /// A member's name: borrowed from the row's text unless it has escapes.
-type Name<'a> = std::borrow::Cow<'a, str>;
+pub(super) type Name<'a> = std::borrow::Cow<'a, str>;
 
 /// A row's JSON members in order, values unparsed.
-fn members(text: &str) -> Result<Vec<(Name<'_>, &RawValue)>, ApiError> {
+pub(super) fn members(text: &str) -> Result<Vec<(Name<'_>, &RawValue)>, ApiError> {
     struct Key;
     impl<'de> serde::de::DeserializeSeed<'de> for Key {
         type Value = Name<'de>;
