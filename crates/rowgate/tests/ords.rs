@@ -557,6 +557,39 @@ async fn the_metadata_catalog_describes_objects(b: Backend) {
     );
     let (status, _, text) = get(&s, "/metadata-catalog/nope/").await;
     assert_ords_error(status, &text, 404, "NotFound");
+    // the OpenAPI document of one object: its ORDS endpoints, the methods the role may use
+    let (status, headers, text) = get(&s, "/open-api-catalog/team/").await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "application/openapi+json");
+    let api = json_of(&text);
+    assert_eq!(
+        api["servers"][0]["url"],
+        format!("http://{}/ords/hr", s.addr).as_str()
+    );
+    let paths = &api["paths"];
+    assert!(paths["/team/"]["get"].is_object(), "{paths}");
+    assert!(paths["/team/"]["post"].is_null(), "anon may not insert");
+    let rows = &paths["/team/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    assert!(
+        rows["properties"]["items"]["items"]["properties"]["team_id"].is_object(),
+        "{rows}"
+    );
+    let (_, writer) = client_token(&s, "oa", "writer").await;
+    let r = s
+        .client
+        .get(ords(&s, "/open-api-catalog/team/"))
+        .bearer_auth(writer)
+        .send()
+        .await
+        .expect("get");
+    let api: Value = r.json().await.expect("json");
+    for (path, method) in [
+        ("/team/", "post"),
+        ("/team/{id}", "put"),
+        ("/team/{id}", "delete"),
+    ] {
+        assert!(api["paths"][path][method].is_object(), "{path} {method}");
+    }
 }
 
 /// A custom resource declared under `/ords/{schema}/` answers there (ORDS modules map to

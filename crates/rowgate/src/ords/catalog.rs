@@ -45,7 +45,9 @@ pub fn list(app: &App, principal: &Principal, base: &str) -> Reply {
                 "links": [
                     {"rel": "describes", "href": format!("{base}{name}/")},
                     {"rel": "canonical", "href": format!("{base}metadata-catalog/{name}/"),
-                     "mediaType": "application/json"}
+                     "mediaType": "application/json"},
+                    {"rel": "alternate", "href": format!("{base}open-api-catalog/{name}/"),
+                     "mediaType": "application/openapi+json"}
                 ]
             })
         })

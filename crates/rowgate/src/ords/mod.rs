@@ -44,6 +44,8 @@ pub enum Target {
     Item(String, String),
     /// `_/sql`: REST-enabled SQL.
     Sql,
+    /// `open-api-catalog/{object}/`: the object's OpenAPI document.
+    OpenApi(String),
     /// `metadata-catalog/`, or `metadata-catalog/{object}/` (`item`: `…/{object}/item`).
     Catalog {
         /// The object described, if one.
@@ -63,6 +65,13 @@ pub fn target(path: &str) -> Result<(String, Target), ApiError> {
     let target = match segments.as_slice() {
         [_, oauth, token] if oauth == "oauth" && token == "token" => Target::Token,
         [_, underscore, sql] if underscore == "_" && sql == "sql" => Target::Sql,
+        [_, catalog, object] | [_, catalog, object, _]
+            if catalog == "open-api-catalog"
+                && !object.is_empty()
+                && segments.get(3).is_none_or(|s| s.is_empty()) =>
+        {
+            Target::OpenApi(object.to_string())
+        }
         [_, catalog] | [_, catalog, _] if catalog == "metadata-catalog" => {
             match segments.get(2).filter(|o| !o.is_empty()) {
                 None => Target::Catalog {
@@ -159,6 +168,37 @@ async fn serve(
                     catalog::describe(app, &principal, &base, &object, item)
                 }
             }
+        }
+        Target::OpenApi(object) => {
+            if parts.method != http::Method::GET && parts.method != http::Method::HEAD {
+                return Err(ApiError::method_not_allowed(
+                    &parts.method,
+                    &["GET", "HEAD"],
+                ));
+            }
+            let principal = app.auth.authenticate(&parts.headers)?;
+            let object = resolve(app, &object)?;
+            let base = request::base_url(&parts.headers, &config.schema);
+            let schema = app.db.schema();
+            let document = crate::openapi::ords_catalog(
+                &schema,
+                &app.duality,
+                &app.auth.policy,
+                &principal,
+                &base,
+                &object,
+            )
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::TableNotFound,
+                    format!("no object '{object}' to describe"),
+                )
+            })?;
+            Ok(Reply::raw(
+                http::StatusCode::OK,
+                "application/openapi+json",
+                bytes::Bytes::from(document.to_string()),
+            ))
         }
         Target::Sql => {
             if parts.method != http::Method::POST {
@@ -258,6 +298,11 @@ mod tests {
             ("hr".into(), Target::Item("pair".into(), "1,2".into()))
         );
         assert_eq!(t("/ords/hr/oauth/token").expect("token").1, Target::Token);
+        assert_eq!(t("/ords/hr/_/sql").expect("sql").1, Target::Sql);
+        assert_eq!(
+            t("/ords/hr/open-api-catalog/team/").expect("openapi").1,
+            Target::OpenApi("team".into())
+        );
         assert_eq!(
             t("/ords/hr/metadata-catalog/").expect("catalog").1,
             Target::Catalog {
