@@ -597,6 +597,15 @@ pub fn with_metadata(
     body: &[u8],
     nocheck: &[Vec<String>],
 ) -> anyhow::Result<(Vec<u8>, Vec<String>)> {
+    with_metadata_as_of(body, nocheck, None)
+}
+
+/// As [`with_metadata`], with `"asof":…` after the etag when given (ORDS's `_metadata.asof`).
+pub fn with_metadata_as_of(
+    body: &[u8],
+    nocheck: &[Vec<String>],
+    asof: Option<&str>,
+) -> anyhow::Result<(Vec<u8>, Vec<String>)> {
     let documents: Vec<&serde_json::value::RawValue> =
         serde_json::from_slice(body).context("the documents are not a JSON array")?;
     let mut out = Vec::with_capacity(body.len() + documents.len() * 64);
@@ -623,7 +632,14 @@ pub fn with_metadata(
         values.next().context("a document's _id has no value")??;
         let split = text.len() - after_key.len() + values.byte_offset();
         out.extend_from_slice(&text.as_bytes()[..split]);
-        out.extend_from_slice(format!(",\"_metadata\":{{\"etag\":\"{tag}\"}}").as_bytes());
+        match asof {
+            Some(asof) => out.extend_from_slice(
+                format!(",\"_metadata\":{{\"etag\":\"{tag}\",\"asof\":\"{asof}\"}}").as_bytes(),
+            ),
+            None => {
+                out.extend_from_slice(format!(",\"_metadata\":{{\"etag\":\"{tag}\"}}").as_bytes())
+            }
+        }
         out.extend_from_slice(&text.as_bytes()[split..]);
         tags.push(tag);
     }

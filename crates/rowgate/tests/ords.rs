@@ -9,6 +9,9 @@ use common::*;
 use serde_json::{json, Value};
 
 const CONFIG: &str = r#"
+[realtime]
+tables = ["team", "driver"]
+
 [ords]
 schema = "hr"
 sql_roles = ["analyst"]
@@ -385,6 +388,13 @@ async fn duality_views_under_ords(b: Backend) {
         .expect("etag")
         .to_string();
     assert_eq!(headers["etag"], format!("\"{etag}\"").as_str());
+    // asof: the change-log position the document reflects, as ORDS's 16 hex digits
+    let asof = |d: &Value| {
+        let text = d["_metadata"]["asof"].as_str().expect("asof").to_string();
+        assert_eq!(text.len(), 16, "{d}");
+        u64::from_str_radix(&text, 16).expect("hex")
+    };
+    let before = asof(&document);
     assert_eq!(
         rels(&document["links"]),
         vec!["self", "edit", "describedby", "collection"]
@@ -408,6 +418,8 @@ async fn duality_views_under_ords(b: Backend) {
     assert_eq!(r.status(), 200);
     let written: Value = r.json().await.expect("json");
     assert_eq!(written["name"], "Scuderia Ferrari");
+    let (_, _, text) = get(&s, "/team_dv/2").await;
+    assert!(asof(&json_of(&text)) > before, "the write moved the log on");
     assert_ne!(written["_metadata"]["etag"], etag.as_str());
     // the same body again: its etag is stale now
     let r = put(document).await.expect("put");

@@ -244,6 +244,17 @@ async fn answer(
             .steps
             .insert(0, Step::Count(render::count(cx.dialect, &count)));
     }
+    if app.realtime.is_some()
+        && app.duality.get(&object).is_some()
+        && matches!(request.api.action, crate::api::request::Action::Read { .. })
+    {
+        // _metadata.asof: the change-log position the documents reflect (same snapshot)
+        let last = crate::realtime::capture::last_id_sql(&app.db);
+        plan.job.steps.push(Step::Value(rowgate_query::stmt::Sql {
+            text: last.to_string(),
+            params: Vec::new(),
+        }));
+    }
     let outcome = app.db.run(plan.job).await?;
     respond::answer(app, &request, &plan.answer, outcome, &schema)
 }

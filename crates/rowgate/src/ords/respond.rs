@@ -241,10 +241,17 @@ fn rows_of(answer: &Answer, outcome: &mut Output) -> Result<(Vec<u8>, Option<Str
         } => Some(nocheck),
         _ => None,
     };
+    // the change-log position read in the same snapshot, as ORDS's 16 hexadecimal digits
+    let asof = outcome
+        .value
+        .as_deref()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|id| format!("{id:016X}"));
     match nocheck {
         Some(nocheck) => {
-            let (body, tags) =
-                crate::duality::with_metadata(&body, nocheck).map_err(ApiError::internal)?;
+            let (body, tags) = crate::duality::with_metadata_as_of(&body, nocheck, asof.as_deref())
+                .map_err(ApiError::internal)?;
             Ok((body, tags.into_iter().next().map(|t| format!("\"{t}\""))))
         }
         None => Ok((body, None)),
