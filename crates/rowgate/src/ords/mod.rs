@@ -228,7 +228,7 @@ async fn answer(
     if parts.method == Method::POST && key == Some("batchload") {
         return batchload::load(app, parts, &principal, &object, &bytes).await;
     }
-    let request = request::parse(app, parts, &object, key, bytes)?;
+    let mut request = request::parse(app, parts, &object, key, bytes)?;
     let schema = app.db.schema();
     let cx = app.plan_context(&schema, &principal);
     let mut plan = action_plan::plan(&request.api, &cx)?;
@@ -244,17 +244,13 @@ async fn answer(
             .steps
             .insert(0, Step::Count(render::count(cx.dialect, &count)));
     }
-    if app.realtime.is_some()
-        && app.duality.get(&object).is_some()
-        && matches!(request.api.action, crate::api::request::Action::Read { .. })
-    {
-        // _metadata.asof: the change-log position the documents reflect (same snapshot)
-        let last = crate::realtime::capture::last_id_sql(&app.db);
-        plan.job.steps.push(Step::Value(rowgate_query::stmt::Sql {
-            text: last.to_string(),
-            params: Vec::new(),
-        }));
-    }
+    // _metadata.asof: the last change this worker had seen before the read began; the read's
+    // snapshot, taken after, reflects every change up to it (no statement needed)
+    request.asof = app
+        .realtime
+        .as_ref()
+        .filter(|_| app.duality.get(&object).is_some())
+        .map(|r| r.hub.last());
     let outcome = app.db.run(plan.job).await?;
     respond::answer(app, &request, &plan.answer, outcome, &schema)
 }

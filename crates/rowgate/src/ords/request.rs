@@ -28,6 +28,9 @@ pub struct OrdsRequest<'a> {
     pub base: String,
     /// The object's name.
     pub object: &'a str,
+    /// For a duality view's documents: the change-log position they reflect (every change up
+    /// to it), when realtime is on.
+    pub asof: Option<i64>,
 }
 
 /// Parses a request to `object` (and item `key`).
@@ -130,6 +133,7 @@ pub fn parse<'a>(
         q,
         base: base_url(&parts.headers, &app.config.ords.schema),
         object,
+        asof: None,
     })
 }
 

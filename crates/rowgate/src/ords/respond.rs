@@ -228,7 +228,11 @@ fn push_link(out: &mut String, rel: &str, parts: &[&str]) {
 }
 
 /// The rows of an outcome (a duality view's with `_metadata`), and the first one's etag.
-fn rows_of(answer: &Answer, outcome: &mut Output) -> Result<(Vec<u8>, Option<String>), ApiError> {
+fn rows_of(
+    answer: &Answer,
+    outcome: &mut Output,
+    asof: Option<i64>,
+) -> Result<(Vec<u8>, Option<String>), ApiError> {
     let body = std::mem::take(&mut outcome.rows);
     let nocheck = match answer {
         Answer::Read {
@@ -241,13 +245,8 @@ fn rows_of(answer: &Answer, outcome: &mut Output) -> Result<(Vec<u8>, Option<Str
         } => Some(nocheck),
         _ => None,
     };
-    // the change-log position read in the same snapshot, as ORDS's 16 hexadecimal digits
-    let asof = outcome
-        .value
-        .as_deref()
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|id| format!("{id:016X}"));
+    // the change-log position the documents reflect, as ORDS's 16 hexadecimal digits
+    let asof = asof.map(|id| format!("{id:016X}"));
     match nocheck {
         Some(nocheck) => {
             let (body, tags) = crate::duality::with_metadata_as_of(&body, nocheck, asof.as_deref())
@@ -302,7 +301,7 @@ fn collection(
     collection_url: &str,
 ) -> Result<Reply, ApiError> {
     let method = request.api.method;
-    let (body, tag) = rows_of(answer, &mut outcome)?;
+    let (body, tag) = rows_of(answer, &mut outcome, request.asof)?;
     if *method == Method::POST {
         // the stored row with its links, where it lives, and its ETag
         let row = std::str::from_utf8(unwrap_single(&body)).map_err(ApiError::internal)?;
@@ -416,7 +415,7 @@ fn item(
     } else {
         outcome.row_count
     };
-    let (body, tag) = rows_of(answer, &mut outcome)?;
+    let (body, tag) = rows_of(answer, &mut outcome, request.asof)?;
     if rows == 0 {
         return Err(ApiError::new(
             ErrorCode::NotFound,

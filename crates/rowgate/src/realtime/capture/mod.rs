@@ -78,15 +78,6 @@ pub async fn ensure(db: &Database, tables: &[Table]) -> anyhow::Result<()> {
     }
 }
 
-/// The statement reading the newest change's id (0: none) in a job's snapshot: what a read in
-/// the same job reflects, as of the change log (ORDS's `_metadata.asof`).
-pub fn last_id_sql(db: &Database) -> &'static str {
-    match db {
-        Database::Sqlite(_) => sqlite::LAST_ID,
-        Database::Postgres(_) => postgres::LAST_ID,
-    }
-}
-
 /// Up to `limit` changes after `after`, oldest first (of `table` only, when given, and not
 /// past `upto`).
 pub async fn fetch(

@@ -17,9 +17,6 @@ use crate::schema::Table;
 /// The channel the capture trigger notifies.
 pub const CHANNEL: &str = "rowgate_changes";
 
-/// The newest change's id (0: none).
-pub const LAST_ID: &str = "SELECT coalesce(max(id), 0) AS last FROM rowgate.changes";
-
 /// Advisory lock keys: capture order, and set-up (several nodes may start together).
 const CAPTURE_LOCK: i64 = 0x726f_7767_6174_6501;
 const SETUP_LOCK: i64 = 0x726f_7767_6174_6502;

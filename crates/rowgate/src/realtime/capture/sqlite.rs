@@ -13,9 +13,6 @@ use crate::schema::{JsonKind, Table};
 /// The change log.
 const LOG: &str = "_rowgate_changes";
 
-/// The newest change's id (0: none).
-pub const LAST_ID: &str = "SELECT coalesce(max(id), 0) AS last FROM _rowgate_changes";
-
 /// Prefix of the capture triggers' names.
 const TRIGGER_PREFIX: &str = "_rowgate_rt_";
 
