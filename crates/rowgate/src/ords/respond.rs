@@ -128,9 +128,12 @@ fn key_segment(shape: &Shape, members: &[(Name<'_>, &RawValue)]) -> Option<Strin
         let (_, raw) = members
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(k))?;
-        let text = match serde_json::from_str::<String>(raw.get()) {
-            Ok(s) => s,
-            Err(_) => raw.get().to_string(),
+        // a string key unquoted (and unescaped); a number as written
+        let raw = raw.get();
+        let text = if raw.starts_with('"') {
+            serde_json::from_str::<String>(raw).unwrap_or_else(|_| raw.to_string())
+        } else {
+            raw.to_string()
         };
         parts.push(
             percent_encoding::utf8_percent_encode(&text, percent_encoding::NON_ALPHANUMERIC)
