@@ -38,6 +38,8 @@ pub struct App {
     /// Request bodies over [`LARGE_BODY`] handled at once (`limits.large_bodies`): a large
     /// write body costs several times its size while it is planned and run.
     pub large_bodies: Arc<tokio::sync::Semaphore>,
+    /// Which browser origins may call (`[cors]`).
+    pub cors: crate::cors::Cors,
 }
 
 /// A request body larger than this takes one of the `limits.large_bodies` slots.
@@ -92,7 +94,9 @@ impl App {
         let large_bodies = Arc::new(tokio::sync::Semaphore::new(
             config.limits.large_bodies.max(1),
         ));
+        let cors = crate::cors::Cors::new(&config.cors);
         Ok(Arc::new(App {
+            cors,
             config,
             db,
             auth: Arc::new(auth),

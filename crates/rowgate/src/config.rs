@@ -42,6 +42,8 @@ pub struct Config {
     pub realtime: RealtimeConfig,
     /// The ORDS front end (`[ords]`), see [`crate::ords`].
     pub ords: OrdsConfig,
+    /// Browser origins (`[cors]`), see [`crate::cors`].
+    pub cors: CorsConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -325,6 +327,29 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[cors]`: which browser origins may call the server (CORS).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsConfig {
+    /// Origins allowed (`https://app.example.com`); `*` any (PostgREST's default); none turns
+    /// CORS off.
+    pub origins: Vec<String>,
+    /// Allow credentials (cookies, HTTP authentication): the origin is echoed, never `*`.
+    pub allow_credentials: bool,
+    /// How long a browser may cache a preflight's answer, in seconds.
+    pub max_age_s: u64,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        CorsConfig {
+            origins: vec!["*".into()],
+            allow_credentials: false,
+            max_age_s: 86_400,
+        }
+    }
+}
+
 /// `[ords]`: Oracle REST Data Services' AutoREST URLs, `/ords/{schema}/{object}/…`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -469,6 +494,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             realtime: RealtimeConfig::default(),
             ords: OrdsConfig::default(),
+            cors: CorsConfig::default(),
             dir: ConfigDir::default(),
         }
     }

@@ -18,6 +18,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod cors;
 pub mod db;
 pub mod demo;
 pub mod duality;

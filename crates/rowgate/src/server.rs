@@ -19,9 +19,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::api::request::RequestBody;
-use crate::api::respond::{error_response, Reply, Response};
+use crate::api::respond::{error_response, Body, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
+use crate::cors::Verdict;
 use crate::error::{ApiError, ErrorCode};
 use crate::observe::Metrics;
 use crate::{auth, openapi, resources};
@@ -186,10 +187,26 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
-    let mut response = match route(app, req, peer).await {
-        Ok(reply) => reply.into_response(head),
-        Err(err) => error_response(&err, head),
+    let mut allowed = None;
+    let mut response = match app.cors.verdict(req.method(), req.headers()) {
+        Verdict::Preflight(answer) => {
+            let (parts, ()) = answer.into_parts();
+            Response::from_parts(parts, Body::Left(http_body_util::Full::new(Bytes::new())))
+        }
+        Verdict::Refused(err) => error_response(&err, head),
+        verdict => {
+            if let Verdict::Allowed(origin) = verdict {
+                allowed = Some(origin);
+            }
+            match route(app, req, peer).await {
+                Ok(reply) => reply.into_response(head),
+                Err(err) => error_response(&err, head),
+            }
+        }
     };
+    if let Some(origin) = &allowed {
+        app.cors.decorate(origin, response.headers_mut());
+    }
     app.metrics.response(response.status().as_u16());
     let millis = started.elapsed().as_secs_f64() * 1000.0;
     // after the stages of a table request, when they are timed (`rest.server_timing`)
