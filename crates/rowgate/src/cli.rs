@@ -103,6 +103,18 @@ enum ClientsAction {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Print a long-lived API key for a client (Supabase's anon or service-role key): a token
+    /// of its role, sent as a bearer token or in the `apikey` header; withdrawn by `rotate`
+    /// then `retire`, or by `revoke`.
+    Key {
+        /// The client's name.
+        name: String,
+        /// Days the key is valid.
+        #[arg(long, default_value_t = 3650)]
+        days: u64,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -290,7 +302,8 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
         | ClientsAction::List { common, .. }
         | ClientsAction::Rotate { common, .. }
         | ClientsAction::Retire { common, .. }
-        | ClientsAction::Revoke { common, .. } => common,
+        | ClientsAction::Revoke { common, .. }
+        | ClientsAction::Key { common, .. } => common,
     };
     let config = common.load()?;
     init_logging("warn");
@@ -330,6 +343,12 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
             ClientsAction::Retire { name, .. } => {
                 store::retire(&db, name).await?;
                 println!("the previous secret of {name:?} and its tokens no longer work");
+            }
+            ClientsAction::Key { name, days, .. } => {
+                let secrets = secret::load(&config)?;
+                let tokens =
+                    crate::auth::token::Tokens::new(&secrets.jwt_key, &config.auth, &config.dir)?;
+                println!("{}", crate::auth::api_key(&db, &tokens, name, *days).await?);
             }
             ClientsAction::Revoke { name, .. } => {
                 store::revoke(&db, name).await?;

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::{bail, Context as _};
 use arc_swap::ArcSwap;
 use http::HeaderMap;
 use serde_json::{Map, Value as Json};
@@ -132,23 +133,32 @@ impl Auth {
     /// The principal of a request: the anonymous role without an `Authorization` header, the
     /// token's role with a valid bearer token, else 401 `invalid_token`.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-            return Ok(self.anonymous.clone());
-        };
         let invalid = |why: &str| {
             ApiError::new(ErrorCode::InvalidToken, "invalid bearer token").details(why.to_string())
         };
-        let text = value
-            .to_str()
-            .map_err(|_| invalid("the Authorization header is not text"))?;
-        let token = match text.split_once(' ') {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-            _ if text.eq_ignore_ascii_case("bearer") => "",
-            _ => {
-                return Err(invalid(
-                    "the Authorization header must be \"Bearer <token>\"",
-                ))
+        let token = match headers.get(http::header::AUTHORIZATION) {
+            Some(value) => {
+                let text = value
+                    .to_str()
+                    .map_err(|_| invalid("the Authorization header is not text"))?;
+                match text.split_once(' ') {
+                    Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+                    _ if text.eq_ignore_ascii_case("bearer") => "",
+                    _ => {
+                        return Err(invalid(
+                            "the Authorization header must be \"Bearer <token>\"",
+                        ))
+                    }
+                }
             }
+            // Supabase's clients send their key in `apikey` (and, with a user, Authorization)
+            None => match headers.get("apikey") {
+                Some(value) => value
+                    .to_str()
+                    .map_err(|_| invalid("the apikey header is not text"))?
+                    .trim(),
+                None => return Ok(self.anonymous.clone()),
+            },
         };
         if token.is_empty() {
             return Err(invalid("the bearer token is empty"));
@@ -302,4 +312,27 @@ impl FailureLimiter {
 /// The limiter key of an address.
 pub fn address_key(ip: IpAddr) -> String {
     format!("addr:{ip}")
+}
+
+/// A long-lived API key for the client `name` (Supabase's anon and service-role keys): a
+/// token of this server for the client's role, valid `days` days, bound to the client's current
+/// secret generation, so that `rotate` then `retire` (or `revoke`) withdraws it. Clients send
+/// it as `Authorization: Bearer …` or in the `apikey` header.
+pub async fn api_key(
+    db: &Database,
+    tokens: &Tokens,
+    name: &str,
+    days: u64,
+) -> anyhow::Result<String> {
+    let clients = clients::load(db).await?;
+    let client = clients.values().find(|c| c.name == name).with_context(|| {
+        format!("no client {name:?}: add it first (rowgate clients add {name} --role …)")
+    })?;
+    if client.revoked {
+        bail!("the client {name:?} is revoked");
+    }
+    if days == 0 {
+        bail!("a key must be valid for at least one day");
+    }
+    tokens.issue(client, client.secret_gen, days.saturating_mul(86_400), None)
 }
