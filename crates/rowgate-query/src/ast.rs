@@ -258,6 +258,36 @@ pub enum Condition {
     },
 }
 
+impl Condition {
+    /// The same tree with each predicate's column renamed by `rename` (a front end's names
+    /// resolved to the table's), or the first refusal.
+    pub fn try_map_columns<E>(
+        &self,
+        rename: &dyn Fn(&str) -> Result<String, E>,
+    ) -> Result<Condition, E> {
+        Ok(match self {
+            Condition::Pred(p) => Condition::Pred(Predicate {
+                column: rename(&p.column)?,
+                ..p.clone()
+            }),
+            Condition::And { negated, items } => Condition::And {
+                negated: *negated,
+                items: items
+                    .iter()
+                    .map(|i| i.try_map_columns(rename))
+                    .collect::<Result<_, _>>()?,
+            },
+            Condition::Or { negated, items } => Condition::Or {
+                negated: *negated,
+                items: items
+                    .iter()
+                    .map(|i| i.try_map_columns(rename))
+                    .collect::<Result<_, _>>()?,
+            },
+        })
+    }
+}
+
 /// Sort direction of one `order=` term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {

@@ -109,17 +109,7 @@ fn member(key: &str, value: &Json, depth: usize) -> Result<Vec<Condition>, Parse
                 Json::Object(_) => vec![and(object(value, depth + 1)?)],
                 _ => return Err(invalid(format!("{key} takes an array of objects"))),
             };
-            Ok(vec![if lower == "$and" {
-                Condition::And {
-                    negated: false,
-                    items,
-                }
-            } else {
-                Condition::Or {
-                    negated: false,
-                    items,
-                }
-            }])
+            Ok(vec![group(lower == "$and", items)])
         }
         _ if key.starts_with('$') => Err(invalid(format!(
             "{key} is not an operator here: a filter object's members are columns, $and, $or and $orderby"
@@ -140,14 +130,26 @@ fn object(value: &Json, depth: usize) -> Result<Vec<Condition>, ParseError> {
     Ok(out)
 }
 
-fn and(mut items: Vec<Condition>) -> Condition {
-    if items.len() == 1 {
-        items.remove(0)
-    } else {
+/// `$and` (all) or `$or` of `items`.
+fn group(all: bool, items: Vec<Condition>) -> Condition {
+    if all {
         Condition::And {
             negated: false,
             items,
         }
+    } else {
+        Condition::Or {
+            negated: false,
+            items,
+        }
+    }
+}
+
+fn and(mut items: Vec<Condition>) -> Condition {
+    if items.len() == 1 {
+        items.remove(0)
+    } else {
+        group(true, items)
     }
 }
 
@@ -273,17 +275,7 @@ fn operator(name: &str, op: &str, operand: &Json, depth: usize) -> Result<Condit
                 .iter()
                 .map(|item| column(name, item, depth + 1).map(and))
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(if op.eq_ignore_ascii_case("$and") {
-                Condition::And {
-                    negated: false,
-                    items,
-                }
-            } else {
-                Condition::Or {
-                    negated: false,
-                    items,
-                }
-            })
+            Ok(group(op.eq_ignore_ascii_case("$and"), items))
         }
         _ => Err(invalid(format!("{name}: unknown operator {op}"))),
     }

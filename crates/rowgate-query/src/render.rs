@@ -380,7 +380,8 @@ impl Dialect for Postgres {
 }
 
 /// Bind `v` and return its placeholder.
-fn bind(d: &dyn Dialect, out: &mut Sql, v: Value) -> String {
+#[inline]
+pub fn bind(d: &dyn Dialect, out: &mut Sql, v: Value) -> String {
     out.params.push(v);
     d.placeholder(out.params.len())
 }

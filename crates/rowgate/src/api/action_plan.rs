@@ -155,7 +155,7 @@ fn documents(
     query.filters = query
         .filters
         .iter()
-        .map(|c| document_condition(c, &field))
+        .map(|c| c.try_map_columns(&field))
         .collect::<Result<_, _>>()?;
     for term in &mut query.order {
         if term.relation.is_none() {
@@ -208,7 +208,7 @@ pub fn document_read(
         select: Some(view.document.clone()),
         filters: filters
             .iter()
-            .map(|c| document_condition(c, &field))
+            .map(|c| c.try_map_columns(&field))
             .collect::<Result<_, _>>()?,
         ..Query::default()
     };
@@ -280,33 +280,6 @@ fn document_write(
             created: action == DocumentAction::Insert,
             location: format!("{}/{}/", cx.rest.prefix, view.name),
             nocheck: (action != DocumentAction::Delete).then(|| view.nocheck.clone()),
-        },
-    })
-}
-
-/// A filter on document fields as one on the root's columns.
-fn document_condition(
-    c: &Condition,
-    field: &dyn Fn(&str) -> Result<String, ApiError>,
-) -> Result<Condition, ApiError> {
-    Ok(match c {
-        Condition::Pred(p) => Condition::Pred(rowgate_query::Predicate {
-            column: field(&p.column)?,
-            ..p.clone()
-        }),
-        Condition::And { negated, items } => Condition::And {
-            negated: *negated,
-            items: items
-                .iter()
-                .map(|i| document_condition(i, field))
-                .collect::<Result<_, _>>()?,
-        },
-        Condition::Or { negated, items } => Condition::Or {
-            negated: *negated,
-            items: items
-                .iter()
-                .map(|i| document_condition(i, field))
-                .collect::<Result<_, _>>()?,
         },
     })
 }

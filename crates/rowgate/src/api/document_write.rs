@@ -21,7 +21,7 @@ use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{
     DeleteStmt, InsertRows, InsertStmt, OnConflict, SelectStmt, Sql, UpdateStmt,
 };
-use rowgate_query::{Condition, Operand, Operator, Predicate, Value};
+use rowgate_query::{Condition, Value};
 use serde_json::{Map, Value as Json};
 
 use super::guard::Guard;
@@ -535,7 +535,7 @@ impl<'c, 'a> Writer<'c, 'a> {
             sql.text.push_str(if i == 0 { " WHERE " } else { " AND " });
             sql.text.push_str(&d.quote_ident(column));
             sql.text.push_str(" = ");
-            let ph = bind(d, &mut sql, value.clone());
+            let ph = render::bind(d, &mut sql, value.clone());
             sql.text.push_str(&ph);
         }
         if !kept.is_empty() {
@@ -546,7 +546,7 @@ impl<'c, 'a> Writer<'c, 'a> {
                 if i > 0 {
                     sql.text.push_str(", ");
                 }
-                let ph = bind(d, &mut sql, v);
+                let ph = render::bind(d, &mut sql, v);
                 sql.text.push_str(&ph);
             }
             sql.text.push(')');
@@ -581,11 +581,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         let key_column = writable_key(node)?;
         if !node.update {
             // nothing may change but the fields not checked
-            let checked: Vec<(String, Value)> = set
-                .iter()
-                .filter(|(c, _)| node.field_of(c).is_none_or(|f| !f.nocheck))
-                .cloned()
-                .collect();
+            let checked = checked(node, set);
             if let Some(step) = self.differs(node, table, key_column, key, &checked, "updating") {
                 self.steps.push(step);
             }
@@ -645,11 +641,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         }
         if !node.update {
             // an existing row may not change
-            let checked: Vec<(String, Value)> = set
-                .iter()
-                .filter(|(c, _)| node.field_of(c).is_none_or(|f| !f.nocheck))
-                .cloned()
-                .collect();
+            let checked = checked(node, set);
             if let Some(step) = self.differs(node, table, &key_column, key, &checked, "updating") {
                 self.steps.push(step);
             }
@@ -769,7 +761,7 @@ impl<'c, 'a> Writer<'c, 'a> {
             }
             sql.text.push_str(&d.quote_ident(column));
             sql.text.push_str(" IS DISTINCT FROM ");
-            let ph = bind(d, &mut sql, value.clone());
+            let ph = render::bind(d, &mut sql, value.clone());
             sql.text.push_str(&ph);
         }
         sql.text.push(')');
@@ -920,11 +912,6 @@ fn rejected(sql: Sql, message: String) -> Step {
     }
 }
 
-fn bind(d: &dyn Dialect, sql: &mut Sql, v: Value) -> String {
-    sql.params.push(v);
-    d.placeholder(sql.params.len())
-}
-
 /// `SELECT count(*) FROM table`.
 fn count_sql(d: &dyn Dialect, table: &Table) -> Sql {
     let mut sql = Sql::default();
@@ -938,7 +925,7 @@ fn push_key(d: &dyn Dialect, column: &str, value: Value, sql: &mut Sql) {
     sql.text.push_str(" WHERE ");
     sql.text.push_str(&d.quote_ident(column));
     sql.text.push_str(" = ");
-    let ph = bind(d, sql, value);
+    let ph = render::bind(d, sql, value);
     sql.text.push_str(&ph);
 }
 
@@ -953,16 +940,17 @@ fn push_row_filter(d: &dyn Dialect, guard: &Guard<'_>, sql: &mut Sql) {
 
 /// `column=eq.key`.
 fn key_condition(column: &str, key: &Value) -> Condition {
-    Condition::Pred(Predicate {
-        column: column.to_string(),
-        path: Vec::new(),
-        negated: false,
-        op: Operator::Eq,
-        quantifier: None,
-        operand: Operand::Scalar(value_text(key)),
-        language: None,
-        vectorize: false,
-    })
+    let mut filters = plan::key_filters(&[(column.to_string(), value_text(key))]);
+    filters.remove(0)
+}
+
+/// The assignments to fields the etag checks (a table the view may not update may take only
+/// these unchanged; the others are ignored).
+fn checked(node: &DocTable, set: &[(String, Value)]) -> Assignments {
+    set.iter()
+        .filter(|(c, _)| node.field_of(c).is_none_or(|f| !f.nocheck))
+        .cloned()
+        .collect()
 }
 
 /// The assignments to `noupdate` columns, and the others.

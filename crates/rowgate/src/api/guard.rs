@@ -141,7 +141,7 @@ impl<'a> Guard<'a> {
             let q = d.quote_ident(&c.name);
             match stmt.set.iter().find(|(name, _)| *name == c.name) {
                 Some((_, v)) => {
-                    let ph = bind(d, &mut sql, v.clone());
+                    let ph = render::bind(d, &mut sql, v.clone());
                     sql.text.push_str(&typed(table, &c.name, &ph));
                     sql.text.push_str(" AS ");
                     sql.text.push_str(&q);
@@ -224,11 +224,6 @@ impl<'a> Guard<'a> {
             },
         }
     }
-}
-
-fn bind(d: &dyn Dialect, sql: &mut Sql, v: Value) -> String {
-    sql.params.push(v);
-    d.placeholder(sql.params.len())
 }
 
 /// A bound value as the column's type (so comparisons in the filter behave as on the column).

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, Method};
 use rowgate_query::filter_object::parse_filter_object;
-use rowgate_query::{Condition, Direction, OrderTerm, Query};
+use rowgate_query::{Direction, OrderTerm, Query};
 
 use crate::api::request::{Action, ApiRequest, MediaType, Prefer, Return};
 use crate::app::App;
@@ -73,8 +73,8 @@ pub fn parse<'a>(
         query.filters = parsed
             .filters
             .into_iter()
-            .map(|c| matched(c, &columns))
-            .collect();
+            .map(|c| c.try_map_columns(&|name| Ok::<_, ApiError>(column_named(name, &columns))))
+            .collect::<Result<_, _>>()?;
         query.order = parsed
             .order
             .into_iter()
@@ -163,24 +163,6 @@ fn column_named(name: &str, columns: &[String]) -> String {
         .or_else(|| columns.iter().find(|c| c.eq_ignore_ascii_case(name)))
         .cloned()
         .unwrap_or_else(|| name.to_string())
-}
-
-/// A condition with its column names matched to the object's.
-fn matched(condition: Condition, columns: &[String]) -> Condition {
-    match condition {
-        Condition::Pred(mut p) => {
-            p.column = column_named(&p.column, columns);
-            Condition::Pred(p)
-        }
-        Condition::And { negated, items } => Condition::And {
-            negated,
-            items: items.into_iter().map(|c| matched(c, columns)).collect(),
-        },
-        Condition::Or { negated, items } => Condition::Or {
-            negated,
-            items: items.into_iter().map(|c| matched(c, columns)).collect(),
-        },
-    }
 }
 
 /// Ascending by the primary key (a duality view's `_id`).
