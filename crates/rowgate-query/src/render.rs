@@ -388,7 +388,13 @@ pub fn bind(d: &dyn Dialect, out: &mut Sql, v: Value) -> String {
 
 /// `SELECT cols FROM t [WHERE …] [ORDER BY …] [LIMIT n] [OFFSET m]`.
 pub fn select(d: &dyn Dialect, s: &SelectStmt) -> Sql {
-    let mut out = Sql::default();
+    select_after(d, Sql::default(), s)
+}
+
+/// [`select`] after `prelude` (a `WITH … ` naming the relation the read is from, such as a
+/// function call's rows), whose parameters come first.
+pub fn select_after(d: &dyn Dialect, prelude: Sql, s: &SelectStmt) -> Sql {
+    let mut out = prelude;
     select_at(d, s, None, &mut out);
     out
 }
@@ -834,7 +840,12 @@ fn kind_of(e: &EmbedStmt, i: usize) -> ValueKind {
 
 /// `SELECT 1 FROM t [WHERE …]`: the rows a count counts, for a planner's estimate of them.
 pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
-    let mut out = Sql::default();
+    matching_rows_after(d, Sql::default(), s)
+}
+
+/// [`matching_rows`] after `prelude` (see [`select_after`]).
+pub fn matching_rows_after(d: &dyn Dialect, prelude: Sql, s: &CountStmt) -> Sql {
+    let mut out = prelude;
     out.text.push_str("SELECT 1");
     count_from(d, s, &mut out);
     out
@@ -842,7 +853,12 @@ pub fn matching_rows(d: &dyn Dialect, s: &CountStmt) -> Sql {
 
 /// `SELECT count(*) FROM t [WHERE …]`.
 pub fn count(d: &dyn Dialect, s: &CountStmt) -> Sql {
-    let mut out = Sql::default();
+    count_after(d, Sql::default(), s)
+}
+
+/// [`count`] after `prelude` (see [`select_after`]).
+pub fn count_after(d: &dyn Dialect, prelude: Sql, s: &CountStmt) -> Sql {
+    let mut out = prelude;
     out.text.push_str("SELECT count(*)");
     count_from(d, s, &mut out);
     out

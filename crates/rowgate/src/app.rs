@@ -81,6 +81,7 @@ impl App {
         router.insert(prefix.as_str(), Route::OpenApi)?;
         router.insert(format!("{prefix}/"), Route::OpenApi)?;
         router.insert(format!("{prefix}/{{table}}"), Route::Table)?;
+        router.insert(format!("{prefix}/rpc/{{function}}"), Route::Rpc)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
         let metrics = Arc::new(crate::observe::Metrics::new());
         let realtime = crate::realtime::state::open(&config.realtime, &db, metrics.clone()).await?;
@@ -187,8 +188,8 @@ async fn compile_resources_on(config: &Config, db: &Arc<Database>) -> anyhow::Re
             .await?
         }
         Database::Postgres(pg) => {
-            let compiled = resources::compile(config, db.dialect(), None)?;
-            resources::check_on_postgres(&compiled, pg).await?;
+            let mut compiled = resources::compile(config, db.dialect(), None)?;
+            resources::check_on_postgres(&mut compiled, pg).await?;
             Ok(compiled)
         }
     }

@@ -448,8 +448,17 @@ fn check(config: &Config) -> anyhow::Result<()> {
         crate::duality::compile(&config.duality_views, &schema)?;
     }
     println!(
-        "configuration OK: {} custom resources, {} grants, {against} database {}",
+        "configuration OK: {} custom resources{}, {} grants, {against} database {}",
         resources.list.len(),
+        match resources
+            .list
+            .iter()
+            .filter(|r| r.function.is_some())
+            .count()
+        {
+            0 => String::new(),
+            n => format!(" ({n} functions)"),
+        },
         config.grants.len(),
         path.display()
     );

@@ -260,9 +260,14 @@ pub struct GrantConfig {
     /// The role.
     pub role: String,
     /// Table or view names (or `"*"`).
+    #[serde(default)]
     pub tables: Vec<String>,
-    /// Allowed operations: `select`, `insert`, `update`, `delete`.
+    /// Allowed operations on the tables: `select`, `insert`, `update`, `delete`.
+    #[serde(default)]
     pub ops: Vec<String>,
+    /// Database functions the role may call at `/{prefix}/rpc/{name}` (or `"*"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
     /// Columns the role may read (and filter and order by); all when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_columns: Option<Vec<String>>,

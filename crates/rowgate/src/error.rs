@@ -66,6 +66,7 @@ error_codes! {
     RelationshipNotFound => ("PGRST200", StatusCode::BAD_REQUEST, Plan, "no foreign-key relationship between the tables fits an embedded resource"),
     AmbiguousRelationship => ("PGRST201", StatusCode::MULTIPLE_CHOICES, Plan, "several relationships fit an embedded resource: pick one with a !hint (the candidates are in details)"),
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
+    FunctionNotFound => ("PGRST202", StatusCode::NOT_FOUND, Plan, "no function of that name takes the arguments given (the hint names one that might be meant)"),
     TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),
     NotFound => ("RG404", StatusCode::NOT_FOUND, Request, "no route or row matches the URL"),
     NoPrimaryKey => ("RG105", StatusCode::BAD_REQUEST, Plan, "the table has no primary key, so it has no item URLs or default conflict target"),

@@ -8,6 +8,7 @@
 //! - [`job`]: what a request asks of the database, as data, run by a backend.
 //! - [`schema`]: the schema cache; [`db`]: the SQLite data path (reader pool, group-commit writer).
 //! - [`resources`]: custom resources declared in config (SQL → JSON or a template).
+//! - [`rpc`]: functions as RPC at `/{prefix}/rpc/{name}` (PostgreSQL functions, resource functions).
 //! - [`openapi`]: the generated API description; [`error`]: the one error-code table.
 //! - [`demo`]: the deterministic demo database.
 //! - [`supervisor`]: the process that keeps workers running; [`worker`]: a worker's side of it.
@@ -31,6 +32,7 @@ pub mod ords;
 pub mod realtime;
 pub mod resources;
 pub mod routes;
+pub mod rpc;
 pub mod schema;
 pub mod server;
 pub mod supervisor;

@@ -15,6 +15,7 @@ use crate::duality::DualityViews;
 use crate::error::ApiError;
 use crate::resources::declare::{ParamType, Shape, Source};
 use crate::resources::{Resource, Resources};
+use crate::schema::functions::{Function, Returns};
 use crate::schema::relationships;
 use crate::schema::{SchemaCache, Table};
 use rowgate_query::SelectItem;
@@ -174,6 +175,14 @@ pub fn document(
         if let Value::Object(existing) = entry {
             existing.extend(ops);
         }
+    }
+    for overloads in schema.functions.values() {
+        // the first overload stands for the name (a resource function of that name wins)
+        let Some(f) = overloads.first() else { continue };
+        if !policy.may_call(principal, &f.name) || resources.function(&f.name).is_some() {
+            continue;
+        }
+        paths.insert(format!("{prefix}/rpc/{}", f.name), function(f));
     }
     for full in schema.tables.values() {
         let Some(grant) = policy.grant(principal, &full.name) else {
@@ -593,15 +602,26 @@ fn custom_resource(resource: &Resource) -> Value {
     };
     let mut ops = Map::new();
     for method in &resource.methods {
+        let mut parameters = params.clone();
+        // a function's arguments come in the query string of a GET
+        let by_query = resource.function.is_some() && *method == http::Method::GET;
+        if by_query {
+            parameters.extend(body_props.iter().map(|(name, schema)| {
+                json!({"name": name, "in": "query", "required": body_required.contains(name), "schema": schema})
+            }));
+        }
         let mut op = json!({
-            "summary": format!("custom resource {} {}", method, resource.path),
-            "parameters": params,
+            "summary": match &resource.function {
+                Some(name) => format!("function {name}"),
+                None => format!("custom resource {} {}", method, resource.path),
+            },
+            "parameters": parameters,
             "responses": {
                 status: ok,
                 "400": {"$ref": "#/components/responses/Error"},
             },
         });
-        if !body_props.is_empty() {
+        if !body_props.is_empty() && !by_query {
             op["requestBody"] = json!({"content": {"application/json": {"schema": {
                 "type": "object", "properties": body_props, "required": body_required}}}});
         }
@@ -609,6 +629,80 @@ fn custom_resource(resource: &Resource) -> Value {
             op["responses"]["404"] = json!({"$ref": "#/components/responses/Error"});
         }
         ops.insert(method.as_str().to_ascii_lowercase(), op);
+    }
+    Value::Object(ops)
+}
+
+/// The operations of a database function at `/{prefix}/rpc/{name}`: POST with its arguments
+/// as a JSON object, and GET with them in the query string unless it is VOLATILE.
+fn function(f: &Function) -> Value {
+    let typed = |json_type: &str| {
+        if json_type.is_empty() {
+            json!({})
+        } else {
+            json!({"type": json_type})
+        }
+    };
+    let named: Vec<_> = f.params.iter().filter(|p| !p.name.is_empty()).collect();
+    let required: Vec<&str> = named
+        .iter()
+        .filter(|p| !p.has_default)
+        .map(|p| p.name.as_str())
+        .collect();
+    let properties: Map<String, Value> = named
+        .iter()
+        .map(|p| (p.name.clone(), typed(p.json_type)))
+        .collect();
+    let ok = match &f.returns {
+        Returns::Void => json!({"description": "done"}),
+        Returns::Scalar { set, json_type, .. } => {
+            let value = typed(json_type);
+            let schema = if *set {
+                json!({"type": "array", "items": value})
+            } else {
+                value
+            };
+            json!({"description": "its value", "content": {"application/json": {"schema": schema}}})
+        }
+        Returns::Rows { set, table } => {
+            let row = table_schema(table);
+            let schema = if *set {
+                json!({"type": "array", "items": row})
+            } else {
+                row
+            };
+            json!({"description": "its rows", "content": {"application/json": {"schema": schema}}})
+        }
+    };
+    let status = if matches!(f.returns, Returns::Void) {
+        "204"
+    } else {
+        "200"
+    };
+    let responses = json!({status: ok, "default": {"$ref": "#/components/responses/Error"}});
+    let mut ops = Map::new();
+    ops.insert(
+        "post".into(),
+        json!({
+            "summary": format!("function {}", f.signature()),
+            "requestBody": {"content": {"application/json": {"schema":
+                {"type": "object", "properties": properties, "required": required}}}},
+            "responses": responses,
+        }),
+    );
+    if !f.volatile {
+        let parameters: Vec<Value> = named
+            .iter()
+            .map(|p| json!({"name": p.name, "in": "query", "required": !p.has_default, "schema": typed(p.json_type)}))
+            .collect();
+        ops.insert(
+            "get".into(),
+            json!({
+                "summary": format!("function {}", f.signature()),
+                "parameters": parameters,
+                "responses": responses,
+            }),
+        );
     }
     Value::Object(ops)
 }

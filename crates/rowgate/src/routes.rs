@@ -14,6 +14,8 @@ pub enum Route {
     Table,
     /// `/{prefix}/{table}/{key}`.
     Item,
+    /// `/{prefix}/rpc/{function}`: a function call (a table named `rpc` has no item URLs).
+    Rpc,
     /// `/oauth/token`.
     Token,
     /// `/metrics`: Prometheus text.

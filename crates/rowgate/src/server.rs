@@ -318,6 +318,20 @@ async fn route(
             )
             .await
         }
+        Route::Rpc => {
+            let mut timing = crate::api::timing::Timing::start(app.config.rest.server_timing);
+            let principal = app.auth.authenticate(&parts.headers)?;
+            timing.mark("auth");
+            let name = param("function").unwrap_or_default();
+            let reply =
+                crate::rpc::handle(app, &parts, body, &name, &principal, &mut timing).await?;
+            Ok(match timing.header() {
+                Some(stages) => {
+                    reply.header(http::HeaderName::from_static("server-timing"), stages)
+                }
+                None => reply,
+            })
+        }
         Route::Ords => Ok(crate::ords::handle(app, &parts, body, peer).await),
         Route::Realtime => crate::realtime::upgrade(app, &mut parts),
         Route::RealtimeEvents => crate::realtime::sse::open(app, &parts),

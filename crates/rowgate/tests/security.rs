@@ -436,6 +436,7 @@ async fn rotation_and_revocation(b: Backend) {
             read_columns: None,
             write_columns: None,
             filter: None,
+            functions: Vec::new(),
         }];
     })
     .await;

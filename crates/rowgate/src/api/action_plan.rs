@@ -89,7 +89,7 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
     let full = tables.full;
     let item = guarded.item(request)?;
     match request.action {
-        Action::Read { .. } => read(request, &request.query, cx, &tables, item, None),
+        Action::Read { .. } => read(request, &request.query, cx, &tables, item, None, None),
         Action::Insert => insert(request, cx, &tables),
         Action::Update { .. } | Action::Delete { .. } => modify(request, cx, &tables, item),
         Action::Upsert { key } => put(request, cx, &tables, key),
@@ -169,6 +169,7 @@ fn documents(
         &tables,
         item,
         Some(view.nocheck.clone()),
+        None,
     )?;
     if let Answer::Read { table, .. } = &mut plan.answer {
         table.clone_from(&view.name);
@@ -323,9 +324,57 @@ fn read(
     tables: &Tables<'_>,
     item: Option<Vec<Condition>>,
     documents: Option<Vec<Vec<String>>>,
+    from: Option<&Sql>,
+) -> Result<ActionPlan, ApiError> {
+    read_from(
+        request,
+        query,
+        cx,
+        tables.view,
+        &tables.guard.row_filter,
+        item,
+        documents,
+        from,
+    )
+}
+
+/// The rows a function call returns, read as a table's are: `from` (a `WITH "_rpc" AS (…) `
+/// prelude holding the call) names them `_rpc`, `table` describes them (its relationships
+/// embed). `count=exact` counts them with a second call, so a caller counts only calls
+/// that do not write.
+pub fn call_read(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    table: &Table,
+    from: &Sql,
+) -> Result<ActionPlan, ApiError> {
+    read_from(
+        request,
+        &request.query,
+        cx,
+        table,
+        &[],
+        None,
+        None,
+        Some(from),
+    )
+}
+
+/// The name a function call's rows have in the statement reading them.
+pub const CALL_ROWS: &str = "_rpc";
+
+#[allow(clippy::too_many_arguments)]
+fn read_from(
+    request: &ApiRequest<'_>,
+    query: &Query,
+    cx: &Context<'_>,
+    table: &Table,
+    row_filter: &[Condition],
+    item: Option<Vec<Condition>>,
+    documents: Option<Vec<Vec<String>>>,
+    from: Option<&Sql>,
 ) -> Result<ActionPlan, ApiError> {
     let d = cx.dialect;
-    let table = tables.view;
     let prefer = &request.prefer;
     let is_item = item.is_some();
     let mut plan = plan::read(
@@ -337,7 +386,6 @@ fn read(
         item,
         d,
     )?;
-    let row_filter = &tables.guard.row_filter;
     plan.select.filters.extend(row_filter.iter().cloned());
     let embedder = Embedder { cx, query };
     plan.select.embeds = embedder.resolve(
@@ -358,17 +406,24 @@ fn read(
             .cloned()
             .collect();
     }
+    if from.is_some() {
+        plan.select.table = CALL_ROWS.into();
+        if let Some(count) = &mut plan.count {
+            count.table = CALL_ROWS.into();
+        }
+    }
+    let prelude = || from.cloned().unwrap_or_default();
     let mut steps = Vec::with_capacity(2);
     if let Some(count) = &plan.count {
-        let exact = render::count(d, count);
+        let exact = render::count_after(d, prelude(), count);
         steps.push(match prefer.count {
             Some(Count::Planned) => Step::Estimate {
-                rows: render::matching_rows(d, count),
+                rows: render::matching_rows_after(d, prelude(), count),
                 count: exact,
                 exact_below: None,
             },
             Some(Count::Estimated) => Step::Estimate {
-                rows: render::matching_rows(d, count),
+                rows: render::matching_rows_after(d, prelude(), count),
                 count: exact,
                 exact_below: Some(ESTIMATE_EXACT_BELOW),
             },
@@ -376,7 +431,7 @@ fn read(
         });
     }
     steps.push(Step::Rows {
-        sql: render::select(d, &plan.select),
+        sql: render::select_after(d, prelude(), &plan.select),
         shape: Some(plan.shape),
     });
     let mut job = Job::new(Access::Read, steps);
@@ -729,6 +784,7 @@ mod tests {
             read_columns: None,
             write_columns: None,
             filter: filter.map(str::to_string),
+            functions: Vec::new(),
         };
         Policy::compile(&[
             grant(&["team"], &["select", "update"], Some("owner=eq.@sub")),

@@ -230,6 +230,8 @@ pub struct Prefer {
     pub strict: bool,
     /// `max-affected=`.
     pub max_affected: Option<u64>,
+    /// `params=single-object`: a function call's body is its one JSON argument.
+    pub single_object: bool,
     /// The preferences honoured, for `Preference-Applied`.
     pub applied: Vec<String>,
 }
@@ -245,6 +247,7 @@ impl Prefer {
             missing_default: false,
             strict: false,
             max_affected: None,
+            single_object: false,
             applied: Vec::new(),
         };
         let mut invalid = Vec::new();
@@ -274,6 +277,7 @@ impl Prefer {
                     "missing=default" => set(&mut p.missing_default, true),
                     "handling=strict" => set(&mut p.strict, true),
                     "handling=lenient" => set(&mut p.strict, false),
+                    "params=single-object" => set(&mut p.single_object, true),
                     _ => match item.strip_prefix("max-affected=").map(str::parse::<u64>) {
                         Some(Ok(n)) => set(&mut p.max_affected, Some(n)),
                         _ => false,

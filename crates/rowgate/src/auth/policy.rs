@@ -134,6 +134,8 @@ pub struct Policy {
 struct RoleGrants {
     tables: HashMap<String, Grant>,
     any: Option<Grant>,
+    /// Functions the role may call (`*`: every one).
+    functions: HashSet<String>,
 }
 
 impl Policy {
@@ -145,8 +147,11 @@ impl Policy {
             if g.role.trim().is_empty() {
                 bail!("{at}: role is empty");
             }
-            if g.tables.is_empty() {
-                bail!("{at}: tables is empty");
+            if g.tables.is_empty() && g.functions.is_empty() {
+                bail!("{at}: names no tables and no functions");
+            }
+            if !g.tables.is_empty() && g.ops.is_empty() {
+                bail!("{at}: ops is empty (select, insert, update, delete)");
             }
             let mut ops = HashSet::new();
             for op in &g.ops {
@@ -171,6 +176,7 @@ impl Policy {
                 filter,
             };
             let role = policy.roles.entry(g.role.clone()).or_default();
+            role.functions.extend(g.functions.iter().cloned());
             for table in &g.tables {
                 let slot = if table == "*" {
                     &mut role.any
@@ -226,6 +232,14 @@ impl Policy {
         role.tables.get(table).or(role.any.as_ref())
     }
 
+    /// Whether `principal`'s role is granted the function `name` (the OpenAPI document lists
+    /// only those).
+    pub fn may_call(&self, principal: &Principal, name: &str) -> bool {
+        self.roles
+            .get(&principal.role)
+            .is_some_and(|r| r.functions.contains(name) || r.functions.contains("*"))
+    }
+
     /// The one authorization decision, for every front end and route: may `principal` do
     /// what `subject` says? A table's operation needs the role's grant allowing it; a custom
     /// resource needs the role (or `*`) among the roles it declares. Nothing declared or
@@ -244,6 +258,16 @@ impl Policy {
                     op.name()
                 ))),
             },
+            Subject::Function { name } => {
+                if self.may_call(principal, name) {
+                    Ok(Permit::Resource)
+                } else {
+                    Err(denied(principal).details(format!(
+                        "role {:?} may not call the function {name:?}",
+                        principal.role
+                    )))
+                }
+            }
             Subject::Resource { path, roles } => match roles {
                 Some(roles) if roles.iter().any(|r| r == "*" || *r == principal.role) => {
                     Ok(Permit::Resource)
@@ -268,6 +292,11 @@ pub enum Subject<'a> {
         /// The operation.
         op: Op,
     },
+    /// Calling a database function (RPC), open to the roles granted it.
+    Function {
+        /// The function's name.
+        name: &'a str,
+    },
     /// Calling a custom resource, open to the roles it declares (`None`: it declares none).
     Resource {
         /// Its path, for the refusal's details.
@@ -282,7 +311,7 @@ pub enum Subject<'a> {
 pub enum Permit<'a> {
     /// The role's grant on the table (its columns and row filter apply).
     Table(&'a Grant),
-    /// The resource may be called.
+    /// The resource or function may be called.
     Resource,
 }
 
@@ -406,6 +435,7 @@ mod tests {
             read_columns: None,
             write_columns: None,
             filter: None,
+            functions: Vec::new(),
         }])
         .expect("policy");
         let reader = principal("reader", false);

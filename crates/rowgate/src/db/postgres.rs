@@ -129,7 +129,6 @@ pub struct Postgres {
     pub(crate) commits: Arc<tokio::sync::Notify>,
 }
 
-/// A digest of the exposed relations and their columns: cheap to poll, changes with DDL.
 /// The schema cache's version for a catalog fingerprint (an md5 in hex; empty when nothing is
 /// exposed): its first 60 bits, so that a change of any exposed relation or column changes the
 /// version (what the realtime tailer watches to add capture to new tables), the same on every
@@ -141,7 +140,13 @@ fn schema_version(fingerprint: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// A digest of the exposed relations, their columns and the functions: cheap to poll, changes
+/// with DDL. The functions' digest follows the relations' (so it moves the version only when nothing is
+/// exposed): a changed function reloads the cache without disturbing realtime capture.
 const FINGERPRINT: &str = "SELECT coalesce(md5(string_agg(c.oid::text || ':' || a.attnum || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY c.oid, a.attnum)), '')
+       || coalesce((SELECT md5(string_agg(p.oid::text || ':' || p.provolatile::text || ':' || p.prorettype::text || ':' || p.proargtypes::text || ':' || coalesce(array_to_string(p.proargnames, ','), ''), ',' ORDER BY p.oid))
+                    FROM pg_proc p JOIN pg_namespace pn ON pn.oid = p.pronamespace
+                    WHERE pn.nspname::text = ANY($1::text[])), '')
      FROM pg_class c
      JOIN pg_namespace n ON n.oid = c.relnamespace
      JOIN pg_attribute a ON a.attrelid = c.oid
@@ -176,6 +181,17 @@ impl ToSql for AsText {
     }
 
     tokio_postgres::types::to_sql_checked!();
+}
+
+/// The schema cache of `schemas`: their tables and views, then their functions.
+async fn read_schema(
+    client: &tokio_postgres::Client,
+    schemas: &[String],
+) -> Result<crate::schema::SchemaCache, tokio_postgres::Error> {
+    let mut schema = crate::schema::postgres::introspect(client, schemas).await?;
+    schema.functions =
+        crate::schema::functions::introspect(client, schemas, &schema.tables).await?;
+    Ok(schema)
 }
 
 fn as_text(v: &Value) -> AsText {
@@ -250,7 +266,7 @@ impl Postgres {
             .await
             .context("cannot read the catalog")?
             .get(0);
-        let mut schema = crate::schema::postgres::introspect(&client, &opts.schemas)
+        let mut schema = read_schema(&client, &opts.schemas)
             .await
             .context("cannot read the schema")?;
         schema.version = schema_version(&fingerprint);
@@ -290,7 +306,7 @@ impl Postgres {
             .query_one(FINGERPRINT, &[&self.schemas])
             .await?
             .get(0);
-        let mut fresh = crate::schema::postgres::introspect(&client, &self.schemas).await?;
+        let mut fresh = read_schema(&client, &self.schemas).await?;
         fresh.version = schema_version(&fingerprint);
         self.fingerprint.store(Arc::new(fingerprint));
         let changed = fresh.version != self.schema.load().version;
@@ -314,13 +330,29 @@ impl Postgres {
 
     /// Prepares `sql` on a pooled connection (nothing runs): an error says why PostgreSQL
     /// rejects it.
-    pub async fn check_statement(&self, sql: &str) -> anyhow::Result<()> {
+    pub async fn check_statement(&self, sql: &str) -> anyhow::Result<Vec<crate::schema::Column>> {
         let client = self
             .client()
             .await
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         match client.prepare(sql).await {
-            Ok(_) => Ok(()),
+            Ok(statement) => Ok(statement
+                .columns()
+                .iter()
+                .map(|c| {
+                    let ty = c.type_();
+                    let category = match ty.kind() {
+                        tokio_postgres::types::Kind::Array(_) => "A",
+                        _ if ["numeric", "float4", "float8", "money"].contains(&ty.name()) => "N",
+                        _ => "S",
+                    };
+                    crate::schema::functions::result_column(
+                        c.name().to_string(),
+                        ty.name().to_string(),
+                        crate::schema::postgres::classify(ty.name(), category),
+                    )
+                })
+                .collect()),
             Err(e) => match e.as_db_error() {
                 Some(db) => anyhow::bail!("{}", db.message()),
                 None => Err(e.into()),

@@ -11,11 +11,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceConfig {
-    /// Path template, e.g. `/teams/{id}/drivers`.
+    /// Path template, e.g. `/teams/{id}/drivers` (none for a function).
+    #[serde(default)]
     pub path: String,
-    /// HTTP method(s): `"GET"` or `["GET", "POST"]`. GET also answers HEAD.
-    #[serde(default = "default_method")]
-    pub method: OneOrMany,
+    /// Served as the RPC function of this name at `/{prefix}/rpc/{function}` instead of at a
+    /// path: arguments by name from the JSON body (POST) or the query string (GET), and a
+    /// `rows` answer takes filters, order, limits and `select` as a table does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// HTTP method(s): `"GET"` (default) or `["GET", "POST"]`. GET also answers HEAD. A function
+    /// answers POST, and GET when its SQL only reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<OneOrMany>,
     /// The SQL statement (or statements, run in one transaction; the last one's rows answer),
     /// with named parameters `:name`.
     pub sql: OneOrMany,
@@ -41,10 +48,6 @@ pub struct ResourceConfig {
     /// when absent, as a table no grant names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<Vec<String>>,
-}
-
-fn default_method() -> OneOrMany {
-    OneOrMany::One("GET".into())
 }
 
 /// A string or a list of strings.
@@ -88,7 +91,8 @@ pub enum Shape {
 #[serde(deny_unknown_fields)]
 pub struct ParamConfig {
     /// Where the value comes from (default: `path` when the path template names it, else
-    /// `query` for GET-only resources and `body` otherwise).
+    /// `query` for GET-only resources and `body` otherwise; a function's arguments are `body`,
+    /// from the query string when it is called with GET).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<Source>,
     /// Its type (default `text`).

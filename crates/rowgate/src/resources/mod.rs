@@ -21,7 +21,7 @@ use rowgate_query::Value;
 use rusqlite::Connection;
 
 use crate::config::Config;
-use declare::{ParamType, ResourceConfig, ResourceFile, Shape, Source};
+use declare::{OneOrMany, ParamType, ResourceConfig, ResourceFile, Shape, Source};
 use params::Raw;
 
 /// Most template instructions one rendering may run (bounds runaway templates).
@@ -39,8 +39,13 @@ pub struct Resources {
 
 /// One compiled resource.
 pub struct Resource {
-    /// Path template (`/teams/{id}/drivers`).
+    /// Path template (`/teams/{id}/drivers`; a function's `/{prefix}/rpc/{name}`).
     pub path: String,
+    /// The RPC function it is served as (not routed by its path then).
+    pub function: Option<String>,
+    /// The last statement's result columns, as the database describes them (a function's
+    /// `rows` take filters, order and `select` on them).
+    pub columns: Vec<crate::schema::Column>,
     /// Methods it answers (GET also answers HEAD).
     pub methods: Vec<Method>,
     /// Its parameters.
@@ -53,7 +58,7 @@ pub struct Resource {
     cache_control: Option<HeaderValue>,
     etag: bool,
     /// Whether a statement may write (then it runs in the writer's transaction).
-    writes: bool,
+    pub writes: bool,
     /// The roles that may call it (`"*"`: every role; no one when `None`).
     pub roles: Option<Vec<String>>,
 }
@@ -62,6 +67,13 @@ impl Resources {
     /// Whether a resource is declared at `path`.
     pub fn serves(&self, path: &str) -> bool {
         self.router.at(path).is_ok()
+    }
+
+    /// The resource declared as the function `name`, if any.
+    pub fn function(&self, name: &str) -> Option<&Resource> {
+        self.list
+            .iter()
+            .find(|r| r.function.as_deref() == Some(name))
     }
 
     /// The warning for resources that name no roles (no one may call them), if any.
@@ -109,6 +121,26 @@ pub struct Param {
 }
 
 impl Resource {
+    /// Its statements with the parameters' `values` bound (NULL for a value not given).
+    pub fn bound(&self, values: &[(String, Value)]) -> Vec<rowgate_query::stmt::Sql> {
+        self.statements
+            .iter()
+            .map(|s| rowgate_query::stmt::Sql {
+                text: s.text.clone(),
+                params: s
+                    .names
+                    .iter()
+                    .map(|n| {
+                        values
+                            .iter()
+                            .find(|(name, _)| name == n)
+                            .map_or(Value::Null, |(_, v)| v.clone())
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// The content type of its answers.
     pub fn content_type(&self) -> &str {
         self.content_type.to_str().unwrap_or_default()
@@ -154,7 +186,7 @@ pub fn compile(
     for decl in &declared {
         match compile_one(config, decl, dialect, conn, &templates) {
             Ok(resource) => list.push(resource),
-            Err(e) => problems.push(format!("resource {}: {e:#}", decl.path)),
+            Err(e) => problems.push(format!("resource {}: {e:#}", decl_label(decl))),
         }
     }
     if !problems.is_empty() {
@@ -162,7 +194,14 @@ pub fn compile(
     }
     let mut router: matchit::Router<usize> = matchit::Router::new();
     let mut routes: Vec<Vec<(Method, usize)>> = Vec::new();
+    let mut functions = BTreeSet::new();
     for (index, resource) in list.iter().enumerate() {
+        if let Some(name) = &resource.function {
+            if !functions.insert(name.as_str()) {
+                bail!("function {name} is declared twice");
+            }
+            continue;
+        }
         let slot = match router.at(&resource.path) {
             Ok(m) if list[routes[*m.value][0].1].path == resource.path => *m.value,
             _ => {
@@ -195,11 +234,42 @@ fn compile_one(
     conn: Option<&Connection>,
     templates: &minijinja::Environment<'static>,
 ) -> anyhow::Result<Resource> {
-    let path = decl.path.as_str();
-    check_path(config, path)?;
-    let path_names = path_parameters(path)?;
-    let methods = decl
-        .method
+    let function = decl.function.as_deref();
+    let path = match function {
+        Some(name) => {
+            if !decl.path.is_empty() {
+                bail!(
+                    "a function has no path: it is served at {}/rpc/{name}",
+                    config.rest.prefix
+                );
+            }
+            if decl.method.is_some() {
+                bail!("a function has no method: it answers POST, and GET when its SQL only reads");
+            }
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                bail!("function {name:?} must be a name of letters, digits and _");
+            }
+            if decl.template.is_some() {
+                bail!("a function answers JSON: it takes no template");
+            }
+            format!("{}/rpc/{name}", config.rest.prefix)
+        }
+        None if decl.path.is_empty() => bail!("a resource needs a path (or a function name)"),
+        None => {
+            check_path(config, &decl.path)?;
+            decl.path.clone()
+        }
+    };
+    let path_names = match function {
+        Some(_) => Vec::new(),
+        None => path_parameters(&path)?,
+    };
+    let declared = match (&decl.method, function) {
+        (_, Some(_)) => OneOrMany::One("POST".into()),
+        (Some(methods), None) => methods.clone(),
+        (None, None) => OneOrMany::One("GET".into()),
+    };
+    let declared_methods = declared
         .items()
         .into_iter()
         .map(|m| match m.to_ascii_uppercase().as_str() {
@@ -213,10 +283,10 @@ fn compile_one(
             )),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if methods.is_empty() {
+    if declared_methods.is_empty() {
         bail!("no method");
     }
-    let get_only = methods.iter().all(|m| *m == Method::GET);
+    let get_only = declared_methods.iter().all(|m| *m == Method::GET);
     let cast = |name: &str| {
         decl.params
             .get(name)
@@ -283,6 +353,9 @@ fn compile_one(
         if source == Source::Body && get_only {
             bail!("parameter {name} comes from the body, but GET requests have no body");
         }
+        if function.is_some() && !matches!(source, Source::Body | Source::Claim) {
+            bail!("parameter {name}: a function's arguments come from the body (or the query string of a GET), or from a claim");
+        }
         let default = match &p.default {
             None => None,
             Some(v) => {
@@ -340,6 +413,7 @@ fn compile_one(
         .transpose()
         .context("cache_control")?;
 
+    let mut columns = Vec::new();
     let writes = match conn {
         Some(conn) => {
             let mut writes = false;
@@ -348,14 +422,27 @@ fn compile_one(
                     .prepare(&s.text)
                     .map_err(|e| anyhow!("the SQL does not prepare: {}", sqlite_message(&e)))?;
                 writes |= !stmt.readonly();
+                columns = stmt
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        let decl = c.decl_type().unwrap_or_default();
+                        crate::schema::functions::result_column(
+                            c.name().to_string(),
+                            decl.to_string(),
+                            crate::schema::classify(decl),
+                        )
+                    })
+                    .collect();
             }
             writes
         }
         // PostgreSQL cannot say whether a statement writes: judged from its words, and a
         // resource answering anything but GET runs as a write (a SELECT may call a function
-        // that writes); a GET runs read-only, so such a function fails it (405)
+        // that writes); a GET runs read-only, so such a function fails it (405). A function
+        // is judged by its words alone: called with GET, it runs read-only all the same.
         None if !dialect.reports_read_only() => {
-            let mut writes = !get_only;
+            let mut writes = !get_only && function.is_none();
             for s in &statements {
                 writes |=
                     sql::may_write(&s.text, dialect).map_err(|e| anyhow!("in the SQL: {e}"))?;
@@ -368,8 +455,14 @@ fn compile_one(
     if writes && get_only && conn.is_some() {
         bail!("{GET_WRITES}");
     }
+    let methods = match function {
+        Some(_) if !writes => vec![Method::GET, Method::POST],
+        _ => declared_methods,
+    };
     Ok(Resource {
-        path: path.to_string(),
+        path,
+        function: function.map(str::to_string),
+        columns,
         methods,
         params,
         shape,
@@ -383,25 +476,35 @@ fn compile_one(
     })
 }
 
+/// How a declaration is named in problems: its path, or its function.
+fn decl_label(decl: &ResourceConfig) -> String {
+    match &decl.function {
+        Some(name) => format!("function {name}"),
+        None => decl.path.clone(),
+    }
+}
+
 /// Why a GET resource whose SQL writes is refused.
 const GET_WRITES: &str = "GET resources may only read; declare method = \"POST\" (or PUT, PATCH, DELETE) for SQL that writes";
 
-/// Prepares every statement of `resources` on PostgreSQL, so SQL that does not prepare (a
+/// Prepares every statement of `resources` on PostgreSQL (keeping the last one's result
+/// columns), so SQL that does not prepare (a
 /// syntax error, an unknown table or column, a type PostgreSQL cannot infer) fails the load as
 /// it does on SQLite, naming the resource; then refuses a GET resource whose SQL may write.
 pub async fn check_on_postgres(
-    resources: &Resources,
+    resources: &mut Resources,
     db: &crate::db::postgres::Postgres,
 ) -> anyhow::Result<()> {
     let mut problems = Vec::new();
-    for resource in &resources.list {
+    for resource in &mut resources.list {
         let before = problems.len();
         for statement in &resource.statements {
-            if let Err(e) = db.check_statement(&statement.text).await {
-                problems.push(format!(
+            match db.check_statement(&statement.text).await {
+                Ok(columns) => resource.columns = columns,
+                Err(e) => problems.push(format!(
                     "resource {}: the SQL does not prepare: {e:#}",
                     resource.path
-                ));
+                )),
             }
         }
         let get_only = resource.methods.iter().all(|m| *m == Method::GET);

@@ -4,13 +4,12 @@
 
 use bytes::Bytes;
 use http::{header, request::Parts, Method, StatusCode};
-use rowgate_query::stmt::Sql;
 use rowgate_query::Value;
 use serde_json::Value as Json;
 
 use super::declare::{Shape, Source};
 use super::params::{self, Raw};
-use super::{sql, template_error, Resource, Resources};
+use super::{template_error, Resource, Resources};
 use crate::api::request::RequestBody;
 use crate::api::respond::{tagged, Reply};
 use crate::app::App;
@@ -79,7 +78,7 @@ fn body_object(parts: &Parts, bytes: &[u8]) -> Result<serde_json::Map<String, Js
 }
 
 /// Each parameter's value, from its source or its default.
-fn bind(
+pub fn bind(
     resource: &Resource,
     path_values: &[(String, String)],
     query: Option<&str>,
@@ -153,27 +152,11 @@ fn bind(
 /// The statements with their parameters bound, as a job: every statement runs, the last one's
 /// result answers (per the resource's shape); reads on a reader connection (several in one read
 /// transaction), writes in the writer's transaction.
-fn job(resource: &Resource, values: &[(String, Value)]) -> Job {
-    let bound = |s: &sql::Numbered| Sql {
-        text: s.text.clone(),
-        params: s
-            .names
-            .iter()
-            .map(|n| {
-                values
-                    .iter()
-                    .find(|(name, _)| name == n)
-                    .map_or(Value::Null, |(_, v)| v.clone())
-            })
-            .collect(),
-    };
-    let (last, before) = match resource.statements.split_last() {
-        Some((last, before)) => (Some(last), before),
-        None => (None, &[][..]),
-    };
-    let mut steps: Vec<Step> = before.iter().map(|s| Step::Execute(bound(s))).collect();
-    if let Some(last) = last {
-        let sql = bound(last);
+pub fn job(resource: &Resource, values: &[(String, Value)]) -> Job {
+    let mut statements = resource.bound(values);
+    let last = statements.pop();
+    let mut steps: Vec<Step> = statements.into_iter().map(Step::Execute).collect();
+    if let Some(sql) = last {
         steps.push(match resource.shape {
             Shape::None => Step::Execute(sql),
             Shape::Value => Step::Value(sql),

@@ -3,6 +3,7 @@
 //! identifiers put into SQL are the cache's spellings, never the request's. The cache is swapped
 //! atomically on reload (SIGUSR1, or when `PRAGMA schema_version` changes).
 
+pub mod functions;
 pub mod input;
 pub mod postgres;
 pub mod relationships;
@@ -146,6 +147,8 @@ impl Table {
 pub struct SchemaCache {
     /// Tables and views by name, sorted.
     pub tables: std::collections::BTreeMap<String, Table>,
+    /// Functions callable as RPC by name, overloads side by side (PostgreSQL's; SQLite has none).
+    pub functions: std::collections::BTreeMap<String, Vec<functions::Function>>,
     /// The schema's version when the cache was read: SQLite's `PRAGMA schema_version`, on
     /// PostgreSQL a digest of the exposed relations and columns. It changes when they do.
     pub version: i64,
@@ -176,7 +179,11 @@ impl SchemaCache {
             }
             tables.insert(name, table);
         }
-        Ok(SchemaCache { tables, version })
+        Ok(SchemaCache {
+            tables,
+            functions: Default::default(),
+            version,
+        })
     }
 }
 

@@ -204,7 +204,11 @@ pub async fn introspect(
             .collect();
         tables.insert(name.clone(), table);
     }
-    Ok(SchemaCache { tables, version: 0 })
+    Ok(SchemaCache {
+        tables,
+        functions: Default::default(),
+        version: 0,
+    })
 }
 
 /// A foreign key as the catalog has it: column numbers, referenced table, its column numbers,
@@ -212,7 +216,7 @@ pub async fn introspect(
 type CatalogForeignKey = (Vec<i16>, u32, Vec<i16>, String);
 
 /// A PostgreSQL type (its name and category) as a JSON type and writing rule.
-fn classify(type_name: &str, category: &str) -> (&'static str, JsonKind) {
+pub(crate) fn classify(type_name: &str, category: &str) -> (&'static str, JsonKind) {
     match (type_name, category) {
         ("bool", _) => ("boolean", JsonKind::Bool),
         ("json" | "jsonb", _) => ("", JsonKind::Json),

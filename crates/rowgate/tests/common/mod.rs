@@ -45,6 +45,7 @@ fn test_auth(config: &mut Config, dir: &std::path::Path) {
             read_columns: None,
             write_columns: None,
             filter: None,
+            functions: vec!["*".into()],
         });
     }
 }

@@ -1,0 +1,449 @@
+//! A call resolved and planned: which function the name and the arguments pick ([`resolve`]),
+//! and the one job that calls it with its arguments bound and reads what it returns
+//! ([`plan`]), with how the outcome answers ([`CallAnswer`]).
+//!
+//! On PostgreSQL the arguments travel as one JSON parameter that `json_to_record` turns into
+//! the parameters' own types (arrays and composites included), and the function is called by
+//! parameter name, so defaults fill what the call leaves out. A set of rows is read as a
+//! table's: `WITH "_rpc" AS (SELECT … FROM the call)` then the planner's own `SELECT` over it.
+
+use bytes::Bytes;
+use http::StatusCode;
+use rowgate_query::render;
+use rowgate_query::stmt::Sql;
+use rowgate_query::Value;
+use serde_json::{Map, Value as Json};
+
+use super::{Arguments, CallRequest};
+use crate::api::action_plan::{self, Context, CALL_ROWS};
+use crate::api::request::ApiRequest;
+use crate::api::respond::{self, Answer, Reply};
+use crate::auth::policy::Subject;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::{self, Access, Job, Output, Step};
+use crate::resources::declare::{Shape, Source};
+use crate::resources::{serve, Resource, Resources};
+use crate::schema::functions::{Function, Returns};
+use crate::schema::{SchemaCache, Table};
+
+/// What a call reaches.
+pub enum Callee<'a> {
+    /// A database function (PostgreSQL).
+    Function(&'a Function),
+    /// A custom resource declared with `function = …`.
+    Resource(&'a Resource),
+}
+
+impl Callee<'_> {
+    /// What calling it asks of the policy.
+    pub fn subject(&self) -> Subject<'_> {
+        match self {
+            Callee::Function(f) => Subject::Function { name: &f.name },
+            Callee::Resource(r) => r.subject(),
+        }
+    }
+
+    /// The names its arguments may have.
+    pub fn param_names(&self) -> Vec<&str> {
+        match self {
+            Callee::Function(f) => f.params.iter().map(|p| p.name.as_str()).collect(),
+            Callee::Resource(r) => r
+                .params
+                .iter()
+                .filter(|p| p.source == Source::Body)
+                .map(|p| p.name.as_str())
+                .collect(),
+        }
+    }
+
+    /// Whether the call's whole body is its one argument.
+    pub fn takes_whole_body(&self, call: &CallRequest<'_>) -> bool {
+        match self {
+            Callee::Function(f) if !call.read_only => {
+                (call.prefer.single_object && f.takes_one_json()) || f.takes_raw_body()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether it may write (POST only, in a write transaction).
+    fn writes(&self) -> bool {
+        match self {
+            Callee::Function(f) => f.volatile,
+            Callee::Resource(r) => r.writes,
+        }
+    }
+}
+
+/// The function `call` names, fitting the arguments it gives: a custom resource declared as
+/// that function first, else the PostgreSQL function (of its overloads, the one whose
+/// parameters take every argument given, by POST, or the most of them, by GET, whose other
+/// pairs filter the result; every parameter without a default given). 404 `PGRST202`
+/// otherwise, with the closest signature as a hint.
+pub fn resolve<'a>(
+    call: &CallRequest<'_>,
+    schema: &'a SchemaCache,
+    resources: &'a Resources,
+) -> Result<Callee<'a>, ApiError> {
+    let given = call.given_names()?;
+    let given: Vec<&str> = given.iter().map(String::as_str).collect();
+    if let Some(resource) = resources.function(call.name) {
+        let callee = Callee::Resource(resource);
+        let params = callee.param_names();
+        if call.read_only && resource.writes {
+            return Err(writes_by_get(
+                call,
+                format!("function {} writes", call.name),
+            ));
+        }
+        if call.read_only || given.iter().all(|g| params.contains(g)) {
+            return Ok(callee);
+        }
+        return Err(not_found(call, &given, "public", &[params.join(", ")]));
+    }
+    let overloads = schema.functions.get(call.name);
+    let candidates = overloads.map(Vec::as_slice).unwrap_or_default();
+    let whole = !call.read_only
+        && (call.prefer.single_object
+            || !matches!(call.body_json(), Ok(Some(Json::Object(_))) | Ok(None)));
+    let fitting = candidates.iter().filter(|f| {
+        if call.prefer.single_object && !call.read_only {
+            return f.takes_one_json();
+        }
+        if whole || (f.takes_raw_body() && !call.read_only) {
+            return f.takes_raw_body();
+        }
+        if call.read_only {
+            let named: Vec<&str> = given.iter().copied().filter(|g| f.has_param(g)).collect();
+            f.fits(&named)
+        } else {
+            f.fits(&given)
+        }
+    });
+    let chosen = fitting.max_by_key(|f| given.iter().filter(|g| f.has_param(g)).count());
+    match chosen {
+        Some(f) if call.read_only && f.volatile => Err(writes_by_get(
+            call,
+            format!("{} is VOLATILE (it may write)", f.signature()),
+        )),
+        Some(f) => Ok(Callee::Function(f)),
+        None => {
+            let schema_name = candidates.first().map_or("public", |f| f.schema.as_str());
+            let signatures: Vec<String> = candidates
+                .iter()
+                .map(|f| {
+                    f.params
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .collect();
+            let mut err = not_found(call, &given, schema_name, &signatures);
+            if candidates.is_empty() {
+                let names = schema
+                    .functions
+                    .keys()
+                    .map(String::as_str)
+                    .chain(resources.list.iter().filter_map(|r| r.function.as_deref()));
+                if let Some(similar) = closest(call.name, names) {
+                    err = err.hint(format!(
+                        "Perhaps you meant to call the function {schema_name}.{similar}"
+                    ));
+                }
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The 405 of a GET calling a function that may write.
+fn writes_by_get(call: &CallRequest<'_>, why: String) -> ApiError {
+    ApiError::method_not_allowed(&call.parts.method, &["POST"])
+        .details(format!("{why}: call it with POST"))
+}
+
+/// PostgREST's `PGRST202` for `call`, with the signatures of the function's overloads (if
+/// any) as the hint.
+fn not_found(
+    call: &CallRequest<'_>,
+    given: &[&str],
+    schema: &str,
+    signatures: &[String],
+) -> ApiError {
+    let mut sorted = given.to_vec();
+    sorted.sort_unstable();
+    let list = sorted.join(", ");
+    let name = call.name;
+    let err = ApiError::new(
+        ErrorCode::FunctionNotFound,
+        format!("Could not find the function {schema}.{name}({list}) in the schema cache"),
+    )
+    .details(format!(
+        "Searched for the function {schema}.{name} with parameters {} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.",
+        if list.is_empty() { "none".to_string() } else { list.clone() }
+    ));
+    match signatures.first() {
+        Some(signature) => err.hint(format!(
+            "Perhaps you meant to call the function {schema}.{name}({signature})"
+        )),
+        None => err,
+    }
+}
+
+/// The name most like `name` (Jaro-Winkler ≥ 0.8), if any.
+fn closest<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .map(|n| (strsim::jaro_winkler(n, name), n))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
+}
+
+/// A planned call: its job and how its outcome answers.
+pub struct PlannedCall {
+    /// The database work.
+    pub job: Job,
+    /// How the outcome answers.
+    pub answer: CallAnswer,
+}
+
+/// How a call's outcome answers.
+pub enum CallAnswer {
+    /// The value (a scalar, or an array of them), as JSON.
+    Value,
+    /// 204: it returns nothing.
+    Void,
+    /// One row as an object (`null` when none).
+    Object,
+    /// The rows as they came (a resource that writes).
+    Array,
+    /// A set of rows, answered as a table read's (range, count, singular object, CSV).
+    Rows(Answer),
+}
+
+impl CallAnswer {
+    /// The answer to `request` from the job's `outcome`.
+    pub fn respond(self, request: &ApiRequest<'_>, outcome: Output) -> Result<Reply, ApiError> {
+        let json = |body: Vec<u8>| {
+            Ok(Reply::raw(
+                StatusCode::OK,
+                "application/json; charset=utf-8",
+                Bytes::from(body),
+            ))
+        };
+        match self {
+            CallAnswer::Void => Ok(Reply::empty(StatusCode::NO_CONTENT)),
+            CallAnswer::Value => json(outcome.value.unwrap_or_else(|| b"null".to_vec())),
+            CallAnswer::Array => json(outcome.rows),
+            CallAnswer::Object => match outcome.row_count {
+                0 => json(b"null".to_vec()),
+                _ => json(job::unwrap_single(&outcome.rows).to_vec()),
+            },
+            CallAnswer::Rows(answer) => respond::answer(request, answer, outcome),
+        }
+    }
+}
+
+/// Plans `callee` called with `arguments`, reading what it returns as `request` asks.
+pub fn plan(
+    callee: &Callee<'_>,
+    call: &CallRequest<'_>,
+    request: &ApiRequest<'_>,
+    arguments: Arguments,
+    cx: &Context<'_>,
+) -> Result<PlannedCall, ApiError> {
+    let mut planned = match callee {
+        Callee::Function(f) => plan_function(f, request, arguments, cx)?,
+        Callee::Resource(r) => plan_resource(r, request, arguments, cx)?,
+    };
+    if callee.writes() && !call.read_only {
+        planned.job.access = Access::Write;
+    }
+    Ok(planned)
+}
+
+/// Refuses result modifiers where the result is not rows.
+fn no_modifiers(request: &ApiRequest<'_>, name: &str) -> Result<(), ApiError> {
+    let q = &request.query;
+    if q.select.is_none()
+        && q.filters.is_empty()
+        && q.order.is_empty()
+        && q.limit.is_none()
+        && q.offset.is_none()
+    {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::QueryParse,
+            format!("the function {name} does not return rows: select, filters, order, limit and offset do not apply"),
+        ))
+    }
+}
+
+/// A PostgreSQL function's call.
+fn plan_function(
+    f: &Function,
+    request: &ApiRequest<'_>,
+    arguments: Arguments,
+    cx: &Context<'_>,
+) -> Result<PlannedCall, ApiError> {
+    let d = cx.dialect;
+    let mut call = Sql::default();
+    let alias = d.quote_ident(&f.name);
+    call.text.push_str("SELECT ");
+    call.text.push_str(&alias);
+    call.text.push_str(".* FROM ");
+    let mut function = d.quote_ident(&f.schema);
+    function.push('.');
+    function.push_str(&d.quote_ident(&f.name));
+    match arguments {
+        Arguments::Whole(body) => {
+            let text = String::from_utf8(body.to_vec()).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::InvalidBody,
+                    "the request body is not valid UTF-8",
+                )
+            })?;
+            let placeholder = render::bind(d, &mut call, Value::Text(text));
+            let ty = &f.params[0].decl_type;
+            call.text.push_str(&format!(
+                "{function}(CAST({placeholder} AS {ty})) AS {alias}"
+            ));
+        }
+        Arguments::Named(map) => {
+            let given: Vec<_> = f
+                .params
+                .iter()
+                .filter(|p| map.contains_key(&p.name))
+                .collect();
+            if given.is_empty() {
+                call.text.push_str(&format!("{function}() AS {alias}"));
+            } else {
+                let record: Map<String, Json> =
+                    map.into_iter().filter(|(k, _)| f.has_param(k)).collect();
+                let placeholder =
+                    render::bind(d, &mut call, Value::Text(Json::Object(record).to_string()));
+                let columns: Vec<String> = given
+                    .iter()
+                    .map(|p| format!("{} {}", d.quote_ident(&p.name), p.decl_type))
+                    .collect();
+                let args: Vec<String> = given
+                    .iter()
+                    .map(|p| {
+                        let name = d.quote_ident(&p.name);
+                        format!("{name} := \"_args\".{name}")
+                    })
+                    .collect();
+                call.text.push_str(&format!(
+                    "json_to_record(CAST({placeholder} AS json)) AS \"_args\"({}), {function}({}) AS {alias}",
+                    columns.join(", "),
+                    args.join(", ")
+                ));
+            }
+        }
+    }
+    match &f.returns {
+        Returns::Void => {
+            no_modifiers(request, &f.name)?;
+            Ok(step(Step::Execute(call), CallAnswer::Void))
+        }
+        Returns::Scalar { set: false, .. } => {
+            no_modifiers(request, &f.name)?;
+            Ok(step(Step::Value(call), CallAnswer::Value))
+        }
+        Returns::Scalar { set: true, .. } => {
+            no_modifiers(request, &f.name)?;
+            let mut sql = prelude(call);
+            let column = d.quote_ident(&f.name);
+            sql.text.push_str(&format!(
+                "SELECT coalesce(json_agg({column}), '[]') FROM {}",
+                d.quote_ident(CALL_ROWS)
+            ));
+            Ok(step(Step::Value(sql), CallAnswer::Value))
+        }
+        Returns::Rows { set, table } => rows(request, cx, table, &prelude(call), *set),
+    }
+}
+
+/// A custom resource's call: its statements with the arguments bound; a `rows` answer of a
+/// resource that only reads is read as a table's (filters, order, `select`, counts).
+fn plan_resource(
+    r: &Resource,
+    request: &ApiRequest<'_>,
+    arguments: Arguments,
+    cx: &Context<'_>,
+) -> Result<PlannedCall, ApiError> {
+    let Arguments::Named(map) = arguments else {
+        return Err(ApiError::internal(
+            "a resource function takes named arguments",
+        ));
+    };
+    let values = serve::bind(r, &[], None, &map, cx.principal)?;
+    let name = r.function.as_deref().unwrap_or_default();
+    match r.shape {
+        Shape::Rows | Shape::Row if !r.writes => {
+            let mut statements = r.bound(&values);
+            let last = statements.pop().unwrap_or_default();
+            let table = Table::new(
+                name.to_string(),
+                true,
+                r.columns.clone(),
+                Vec::new(),
+                Vec::new(),
+            );
+            let mut planned = rows(request, cx, &table, &prelude(last), r.shape == Shape::Rows)?;
+            let before = statements.into_iter().map(Step::Execute);
+            planned.job.steps.splice(0..0, before);
+            Ok(planned)
+        }
+        shape => {
+            no_modifiers(request, name)?;
+            let answer = match shape {
+                Shape::None => CallAnswer::Void,
+                Shape::Value => CallAnswer::Value,
+                Shape::Row => CallAnswer::Object,
+                _ => CallAnswer::Array,
+            };
+            Ok(PlannedCall {
+                job: serve::job(r, &values),
+                answer,
+            })
+        }
+    }
+}
+
+/// `WITH "_rpc" AS (call) `: the call's rows named for the read over them.
+fn prelude(call: Sql) -> Sql {
+    Sql {
+        text: format!("WITH \"{CALL_ROWS}\" AS ({}) ", call.text),
+        params: call.params,
+    }
+}
+
+/// The read of a call's rows (`from` names them): an array when `set`, else one object.
+fn rows(
+    request: &ApiRequest<'_>,
+    cx: &Context<'_>,
+    table: &Table,
+    from: &Sql,
+    set: bool,
+) -> Result<PlannedCall, ApiError> {
+    let planned = action_plan::call_read(request, cx, table, from)?;
+    Ok(PlannedCall {
+        job: planned.job,
+        answer: if set {
+            CallAnswer::Rows(planned.answer)
+        } else {
+            CallAnswer::Object
+        },
+    })
+}
+
+/// A one-step read job.
+fn step(step: Step, answer: CallAnswer) -> PlannedCall {
+    PlannedCall {
+        job: Job::new(Access::Read, vec![step]),
+        answer,
+    }
+}

@@ -1,0 +1,207 @@
+//! Functions as RPC, PostgREST's `/{prefix}/rpc/{name}`, as a chain of stages: `parse`
+//! ([`CallRequest`]: the arguments from the JSON body or the query string, the rest of the query
+//! string as filters, order, limits and `select`) → `resolve` ([`call::Callee`]: the function
+//! the name and the argument names pick, a PostgreSQL function from the schema cache or a custom
+//! resource declared with `function = …`; 404 `PGRST202` otherwise) → `authorize` (a grant's
+//! `functions`, or the resource's `roles`) → `plan` ([`call::plan`]: one job, and how its
+//! outcome answers) → `db` → `respond`.
+//!
+//! What answers: a scalar as its JSON value, `void` as 204, one row as an object, a set of rows
+//! as an array that filters, orders, pages, counts and embeds as a table's rows do.
+
+pub mod call;
+
+use bytes::Bytes;
+use http::{request::Parts, Method};
+use serde_json::{Map, Value as Json};
+
+use crate::api::request::{self, ApiRequest, MediaType, Prefer, RequestBody};
+use crate::api::respond::Reply;
+use crate::api::timing::Timing;
+use crate::app::App;
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+
+/// The query-string keys that are never arguments (they shape the result).
+const RESERVED: &[&str] = &[
+    "select",
+    "order",
+    "limit",
+    "offset",
+    "and",
+    "or",
+    "not.and",
+    "not.or",
+    "columns",
+    "on_conflict",
+];
+
+/// The arguments of a call, as sent.
+#[derive(Debug)]
+pub enum Arguments {
+    /// By name: the body's object (POST) or the query string's pairs that name parameters
+    /// (GET, as strings; a repeated name gives an array).
+    Named(Map<String, Json>),
+    /// The whole body, to a function of one unnamed parameter (`json`, `jsonb`, `text`,
+    /// `bytea`, `xml`) or, with `Prefer: params=single-object`, of one JSON parameter.
+    Whole(Bytes),
+}
+
+/// A call parsed once: the function's name, the method, what the query string holds, the
+/// body, and the preferences.
+pub struct CallRequest<'a> {
+    /// The function's name, as the URL gives it.
+    pub name: &'a str,
+    /// GET (read-only) or POST.
+    pub read_only: bool,
+    /// The query string's pairs, decoded.
+    pub pairs: Vec<(String, String)>,
+    /// The body (POST).
+    pub body: Bytes,
+    /// `Prefer`.
+    pub prefer: Prefer,
+    /// The request's head.
+    pub parts: &'a Parts,
+}
+
+impl<'a> CallRequest<'a> {
+    /// The names of the arguments the call gives: the body object's keys, or the query
+    /// string's keys that are not result modifiers nor filters (`col=op.value` is a filter only
+    /// when the function has no parameter of that name, which [`call::resolve`] decides).
+    fn given_names(&self) -> Result<Vec<String>, ApiError> {
+        if self.read_only {
+            let mut names: Vec<String> = self
+                .pairs
+                .iter()
+                .map(|(k, _)| k.clone())
+                .filter(|k| !RESERVED.contains(&k.as_str()))
+                .collect();
+            names.dedup();
+            return Ok(names);
+        }
+        match self.body_json()? {
+            Some(Json::Object(map)) => Ok(map.keys().cloned().collect()),
+            Some(_) | None => Ok(Vec::new()),
+        }
+    }
+
+    /// The body as JSON (`None` when empty).
+    fn body_json(&self) -> Result<Option<Json>, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        request::parse_body(&self.parts.headers, &self.body).map(Some)
+    }
+
+    /// The arguments for `params` (the callee's parameter names): by name, or the whole body.
+    fn arguments(&self, whole: bool, params: &[&str]) -> Result<Arguments, ApiError> {
+        if whole {
+            return Ok(Arguments::Whole(self.body.clone()));
+        }
+        if self.read_only {
+            let mut map = Map::new();
+            for (k, v) in &self.pairs {
+                if !params.contains(&k.as_str()) {
+                    continue;
+                }
+                match map.get_mut(k) {
+                    Some(Json::Array(items)) => items.push(Json::String(v.clone())),
+                    Some(first) => {
+                        *first = Json::Array(vec![first.take(), Json::String(v.clone())])
+                    }
+                    None => {
+                        map.insert(k.clone(), Json::String(v.clone()));
+                    }
+                }
+            }
+            return Ok(Arguments::Named(map));
+        }
+        match self.body_json()? {
+            None => Ok(Arguments::Named(Map::new())),
+            Some(Json::Object(map)) => Ok(Arguments::Named(map)),
+            Some(_) => Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                "the arguments must be a JSON object",
+            )
+            .hint("send {\"name\": value, …}, or Prefer: params=single-object to pass the body as one JSON argument")),
+        }
+    }
+
+    /// The query string without the arguments: what shapes the result.
+    fn modifiers(&self, params: &[&str]) -> Result<rowgate_query::Query, ApiError> {
+        let rest: Vec<(&str, &str)> = self
+            .pairs
+            .iter()
+            .filter(|(k, _)| !(self.read_only && params.contains(&k.as_str())))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Ok(rowgate_query::parse::parse_query(rest)?)
+    }
+}
+
+/// Serves `POST|GET /{prefix}/rpc/{name}` for `principal`.
+pub async fn handle(
+    app: &App,
+    parts: &Parts,
+    body: impl RequestBody,
+    name: &str,
+    principal: &Principal,
+    timing: &mut Timing,
+) -> Result<Reply, ApiError> {
+    let read_only = match parts.method {
+        Method::GET | Method::HEAD => true,
+        Method::POST => false,
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                &parts.method,
+                &["GET", "HEAD", "POST"],
+            ))
+        }
+    };
+    let body = if read_only {
+        Bytes::new()
+    } else {
+        app.read_body(parts, body).await?.bytes
+    };
+    let pairs = request::form_pairs(parts.uri.query().unwrap_or("").as_bytes())?
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let call = CallRequest {
+        name,
+        read_only,
+        pairs,
+        body,
+        prefer: Prefer::parse(&parts.headers)?,
+        parts,
+    };
+    timing.mark("parse");
+    let schema = app.db.schema();
+    let resources = app.resources.load_full();
+    let callee = call::resolve(&call, &schema, &resources)?;
+    app.auth.policy.authorize(principal, callee.subject())?;
+    let params = callee.param_names();
+    let arguments = call.arguments(callee.takes_whole_body(&call), &params)?;
+    let modifiers = call.modifiers(&params)?;
+    request::check_limits(&modifiers.filters, &app.config.limits)?;
+    let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
+    let api_request = ApiRequest {
+        action: request::Action::Read { key: None },
+        table: name,
+        query: modifiers,
+        prefer: call.prefer.clone(),
+        media: request::negotiate(&parts.headers, &offered)?,
+        range: request::parse_range(&parts.headers)?,
+        method: &parts.method,
+        headers: &parts.headers,
+        body: Bytes::new(),
+    };
+    let cx = app.plan_context(&schema, principal);
+    let planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
+    timing.mark("plan");
+    let outcome = app.db.run(planned.job).await?;
+    timing.mark("db");
+    let reply = planned.answer.respond(&api_request, outcome);
+    timing.mark("respond");
+    reply
+}

@@ -1,0 +1,455 @@
+//! Functions as RPC through a real server: custom resources declared as functions on both
+//! backends (arguments from the body and the query string, a set of rows filtered, ordered,
+//! paged, counted and shaped with `select`, PostgREST's `PGRST202`), and PostgreSQL's own
+//! functions (overloads and defaults, volatility deciding GET and the transaction, scalars,
+//! sets, rows, `OUT` parameters, `void`, arrays, a single unnamed JSON parameter,
+//! `Prefer: params=single-object`, embedding from returned rows, grants).
+
+mod common;
+
+use common::{assert_error, write_config, Backend, TestServer};
+use serde_json::{json, Value};
+
+/// Functions declared as custom resources: a value, rows, and one that writes.
+const CONFIG: &str = r#"
+[[resources]]
+roles = ["*"]
+function = "add_them"
+shape = "value"
+sql = "SELECT :a + :b"
+params.a = { type = "int" }
+params.b = { type = "int" }
+
+[[resources]]
+roles = ["*"]
+function = "drivers_above"
+sql = "SELECT driver_id, name, points, team_id FROM driver WHERE points > :min_points"
+params.min_points = { type = "int", default = 0 }
+
+[[resources]]
+roles = ["*"]
+function = "rename_team"
+shape = "row"
+sql = "UPDATE team SET name = :name WHERE team_id = :id RETURNING team_id, name"
+params.id = { type = "int" }
+params.name = {}
+
+[[resources]]
+roles = ["writer"]
+function = "writers_only"
+shape = "value"
+sql = "SELECT 1"
+
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+"#;
+
+async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    TestServer::start_prepared(b, dir, config, setup, |_| {}).await
+}
+
+async fn json_of(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A resource function answers POST with a JSON object of arguments and GET with them in the
+/// query string; a missing or mistyped argument is refused naming it.
+async fn resource_functions_take_arguments_by_name(b: Backend) {
+    let s = start(b, "", CONFIG).await;
+    let (status, body) = json_of(
+        s.post("/rpc/add_them", json!({"a": 1, "b": 2}))
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (200, json!(3)));
+    let (status, body) = json_of(s.get("/rpc/add_them?a=40&b=2").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!(42)));
+    let missing = assert_error(
+        s.post("/rpc/add_them", json!({"a": 1}))
+            .send()
+            .await
+            .expect("post"),
+        400,
+        "RG110",
+    )
+    .await;
+    assert!(
+        missing["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains('b'),
+        "{missing}"
+    );
+    assert_error(
+        s.get("/rpc/add_them?a=x&b=1").send().await.expect("get"),
+        400,
+        "RG111",
+    )
+    .await;
+    let r = s
+        .client
+        .put(s.url("/rpc/add_them"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
+    assert_error(r, 405, "PGRST117").await;
+}
+
+/// A function returning rows takes filters, order, limits, `select` and counts as a table.
+async fn resource_function_rows_read_as_a_table(b: Backend) {
+    let s = start(b, "", CONFIG).await;
+    let r = s
+        .get("/rpc/drivers_above?min_points=100&select=name,points&points=lt.300&order=points.desc&limit=2")
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-range"], "0-1/7");
+    let (status, body) = json_of(r).await;
+    assert_eq!(status, 206);
+    assert_eq!(
+        body,
+        json!([{"name": "Sergio Perez", "points": 285}, {"name": "Lewis Hamilton", "points": 234}])
+    );
+    // POST: the arguments in the body, the modifiers in the query string
+    let (status, body) = json_of(
+        s.post(
+            "/rpc/drivers_above?select=name&name=like.*Norris",
+            json!({"min_points": 100}),
+        )
+        .send()
+        .await
+        .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (200, json!([{"name": "Lando Norris"}])));
+    // an unknown column is refused as on a table
+    assert_error(
+        s.get("/rpc/drivers_above?select=nope")
+            .send()
+            .await
+            .expect("get"),
+        400,
+        "PGRST204",
+    )
+    .await;
+    // a scalar takes no modifiers
+    assert_error(
+        s.get("/rpc/add_them?a=1&b=1&limit=1")
+            .send()
+            .await
+            .expect("get"),
+        400,
+        "PGRST100",
+    )
+    .await;
+}
+
+/// A resource function whose SQL writes answers POST only, and its write commits.
+async fn resource_function_that_writes(b: Backend) {
+    let s = start(b, "", CONFIG).await;
+    let r = s
+        .get("/rpc/rename_team?id=1&name=X")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 405, "PGRST117").await;
+    let (status, body) = json_of(
+        s.post(
+            "/rpc/rename_team",
+            json!({"id": 1, "name": "Silver Arrows"}),
+        )
+        .send()
+        .await
+        .expect("post"),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (200, json!({"team_id": 1, "name": "Silver Arrows"}))
+    );
+    let (_, team) = json_of(
+        s.get("/team?team_id=eq.1&select=name")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(team, json!([{"name": "Silver Arrows"}]));
+}
+
+/// An unknown function or argument answers PostgREST's 404 `PGRST202`, with a hint; a function
+/// the role may not call is refused.
+async fn unknown_functions_and_roles(b: Backend) {
+    let s = start(b, "", CONFIG).await;
+    let body = assert_error(
+        s.post("/rpc/add_themm", json!({}))
+            .send()
+            .await
+            .expect("post"),
+        404,
+        "PGRST202",
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "Could not find the function public.add_themm() in the schema cache"
+    );
+    assert_eq!(
+        body["hint"],
+        "Perhaps you meant to call the function public.add_them"
+    );
+    let body = assert_error(
+        s.post("/rpc/add_them", json!({"a": 1, "c": 2}))
+            .send()
+            .await
+            .expect("post"),
+        404,
+        "PGRST202",
+    )
+    .await;
+    assert_eq!(
+        body["hint"],
+        "Perhaps you meant to call the function public.add_them(a, b)"
+    );
+    let (_, doc) = json_of(s.get("/").send().await.expect("openapi")).await;
+    let add = &doc["paths"]["/api/rpc/add_them"];
+    assert_eq!(add["get"]["parameters"][0]["in"], "query", "{add}");
+    assert!(add["post"]["requestBody"].is_object(), "{add}");
+    assert!(
+        doc["paths"]["/api/rpc/writers_only"].is_null(),
+        "not for anon"
+    );
+    assert_error(
+        s.post("/rpc/writers_only", json!({}))
+            .send()
+            .await
+            .expect("post"),
+        401,
+        "RG401",
+    )
+    .await;
+}
+
+/// PostgreSQL functions for the tests below.
+const FUNCTIONS: &str = r#"
+CREATE FUNCTION add_ints(a integer, b integer DEFAULT 10) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT a + b $$;
+CREATE FUNCTION add_ints(a integer, b integer, c integer) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT a + b + c $$;
+CREATE FUNCTION team_drivers(tid integer) RETURNS SETOF driver LANGUAGE sql STABLE AS $$ SELECT * FROM driver WHERE team_id = tid $$;
+CREATE FUNCTION bump_points(tid integer, by integer) RETURNS team LANGUAGE sql AS $$ UPDATE team SET points = points + by WHERE team_id = tid RETURNING * $$;
+CREATE FUNCTION echo_json(jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
+CREATE FUNCTION one_object(payload json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT payload $$;
+CREATE FUNCTION noop() RETURNS void LANGUAGE sql AS $$ $$;
+CREATE FUNCTION up_to(n integer) RETURNS SETOF integer LANGUAGE sql IMMUTABLE AS $$ SELECT generate_series(1, n) $$;
+CREATE FUNCTION driver_stats(OUT total bigint, OUT best integer) LANGUAGE sql STABLE AS $$ SELECT count(*), max(points) FROM driver $$;
+CREATE FUNCTION sum_all(xs integer[]) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT sum(x)::int FROM unnest(xs) x $$;
+CREATE FUNCTION standings() RETURNS TABLE(team text, total integer) LANGUAGE sql STABLE AS $$ SELECT name, points FROM team $$;
+CREATE FUNCTION sneaky() RETURNS integer LANGUAGE plpgsql STABLE AS $$ BEGIN UPDATE team SET points = 0; RETURN 1; END $$;
+"#;
+
+const GRANTS: &str = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+
+/// PostgreSQL's functions by name: overloads picked by the arguments given, defaults filling
+/// the rest, GET for stable and immutable functions, POST for all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_functions_are_called_by_argument_names() {
+    let s = start(Backend::Postgres, FUNCTIONS, GRANTS).await;
+    let call = |path: &str, body: Value| s.post(path, body).send();
+    let (status, body) = json_of(
+        call("/rpc/add_ints", json!({"a": 1, "b": 2}))
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (200, json!(3)));
+    let (_, body) = json_of(s.get("/rpc/add_ints?a=1").send().await.expect("get")).await;
+    assert_eq!(body, json!(11), "the default fills b");
+    let (_, body) = json_of(
+        call("/rpc/add_ints", json!({"a": 1, "b": 2, "c": 3}))
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(body, json!(6), "the overload with c");
+    let (_, body) = json_of(
+        call("/rpc/sum_all", json!({"xs": [1, 2, 3]}))
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(body, json!(6), "a JSON array into integer[]");
+    let (_, body) = json_of(s.get("/rpc/up_to?n=3").send().await.expect("get")).await;
+    assert_eq!(body, json!([1, 2, 3]));
+    let (_, body) = json_of(s.get("/rpc/driver_stats").send().await.expect("get")).await;
+    assert_eq!(body, json!({"total": 20, "best": 575}));
+    let (_, body) = json_of(
+        s.get("/rpc/standings?total=gt.400&order=total.desc&select=team")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!([{"team": "Red Bull"}, {"team": "Mercedes"}, {"team": "Ferrari"}])
+    );
+    let r = call("/rpc/noop", json!({})).await.expect("post");
+    assert_eq!(r.status().as_u16(), 204);
+    // the whole body to a single unnamed JSON parameter, or with params=single-object
+    let (_, body) = json_of(
+        call("/rpc/echo_json", json!({"x": [1, {"y": null}]}))
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(body, json!({"x": [1, {"y": null}]}));
+    let (_, body) = json_of(
+        s.post("/rpc/one_object", json!({"k": 1}))
+            .header("prefer", "params=single-object")
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(body, json!({"k": 1}));
+    // bad arguments: an unknown name, a value of the wrong type
+    let body = assert_error(
+        call("/rpc/add_ints", json!({"x": 1})).await.expect("post"),
+        404,
+        "PGRST202",
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "Could not find the function public.add_ints(x) in the schema cache"
+    );
+    assert_eq!(
+        body["hint"],
+        "Perhaps you meant to call the function public.add_ints(a, b)"
+    );
+    assert_error(
+        s.get("/rpc/add_ints?a=abc").send().await.expect("get"),
+        400,
+        "22P02",
+    )
+    .await;
+}
+
+/// Rows a function returns embed their relationships and count; a VOLATILE function answers
+/// POST only and its write commits; a STABLE one runs read-only, so it cannot write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_function_rows_volatility_and_grants() {
+    let s = start(Backend::Postgres, FUNCTIONS, GRANTS).await;
+    let r = s
+        .get("/rpc/team_drivers?tid=3&select=name,team(name)&order=points.desc")
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-range"], "0-1/2");
+    let (_, body) = json_of(r).await;
+    assert_eq!(
+        body,
+        json!([
+            {"name": "Max Verstappen", "team": {"name": "Red Bull"}},
+            {"name": "Sergio Perez", "team": {"name": "Red Bull"}}
+        ])
+    );
+    let r = s
+        .get("/rpc/bump_points?tid=1&by=5")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["allow"], "POST");
+    assert_error(r, 405, "PGRST117").await;
+    let before = s.int("SELECT points FROM team WHERE team_id = 1");
+    let (status, body) = json_of(
+        s.post("/rpc/bump_points", json!({"tid": 1, "by": 5}))
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["points"], before + 5);
+    assert_eq!(
+        s.int("SELECT points FROM team WHERE team_id = 1"),
+        before + 5
+    );
+    let r = s.post("/rpc/sneaky", json!({})).send().await.expect("post");
+    assert_ne!(r.status().as_u16(), 200, "a STABLE function may not write");
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE points = 0"), 0);
+
+    // OpenAPI lists them: GET only where the function does not write
+    let (_, doc) = json_of(s.get("/").send().await.expect("openapi")).await;
+    let paths = &doc["paths"];
+    assert!(
+        paths["/api/rpc/add_ints"]["get"]["parameters"].is_array(),
+        "{paths}"
+    );
+    assert_eq!(
+        paths["/api/rpc/add_ints"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            ["required"],
+        json!(["a"])
+    );
+    assert!(paths["/api/rpc/bump_points"]["post"].is_object());
+    assert!(paths["/api/rpc/bump_points"]["get"].is_null());
+
+    // grants: only the functions named
+    let only = r#"
+[[grants]]
+role = "anon"
+tables = ["team"]
+ops = ["select"]
+functions = ["add_ints"]
+"#;
+    let s = start(Backend::Postgres, FUNCTIONS, only).await;
+    let (status, _) = json_of(s.get("/rpc/add_ints?a=1&b=1").send().await.expect("get")).await;
+    assert_eq!(status, 200);
+    assert_error(
+        s.get("/rpc/up_to?n=1").send().await.expect("get"),
+        401,
+        "RG401",
+    )
+    .await;
+    // the returned rows' embeds still need their tables' grants
+    let s = start(
+        Backend::Postgres,
+        FUNCTIONS,
+        &only
+            .replace("add_ints", "team_drivers")
+            .replace("[\"team\"]", "[\"driver\"]"),
+    )
+    .await;
+    assert_error(
+        s.get("/rpc/team_drivers?tid=3&select=name,team(name)")
+            .send()
+            .await
+            .expect("get"),
+        401,
+        "RG401",
+    )
+    .await;
+}
+
+backend_tests!(
+    resource_functions_take_arguments_by_name,
+    resource_function_rows_read_as_a_table,
+    resource_function_that_writes,
+    unknown_functions_and_roles,
+);
