@@ -17,7 +17,7 @@ fn js_clients() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
-        if !dir.join("node_modules/@supabase/postgrest-js").exists() {
+        if !dir.join("node_modules/@supabase/supabase-js").exists() {
             let status = Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                 .current_dir(&dir)
@@ -83,10 +83,15 @@ fn run_js(base: &str, script: &str) -> Value {
 
 /// Runs `program script` in `dir` with `ROWGATE_URL` set to `base`; the JSON it prints.
 fn run_client(program: &Path, dir: &Path, script: &str, base: &str) -> Value {
+    run_client_with(program, dir, script, &[("ROWGATE_URL", base)])
+}
+
+/// Runs `program script` in `dir` with `env`; the JSON it prints.
+fn run_client_with(program: &Path, dir: &Path, script: &str, env: &[(&str, &str)]) -> Value {
     let out = Command::new(program)
         .arg(script)
         .current_dir(dir)
-        .env("ROWGATE_URL", base)
+        .envs(env.iter().copied())
         .output()
         .expect("the client's interpreter");
     assert!(
@@ -161,4 +166,122 @@ async fn postgrest_py_embedding(b: Backend) {
     );
 }
 
-backend_tests!(postgrest_js_embedding, postgrest_py_embedding);
+/// A Supabase app's configuration: Supabase's REST prefix, its two roles, a function.
+const SUPABASE: &str = r#"
+[rest]
+prefix = "/rest/v1"
+
+[realtime]
+tables = ["team"]
+
+[[resources]]
+roles = ["*"]
+function = "add_them"
+shape = "value"
+sql = "SELECT :a + :b"
+params.a = { type = "int" }
+params.b = { type = "int" }
+
+[[resources]]
+roles = ["*"]
+function = "drivers_above"
+sql = "SELECT driver_id, name, points FROM driver WHERE points > :min_points"
+params.min_points = { type = "int", default = 0 }
+
+[[grants]]
+role = "anon"
+tables = ["team", "driver"]
+ops = ["select"]
+
+[[grants]]
+role = "service_role"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+"#;
+
+/// supabase-js works unchanged with only its URL and keys changed: an anon key and a
+/// service-role key (long-lived tokens of those roles), reads with filters and embedding,
+/// writes refused to anon and done by the service role, rpc() by POST and GET with a
+/// set-returning call shaped by select/order/limit, PGRST202 for an unknown function.
+async fn supabase_js_app(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), SUPABASE, &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let mut keys = Vec::new();
+    for (name, role) in [("web", "anon"), ("backend", "service_role")] {
+        rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, name, role, 3600)
+            .await
+            .expect("client");
+        let key = rowgate::auth::api_key(&s.app.db, &s.app.auth.tokens, name, 365)
+            .await
+            .expect("key");
+        keys.push(key);
+    }
+    // the server learns of the new clients within auth.clients_poll_ms
+    for _ in 0..50 {
+        let status = s
+            .get("/team?limit=1")
+            .header("apikey", &keys[1])
+            .send()
+            .await
+            .expect("get")
+            .status();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let root = s.root_url("");
+    let (anon, service) = (keys[0].clone(), keys[1].clone());
+    let results = tokio::task::spawn_blocking(move || {
+        run_client_with(
+            Path::new("node"),
+            js_clients(),
+            "supabase.mjs",
+            &[
+                // Node 20's WebSocket (a browser's), which realtime-js needs
+                ("NODE_OPTIONS", "--experimental-websocket"),
+                ("ROWGATE_ROOT", &root),
+                ("ROWGATE_ANON_KEY", &anon),
+                ("ROWGATE_SERVICE_KEY", &service),
+            ],
+        )
+    })
+    .await
+    .expect("client");
+    assert_eq!(
+        results["select"],
+        json!({"data": [{"name": "Red Bull", "driver": [
+            {"name": "Max Verstappen", "points": 575},
+            {"name": "Sergio Perez", "points": 285}
+        ]}], "error": null, "status": 200})
+    );
+    // a key of the anon role is a token: refused as a role, not as a login
+    assert_eq!(results["anonInsert"]["status"], 403, "{results}");
+    assert_eq!(
+        results["insert"],
+        json!({"data": {"team_id": 90, "name": "Rowgate Racing", "points": 28}, "error": null, "status": 201})
+    );
+    assert_eq!(results["update"]["data"], json!([{"points": 30}]));
+    assert_eq!(
+        results["delete"]["data"],
+        json!([{"name": "Rowgate Racing"}])
+    );
+    assert_eq!(
+        results["rpc"],
+        json!({"data": 3, "error": null, "status": 200})
+    );
+    assert_eq!(results["rpcGet"]["data"], json!(42));
+    assert_eq!(
+        results["rpcRows"]["data"],
+        json!([{"name": "Max Verstappen"}, {"name": "Sergio Perez"}])
+    );
+    assert_eq!(results["rpcMissing"]["status"], 404);
+    assert_eq!(results["rpcMissing"]["error"]["code"], "PGRST202");
+}
+
+backend_tests!(
+    postgrest_js_embedding,
+    postgrest_py_embedding,
+    supabase_js_app
+);
