@@ -24,6 +24,8 @@ pub enum Route {
     Realtime,
     /// `/realtime/sse`: one table's changes as Server-Sent Events.
     RealtimeEvents,
+    /// `/realtime/v1/websocket`: Supabase's realtime protocol.
+    RealtimeSupabase,
     /// `/ords/…`: the ORDS front end.
     Ords,
 }
@@ -37,6 +39,7 @@ pub const FIXED: &[(&str, Route)] = &[
     ("/metrics", Route::Metrics),
     ("/realtime", Route::Realtime),
     ("/realtime/sse", Route::RealtimeEvents),
+    ("/realtime/v1/websocket", Route::RealtimeSupabase),
     ("/ords/{*rest}", Route::Ords),
 ];
 

@@ -334,6 +334,7 @@ async fn route(
         }
         Route::Ords => Ok(crate::ords::handle(app, &parts, body, peer).await),
         Route::Realtime => crate::realtime::upgrade(app, &mut parts),
+        Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts),
         Route::RealtimeEvents => crate::realtime::sse::open(app, &parts),
         Route::Metrics => {
             let principal = app.auth.authenticate(&parts.headers)?;

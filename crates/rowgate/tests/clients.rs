@@ -241,6 +241,7 @@ async fn supabase_js_app(b: Backend) {
             &[
                 // Node 20's WebSocket (a browser's), which realtime-js needs
                 ("NODE_OPTIONS", "--experimental-websocket"),
+                ("ROWGATE_REALTIME", "1"),
                 ("ROWGATE_ROOT", &root),
                 ("ROWGATE_ANON_KEY", &anon),
                 ("ROWGATE_SERVICE_KEY", &service),
@@ -278,6 +279,17 @@ async fn supabase_js_app(b: Backend) {
     );
     assert_eq!(results["rpcMissing"]["status"], 404);
     assert_eq!(results["rpcMissing"]["error"]["code"], "PGRST202");
+    // realtime: the subscription holds, the insert inside the filter arrives (the one outside
+    // it does not), in Supabase's payload shape
+    assert_eq!(results["subscribeStatus"], "SUBSCRIBED", "{results}");
+    assert_eq!(results["channelTopic"], "realtime:teams");
+    assert_eq!(
+        results["realtime"],
+        json!({"eventType": "INSERT", "schema": "public", "table": "team",
+            "new": {"team_id": 92, "name": "Brawn", "points": 172}, "old": {},
+            "hasCommitTimestamp": true}),
+        "{results}"
+    );
 }
 
 backend_tests!(

@@ -862,6 +862,7 @@ async fn session_runs_without_a_socket(b: Backend) {
             app: s.app.clone(),
             principal,
             draining: drained,
+            phoenix: None,
         },
     ));
     let mut client =

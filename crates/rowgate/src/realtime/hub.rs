@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use super::capture::{Change, Op};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
+use super::supabase::{self, Binding, Vsn};
 use crate::api::document_write::DocumentRead;
 use crate::auth::Standing;
 use crate::observe::Metrics;
@@ -36,7 +37,15 @@ impl View {
         View { columns }
     }
 
-    fn project(&self, row: Option<&Map<String, Json>>) -> Option<Map<String, Json>> {
+    /// Whether the view shows `column`.
+    pub fn shows(&self, column: &str) -> bool {
+        self.columns
+            .as_ref()
+            .is_none_or(|cols| cols.contains(column))
+    }
+
+    /// `row` with only the view's columns.
+    pub fn project(&self, row: Option<&Map<String, Json>>) -> Option<Map<String, Json>> {
         let row = row?;
         Some(match &self.columns {
             None => row.clone(),
@@ -167,6 +176,28 @@ pub struct Subscription {
     /// For a duality view's documents: what they are read with (the subscription is kept
     /// under the view's name, which no change names, and fed by `documents::dispatch`).
     pub documents: Option<Arc<DocumentFeed>>,
+    /// For a Supabase client: the `postgres_changes` binding its events are framed for (a
+    /// connection may then hold several subscriptions to one table, one per binding).
+    pub binding: Option<Arc<Binding>>,
+}
+
+impl Subscription {
+    /// Which of its connection's subscriptions to the table this is.
+    fn tag(&self) -> u64 {
+        self.binding.as_ref().map_or(0, |b| b.id)
+    }
+}
+
+/// A member of a Supabase channel (a topic), to whom broadcasts are relayed.
+pub struct Member {
+    /// Its connection.
+    pub connection: u64,
+    /// Its queue.
+    pub outbox: Arc<Outbox>,
+    /// Its protocol version.
+    pub vsn: Vsn,
+    /// Whether its own broadcasts come back to it (`config.broadcast.self`).
+    pub echo: bool,
 }
 
 /// An open connection as the hub keeps it: its queue, and the standing of the token it acts
@@ -182,6 +213,8 @@ struct Registry {
     last: i64,
     tables: HashMap<String, Vec<Subscription>>,
     views: HashMap<(String, String), Arc<View>>,
+    /// Supabase channels by topic: their members.
+    channels: HashMap<String, Vec<Member>>,
 }
 
 /// Every subscription of this worker.
@@ -258,6 +291,14 @@ impl Hub {
         for table in tables {
             self.unsubscribe(table, connection);
         }
+        let mut registry = self.lock();
+        if !registry.channels.is_empty() {
+            registry.channels.retain(|_, members| {
+                members.retain(|m| m.connection != connection);
+                !members.is_empty()
+            });
+        }
+        drop(registry);
         self.open_connections().remove(&connection);
     }
 
@@ -339,9 +380,69 @@ impl Hub {
     pub fn subscribe(&self, table: &str, sub: Subscription) -> i64 {
         let mut registry = self.lock();
         let list = registry.tables.entry(table.to_string()).or_default();
-        list.retain(|s| s.connection != sub.connection);
+        list.retain(|s| s.connection != sub.connection || s.tag() != sub.tag());
         list.push(sub);
         registry.last
+    }
+
+    /// Removes the connection's subscription of `binding` on `table`.
+    pub fn unsubscribe_binding(&self, table: &str, connection: u64, binding: u64) {
+        let mut registry = self.lock();
+        if let Some(list) = registry.tables.get_mut(table) {
+            list.retain(|s| s.connection != connection || s.tag() != binding);
+            if list.is_empty() {
+                registry.tables.remove(table);
+            }
+        }
+    }
+
+    /// Enters `member` into the channel `topic` (in place of its connection's earlier entry).
+    pub fn join_channel(&self, topic: &str, member: Member) {
+        let mut registry = self.lock();
+        let members = registry.channels.entry(topic.to_string()).or_default();
+        members.retain(|m| m.connection != member.connection);
+        members.push(member);
+    }
+
+    /// Takes the connection out of the channel `topic`.
+    pub fn leave_channel(&self, topic: &str, connection: u64) {
+        let mut registry = self.lock();
+        if let Some(members) = registry.channels.get_mut(topic) {
+            members.retain(|m| m.connection != connection);
+            if members.is_empty() {
+                registry.channels.remove(topic);
+            }
+        }
+    }
+
+    /// Relays a broadcast `payload` from connection `from` to the channel's members (to the
+    /// sender too when it asked for its own); returns how many it reached.
+    pub fn broadcast(&self, topic: &str, from: u64, payload: &Json) -> usize {
+        let registry = self.lock();
+        let Some(members) = registry.channels.get(topic) else {
+            return 0;
+        };
+        let mut frames: Vec<(Vsn, Event)> = Vec::new();
+        let mut reached = 0;
+        for member in members.iter().filter(|m| m.connection != from || m.echo) {
+            let frame = match frames.iter().find(|(v, _)| *v == member.vsn) {
+                Some((_, frame)) => frame.clone(),
+                None => {
+                    let text =
+                        supabase::encode(member.vsn, None, None, topic, "broadcast", payload);
+                    let frame = Event {
+                        id: 0,
+                        json: text.into(),
+                    };
+                    frames.push((member.vsn, frame.clone()));
+                    frame
+                }
+            };
+            if member.outbox.send(&frame) {
+                reached += 1;
+            }
+        }
+        reached
     }
 
     /// Removes the connection's subscription on `table`; whether there was one.
@@ -439,6 +540,17 @@ impl Hub {
                 let Some(kind) = classify(change, &sub.filter) else {
                     continue;
                 };
+                if let Some(binding) = &sub.binding {
+                    // a Supabase binding's frame names its channel and id: its own
+                    if let Some(frame) = binding.frame(change, kind, |row| sub.view.project(row)) {
+                        if sub.outbox.send(&frame) {
+                            frames_out += 1;
+                        } else {
+                            self.metrics.realtime_dropped();
+                        }
+                    }
+                    continue;
+                }
                 let view = Arc::as_ptr(&sub.view);
                 let frame = match frames.iter().find(|(v, k, _)| *v == view && *k == kind) {
                     Some((_, _, frame)) => frame.clone(),

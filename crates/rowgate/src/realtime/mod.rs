@@ -13,11 +13,13 @@
 pub mod capture;
 pub mod documents;
 pub mod hub;
+pub mod phoenix;
 pub mod protocol;
 pub mod session;
 pub mod sse;
 pub mod state;
 pub mod subscribe;
+pub mod supabase;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -174,9 +176,39 @@ async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
     }
 }
 
+/// `GET /realtime/v1/websocket`: Supabase's realtime (the Phoenix protocol of realtime-js, in
+/// the `vsn` the query asks for; the `apikey` query parameter as the token).
+pub fn upgrade_supabase(
+    app: &Arc<App>,
+    parts: &mut http::request::Parts,
+) -> Result<Reply, ApiError> {
+    let vsn = parts.uri.query().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "vsn")
+            .map(|(_, v)| v.into_owned())
+    });
+    let Some(vsn) = supabase::Vsn::parse(vsn.as_deref()) else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("vsn {} is not spoken", vsn.unwrap_or_default()),
+        )
+        .hint("vsn=1.0.0 or vsn=2.0.0"));
+    };
+    upgrade_speaking(app, parts, Some(vsn))
+}
+
 /// `GET /realtime`: checks the WebSocket handshake and the token (header, or `access_token`
 /// in the query for browsers), answers 101 and runs the session on the upgraded connection.
 pub fn upgrade(app: &Arc<App>, parts: &mut http::request::Parts) -> Result<Reply, ApiError> {
+    upgrade_speaking(app, parts, None)
+}
+
+/// [`upgrade`], the session speaking Supabase's protocol in `phoenix`'s version, or Rowgate's.
+fn upgrade_speaking(
+    app: &Arc<App>,
+    parts: &mut http::request::Parts,
+    phoenix: Option<supabase::Vsn>,
+) -> Result<Reply, ApiError> {
     if app.realtime.is_none() {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
             .hint("list tables in realtime.tables"));
@@ -250,6 +282,7 @@ pub fn upgrade(app: &Arc<App>, parts: &mut http::request::Parts) -> Result<Reply
                 app,
                 principal,
                 draining,
+                phoenix,
             },
         )
         .await;
@@ -265,19 +298,28 @@ pub fn upgrade(app: &Arc<App>, parts: &mut http::request::Parts) -> Result<Reply
 }
 
 /// The request's headers for authentication: its own, or an `Authorization` made from the
-/// `access_token` query parameter (browsers cannot set headers on a WebSocket or EventSource).
+/// `access_token` query parameter (browsers cannot set headers on a WebSocket or EventSource),
+/// or an `apikey` header from the `apikey` query parameter (Supabase's realtime client).
 pub(crate) fn token_headers(parts: &http::request::Parts) -> HeaderMap {
     let mut headers = parts.headers.clone();
     if headers.contains_key(header::AUTHORIZATION) {
         return headers;
     }
-    let token = parts.uri.query().and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "access_token")
-            .map(|(_, v)| v.into_owned())
-    });
-    if let Some(value) = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()) {
+    let query = |name: &str| {
+        parts.uri.query().and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        })
+    };
+    if let Some(value) =
+        query("access_token").and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
+    {
         headers.insert(header::AUTHORIZATION, value);
+    } else if let Some(value) = query("apikey").and_then(|k| HeaderValue::from_str(&k).ok()) {
+        if !headers.contains_key("apikey") {
+            headers.insert("apikey", value);
+        }
     }
     headers
 }

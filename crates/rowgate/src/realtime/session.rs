@@ -17,8 +17,10 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::hub::{Outbox, Subscription};
+use super::phoenix;
 use super::protocol::{self, close, ClientMessage};
 use super::subscribe::{prepare, Replay};
+use super::supabase::{self, Vsn};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
@@ -31,6 +33,8 @@ pub struct Context {
     pub principal: Principal,
     /// Becomes true when the server drains: close with 1001.
     pub draining: tokio::sync::watch::Receiver<bool>,
+    /// Supabase's Phoenix protocol in this version, or (`None`) Rowgate's own.
+    pub phoenix: Option<Vsn>,
 }
 
 /// How long a closing session waits to write its close frame and hear the client's answer.
@@ -70,6 +74,7 @@ where
         connection,
         tables: HashMap::new(),
         window: (Instant::now(), 0),
+        phoenix: ctx.phoenix.map(phoenix::State::new),
     };
     let ping_every = Duration::from_secs(settings.ping_s);
     let mut heard = Instant::now();
@@ -124,8 +129,22 @@ where
                     break End::Close(close::TOO_BIG, format!("messages are limited to {} bytes", settings.max_message_bytes));
                 }
                 Some(Err(_)) => break End::Gone,
+                Some(Ok(Message::Binary(bytes))) if session.phoenix.is_some() => {
+                    // realtime-js's broadcast pushes
+                    let decoded = supabase::decode_binary(&bytes);
+                    if let Err(end) = session.phoenix_message(decoded, &mut sink, settings).await {
+                        break end;
+                    }
+                }
                 Some(Ok(Message::Binary(_))) => {
                     break End::Close(close::UNSUPPORTED, "only JSON text messages are understood".into());
+                }
+                Some(Ok(Message::Text(text))) if session.phoenix.is_some() => {
+                    let vsn = session.phoenix.as_ref().map_or(Vsn::V2, |p| p.vsn);
+                    let decoded = supabase::decode_text(vsn, text.as_str());
+                    if let Err(end) = session.phoenix_message(decoded, &mut sink, settings).await {
+                        break end;
+                    }
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
                     // tungstenite queued the pong: send it
@@ -144,7 +163,11 @@ where
             }},
         }
     };
-    hub.disconnect(connection, session.tables.keys());
+    let mut tables: Vec<String> = session.tables.keys().cloned().collect();
+    if let Some(state) = &session.phoenix {
+        tables.extend(state.tables());
+    }
+    hub.disconnect(connection, tables.iter());
     drop(session);
     if let End::Close(code, reason) = end {
         // A client that does not read may never take the close frame, so the wait is bounded;
@@ -236,9 +259,53 @@ struct Session {
     tables: HashMap<String, Option<String>>,
     /// Messages in the current second (flood guard).
     window: (Instant, u32),
+    /// The channels of a connection speaking Supabase's protocol.
+    phoenix: Option<phoenix::State>,
 }
 
 impl Session {
+    /// Counts one client message: `Err` closes the connection once they come too fast.
+    fn count_message(&mut self, settings: &crate::config::RealtimeConfig) -> Result<(), End> {
+        if self.window.0.elapsed() >= Duration::from_secs(1) {
+            self.window = (Instant::now(), 0);
+        }
+        self.window.1 += 1;
+        if self.window.1 > settings.max_messages_per_s {
+            return Err(End::Close(close::POLICY, "too many messages".into()));
+        }
+        Ok(())
+    }
+
+    /// Handles one Phoenix message (Supabase's protocol): a malformed one closes the
+    /// connection (1008), as a malformed message of Rowgate's own.
+    async fn phoenix_message<K>(
+        &mut self,
+        decoded: Result<supabase::Message, String>,
+        sink: &mut K,
+        settings: &crate::config::RealtimeConfig,
+    ) -> Result<(), End>
+    where
+        K: Sink<Message, Error = WsError> + Unpin,
+    {
+        self.count_message(settings)?;
+        let message = decoded.map_err(|why| End::Close(close::POLICY, why))?;
+        let Some(state) = self.phoenix.as_mut() else {
+            return Ok(());
+        };
+        let caller = phoenix::Caller {
+            app: &self.app,
+            principal: &mut self.principal,
+            outbox: &self.outbox,
+            connection: self.connection,
+        };
+        for frame in state.handle(caller, message) {
+            sink.feed(Message::text(frame))
+                .await
+                .map_err(|_| End::Gone)?;
+        }
+        sink.flush().await.map_err(|_| End::Gone)
+    }
+
     /// Handles one client message: `Err` ends the session with a close code.
     async fn handle<K>(
         &mut self,
@@ -249,13 +316,7 @@ impl Session {
     where
         K: Sink<Message, Error = WsError> + Unpin,
     {
-        if self.window.0.elapsed() >= Duration::from_secs(1) {
-            self.window = (Instant::now(), 0);
-        }
-        self.window.1 += 1;
-        if self.window.1 > settings.max_messages_per_s {
-            return Err(End::Close(close::POLICY, "too many messages".into()));
-        }
+        self.count_message(settings)?;
         let message: ClientMessage = serde_json::from_str(text)
             .map_err(|e| End::Close(close::POLICY, format!("malformed message: {e}")))?;
         match message {
@@ -350,6 +411,7 @@ impl Session {
                 filter: prepared.filter.clone(),
                 view: prepared.view.clone(),
                 documents: prepared.documents.clone(),
+                binding: None,
             },
         );
         let sent = |r: Result<(), WsError>| r.map_err(|_| Failure::End(End::Gone));

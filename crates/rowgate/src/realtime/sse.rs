@@ -77,6 +77,7 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
             filter: prepared.filter.clone(),
             view: prepared.view.clone(),
             documents: prepared.documents.clone(),
+            binding: None,
         },
     );
     let (body, chunks) = mpsc::channel::<Bytes>(BODY_CHUNKS);

@@ -58,6 +58,8 @@ pub struct Change {
     pub new: Option<Map<String, Json>>,
     /// The row before (update, delete).
     pub old: Option<Map<String, Json>>,
+    /// When it was written, in Unix milliseconds (the database's clock).
+    pub at: i64,
 }
 
 /// Where the log stands: its last id, and the last id pruned (events up to it are gone).

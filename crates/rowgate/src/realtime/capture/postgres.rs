@@ -108,7 +108,7 @@ pub async fn fetch(
     let params: [&(dyn ToSql + Sync); 4] = [&after, &upto, &table, &limit];
     let rows = client
         .query(
-            "SELECT id, tbl, op, pk::text, new::text, old::text FROM rowgate.changes
+            "SELECT id, tbl, op, pk::text, new::text, old::text, at FROM rowgate.changes
              WHERE id > $1 AND id <= $2 AND ($3::text IS NULL OR tbl = $3)
              ORDER BY id LIMIT $4",
             &params,
@@ -134,6 +134,7 @@ pub async fn fetch(
                     .get::<_, Option<String>>(5)
                     .as_deref()
                     .and_then(super::object),
+                at: r.get(6),
             })
         })
         .collect())

@@ -85,7 +85,7 @@ pub async fn fetch(
     sqlite
         .read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT id, tbl, op, pk, new, old FROM {LOG}
+                "SELECT id, tbl, op, pk, new, old, at FROM {LOG}
                      WHERE id > ?1 AND id <= ?2 AND (?3 IS NULL OR tbl = ?3)
                      ORDER BY id LIMIT ?4"
             ))?;
@@ -104,12 +104,13 @@ pub async fn fetch(
                         r.get::<_, Option<String>>(3)?,
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, Option<String>>(5)?,
+                        r.get::<_, i64>(6)?,
                     ))
                 },
             )?;
             let mut changes = Vec::new();
             for row in rows {
-                let (id, table, op, key, new, old) = row?;
+                let (id, table, op, key, new, old, at) = row?;
                 let Some(op) = Op::parse(&op) else { continue };
                 changes.push(Change {
                     id,
@@ -118,6 +119,7 @@ pub async fn fetch(
                     key: key.as_deref().and_then(object),
                     new: new.as_deref().and_then(object),
                     old: old.as_deref().and_then(object),
+                    at,
                 });
             }
             Ok(changes)
