@@ -202,6 +202,12 @@ impl ApiError {
         self
     }
 
+    /// Sets the methods the resource allows (the 405's `Allow` header).
+    pub fn allow(mut self, methods: &str) -> Self {
+        self.allow = Some(methods.into());
+        self
+    }
+
     /// An internal error: the cause is logged, the client sees only a generic message (5xx bodies
     /// never carry SQL or schema text).
     pub fn internal(cause: impl std::fmt::Display) -> Self {

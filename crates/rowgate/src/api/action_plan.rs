@@ -99,7 +99,8 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
             } else if item.is_some() {
                 &["GET", "HEAD", "PUT", "PATCH", "DELETE"]
             } else {
-                &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+                // PUT takes the key's filters (`pk=eq.v`): not this URL as such
+                &["GET", "HEAD", "POST", "PATCH", "DELETE"]
             };
             Err(ApiError::method_not_allowed(request.method, allow))
         }

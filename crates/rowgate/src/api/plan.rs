@@ -408,6 +408,16 @@ pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError
             ),
         ));
     }
+    for (col, value) in table.primary_key.iter().zip(&parts) {
+        let integer = table.column(col).is_some_and(|c| c.json_type == "integer");
+        if integer && value.trim().parse::<i64>().is_err() {
+            return Err(ApiError::new(
+                ErrorCode::QueryParse,
+                format!("the key column '{col}' of '{}' is an integer", table.name),
+            )
+            .details(format!("the item URL gives {value:?}")));
+        }
+    }
     Ok(table
         .primary_key
         .iter()
@@ -530,6 +540,10 @@ pub fn insert(
     let (body_len, read) = body;
     let mut rows = RowsPlanner::new(d, table, prefer.missing_default, body_len);
     let count = read(&mut rows)?;
+    // named conflict columns must exist, whether or not a resolution uses them
+    for c in query.on_conflict.iter().flatten() {
+        column(table, c)?;
+    }
     let on_conflict = match prefer.resolution {
         None => None,
         Some(resolution) => {
@@ -937,6 +951,8 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
             ErrorCode::InvalidPut,
             "Filters must include all and only primary key columns with 'eq' operators",
         )
+        // this URL (without the key's filters) takes every method but PUT
+        .allow("GET, HEAD, POST, PATCH, DELETE")
         .hint(format!(
             "PUT /{}?{}",
             table.name,
@@ -955,7 +971,8 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
         return Err(ApiError::new(
             ErrorCode::InvalidPut,
             "limit/offset querystring parameters are not allowed for PUT",
-        ));
+        )
+        .allow("GET, HEAD, POST, PATCH, DELETE"));
     }
     let mut key = Vec::new();
     for f in &query.filters {
@@ -988,7 +1005,8 @@ fn writable(table: &Table) -> Result<(), ApiError> {
         return Err(ApiError::new(
             ErrorCode::ReadOnlyResource,
             format!("'{}' is a view; views are read-only", table.name),
-        ));
+        )
+        .allow("GET, HEAD"));
     }
     Ok(())
 }

@@ -392,6 +392,10 @@ pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
             .hint("use Range: FIRST-LAST, e.g. 0-9 (with Range-Unit: items)")
     };
     let text = value.to_str().map_err(|_| bad())?.trim();
+    if text.is_empty() {
+        // an empty Range asks for nothing in particular: the whole result
+        return Ok(None);
+    }
     let text = text.strip_prefix("items=").unwrap_or(text);
     let (a, b) = text.split_once('-').ok_or_else(bad)?;
     let first: u64 = a.trim().parse().map_err(|_| bad())?;

@@ -58,9 +58,17 @@ fn coerce_json(kind: ParamType, j: &serde_json::Value) -> Result<Value, String> 
     };
     match (kind, j) {
         (ParamType::Json, _) => Ok(Value::Text(j.to_string())),
-        (ParamType::Int, serde_json::Value::Number(n)) => {
-            n.as_i64().map(Value::Int).ok_or_else(bad)
-        }
+        (ParamType::Int, serde_json::Value::Number(n)) => n
+            .as_i64()
+            // an integral number written with a fraction (3.0) is an integer, as JSON Schema
+            // says
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                    .map(|f| f as i64)
+            })
+            .map(Value::Int)
+            .ok_or_else(bad),
         (ParamType::Float, serde_json::Value::Number(n)) => {
             n.as_f64().map(Value::Real).ok_or_else(bad)
         }

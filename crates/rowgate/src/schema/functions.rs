@@ -324,6 +324,7 @@ pub fn result_column(
         pk_position: 0,
         generated: false,
         never_null: false,
+        bounds: super::checks::Bounds::default(),
         input: super::input::InputType::Native,
     }
 }

@@ -3,6 +3,7 @@
 //! identifiers put into SQL are the cache's spellings, never the request's. The cache is swapped
 //! atomically on reload (SIGUSR1, or when `PRAGMA schema_version` changes).
 
+pub mod checks;
 pub mod functions;
 pub mod input;
 pub mod postgres;
@@ -50,6 +51,8 @@ pub struct Column {
     /// Whether the column can never hold NULL: declared NOT NULL, or the rowid (a lone INTEGER
     /// PRIMARY KEY). Other SQLite primary-key columns may hold NULL.
     pub never_null: bool,
+    /// The bounds its simple `CHECK` constraints set (described in OpenAPI).
+    pub bounds: checks::Bounds,
 }
 
 /// A foreign key from this table's columns to another table's.
@@ -231,7 +234,22 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             pk_position: u32::try_from(pk_position).unwrap_or(0),
             generated: hidden == 2 || hidden == 3,
             never_null: notnull == 1,
+            bounds: checks::Bounds::default(),
         });
+    }
+    if !is_view {
+        let ddl: Option<String> = conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap_or(None);
+        if let Some(ddl) = ddl.filter(|d| d.to_ascii_uppercase().contains("CHECK")) {
+            for c in &mut columns {
+                c.bounds = checks::bounds(&ddl, &c.name);
+            }
+        }
     }
     let mut keys = columns.iter_mut().filter(|c| c.pk_position > 0);
     if let (Some(only), None) = (keys.next(), keys.next()) {

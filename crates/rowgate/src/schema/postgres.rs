@@ -68,9 +68,27 @@ pub async fn introspect(
                 pk_position: 0,
                 generated,
                 never_null: not_null,
+                bounds: super::checks::Bounds::default(),
                 input: super::input::InputType::Native,
             },
         ));
+    }
+
+    // simple CHECK constraints' bounds, per table's column
+    for r in client
+        .query(
+            "SELECT conrelid, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = ANY($1) AND contype = 'c'",
+            &[&oids],
+        )
+        .await?
+    {
+        let definition: String = r.get(1);
+        for (_, c) in columns.get_mut(&r.get::<_, u32>(0)).into_iter().flatten() {
+            let found = super::checks::bounds(&definition, &c.name);
+            c.bounds.minimum = found.minimum.or(c.bounds.minimum);
+            c.bounds.maximum = found.maximum.or(c.bounds.maximum);
+        }
     }
 
     let mut primary: HashMap<u32, Vec<i16>> = HashMap::new();

@@ -16,9 +16,15 @@ use crate::error::ApiError;
 use crate::resources::declare::{ParamType, Shape, Source};
 use crate::resources::{Resource, Resources};
 use crate::schema::functions::{Function, Returns};
-use crate::schema::relationships;
 use crate::schema::{SchemaCache, Table};
-use rowgate_query::SelectItem;
+use schemas::{
+    document_schema, error_schema, json_value, key_param, read_params, table_schema, JSON_VALUE,
+};
+
+mod ords;
+mod schemas;
+
+pub use ords::ords_catalog;
 
 /// Answers `GET /{prefix}/` and `/openapi.json` with what `principal` may use.
 pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Reply, ApiError> {
@@ -67,7 +73,7 @@ pub fn document(
         }
         schemas.insert(view.name.clone(), document);
         let r = format!("#/components/schemas/{}", view.name);
-        let list = ["order", "limit", "offset", "Range"]
+        let list = ["limit", "offset", "Range"]
             .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}));
         // the writes the view allows and the role's grant on the root table permits (the
         // other tables' grants are checked when a write reaches them)
@@ -115,8 +121,9 @@ pub fn document(
             );
         }
         paths.insert(format!("{prefix}/{}", view.name), Value::Object(collection));
-        let key =
-            json!([{"name": "key", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        let mut id = key_param(root);
+        id["description"] = json!("the document's _id");
+        let key = json!([id]);
         let mut item = Map::new();
         item.insert(
             "get".into(),
@@ -204,248 +211,57 @@ pub fn document(
             );
         }
     }
+    let postgres = schema
+        .tables
+        .values()
+        .flat_map(|t| &t.columns)
+        .any(|c| c.input == crate::schema::input::InputType::Native);
+    schemas.insert(JSON_VALUE.into(), json_value(postgres));
+    // every operation can fail: its errors are the one envelope
+    for path in paths.values_mut() {
+        if let Value::Object(operations) = path {
+            for operation in operations.values_mut() {
+                if let Some(Value::Object(responses)) = operation.get_mut("responses") {
+                    responses
+                        .entry("default")
+                        .or_insert_with(|| json!({"$ref": "#/components/responses/Error"}));
+                }
+            }
+        }
+    }
     json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Rowgate",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "AutoREST API over the database schema (PostgREST query syntax)."
+            "description": "AutoREST API over the database schema (PostgREST query syntax). \
+                Requests without a token act as the anonymous role; this document lists what \
+                the caller's role may use."
         },
         "paths": paths,
+        // a token is optional (the anonymous role), as a bearer token or Supabase's apikey
+        "security": [{}, {"bearer": []}, {"apikey": []}],
         "components": {
             "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                    "description": "a token from POST /oauth/token (client credentials), an API key, or an outside issuer's"},
+                "apikey": {"type": "apiKey", "in": "header", "name": "apikey",
+                    "description": "an API key (rowgate clients key NAME), as Supabase's clients send it"}
+            },
             "parameters": {
-                "select": {"name": "select", "in": "query", "schema": {"type": "string"},
-                    "description": "columns to return: col, alias:col, col::type, *"},
-                "order": {"name": "order", "in": "query", "schema": {"type": "string"},
-                    "description": "col.asc|desc.nullsfirst|nullslast, comma-separated"},
-                "limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                "offset": {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                "or": {"name": "or", "in": "query", "schema": {"type": "string"},
-                    "description": "(a.eq.1,b.gt.2)"},
+                "limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
+                "offset": {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
+                "Range": {"name": "Range", "in": "header", "schema": {"type": "string", "pattern": "^(0-[0-9]{0,6})?$"},
+                    "description": "FIRST-LAST rows, e.g. 0-9 (empty: all)"},
                 "Prefer": {"name": "Prefer", "in": "header", "schema": {"type": "string"},
-                    "description": "return=minimal|headers-only|representation, count=exact, resolution=merge-duplicates|ignore-duplicates, missing=default, max-affected=N, handling=strict"},
-                "Range": {"name": "Range", "in": "header", "schema": {"type": "string"},
-                    "description": "FIRST-LAST rows, e.g. 0-9"}
+                    "description": "return=minimal|headers-only|representation, count=exact|planned|estimated, resolution=merge-duplicates|ignore-duplicates, missing=default, max-affected=N, params=single-object, handling=strict|lenient; unknown preferences are ignored (RFC 7240) unless handling=strict"}
             },
             "responses": {
-                "Error": {"description": "an error", "content": {"application/json": {"schema": error_schema()}}}
+                "Error": {"description": "an error: code, message, details, hint", "content": {"application/json": {"schema": error_schema()}}}
             }
         }
     })
-}
-
-/// ORDS's `open-api-catalog/{object}/`: an OpenAPI 3 document of one object's ORDS endpoints
-/// (`{base}` the `…/ords/{schema}` server): the collection (GET with `q`, `limit`, `offset`;
-/// POST) and the item (GET, PUT, DELETE), the methods the role's grant allows, rows typed from
-/// the columns the role may read (a duality view's documents from their schema).
-pub fn ords_catalog(
-    schema: &SchemaCache,
-    duality: &DualityViews,
-    policy: &Policy,
-    principal: &Principal,
-    base: &str,
-    object: &str,
-) -> Option<Value> {
-    let (table_name, row) = match duality.get(object) {
-        Some(view) => {
-            let root = schema.table(&view.table)?;
-            (
-                view.table.as_str(),
-                document_schema(schema, root, &view.document),
-            )
-        }
-        None => (object, Value::Null),
-    };
-    let full = schema.table(table_name)?;
-    let grant = policy.grant(principal, table_name)?;
-    if !grant.allows(Op::Select) {
-        return None;
-    }
-    let row = if row.is_null() {
-        table_schema(&grant.view(full))
-    } else {
-        row
-    };
-    let link = json!({"type": "array", "items": {"type": "object", "properties": {
-        "rel": {"type": "string"}, "href": {"type": "string"}}}});
-    let mut item = row.clone();
-    if let Value::Object(o) = &mut item {
-        if let Some(Value::Object(props)) = o.get_mut("properties") {
-            props.insert("links".into(), link.clone());
-        }
-    }
-    let page = json!({"type": "object", "properties": {
-        "items": {"type": "array", "items": item},
-        "hasMore": {"type": "boolean"}, "limit": {"type": "integer"},
-        "offset": {"type": "integer"}, "count": {"type": "integer"}, "links": link}});
-    let error =
-        json!({"description": "an error in ORDS's shape (code, title, message, type, instance)"});
-    let query = |name: &str, kind: &str, what: &str| json!({"name": name, "in": "query", "schema": {"type": kind}, "description": what});
-    let key = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"},
-        "description": "the primary key (composite keys comma-separated in key order)"});
-    let row_body = json!({"required": true, "content": {"application/json": {"schema": row}}});
-    let json_of = |schema: &Value| json!({"application/json": {"schema": schema}});
-    let collection = granted_methods(
-        json!({
-            "get": {
-                "summary": format!("rows of {object}, a page at a time"),
-                "parameters": [
-                    query("q", "string", "a filter object: {\"col\":value}, {\"col\":{\"$gt\":1}}, {\"$orderby\":{…}}"),
-                    query("limit", "integer", "rows per page"),
-                    query("offset", "integer", "the page's first row")
-                ],
-                "responses": {"200": {"description": "a page", "content": json_of(&page)}, "default": error}
-            },
-            "post": {
-                "summary": format!("insert a row of {object}"),
-                "requestBody": row_body,
-                "responses": {"201": {"description": "the stored row, its Location and ETag",
-                    "content": json_of(&item)}, "default": error}
-            },
-            "delete": {
-                "summary": format!("delete the rows of {object} a filter object selects"),
-                "parameters": [query("q", "string", "a filter object (required)")],
-                "responses": {"200": {"description": "{\"rowsDeleted\":N}"}, "default": error}
-            }
-        }),
-        grant,
-    );
-    let mut single = granted_methods(
-        json!({
-            "get": {"summary": format!("one row of {object}"), "parameters": [key],
-                "responses": {"200": {"description": "the row and its links; ETag", "content": json_of(&item)},
-                    "default": error}},
-            "put": {"summary": format!("update (or insert) one row of {object}"), "parameters": [key],
-                "requestBody": row_body,
-                "responses": {"200": {"description": "updated", "content": json_of(&item)},
-                    "201": {"description": "inserted", "content": json_of(&item)}, "default": error}},
-            "delete": {"summary": format!("delete one row of {object}"), "parameters": [key],
-                "responses": {"200": {"description": "{\"rowsDeleted\":1}"}, "default": error}}
-        }),
-        grant,
-    );
-    if duality.get(object).is_some() {
-        // a document's writes follow the view's permissions, checked when they run
-        if let Value::Object(methods) = &mut single {
-            methods.retain(|m, _| {
-                m == "get" || duality.get(object).is_some_and(|v| v.root.writable())
-            });
-        }
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": format!("ORDS generated API for {object}"), "version": env!("CARGO_PKG_VERSION")},
-        "servers": [{"url": base.trim_end_matches('/')}],
-        "paths": {format!("/{object}/"): collection, format!("/{object}/{{id}}"): single}
-    }))
-}
-
-fn error_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "code": {"type": "string"}, "message": {"type": "string"},
-            "details": {"type": ["string", "null"]}, "hint": {"type": ["string", "null"]}
-        }
-    })
-}
-
-/// The JSON schema of a duality view's documents (or of an embed in them): fields typed from
-/// the columns they name, nested arrays and objects from the related tables'.
-fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]) -> Value {
-    let mut props = Map::new();
-    for item in items {
-        match item {
-            SelectItem::Star => {
-                for c in &table.columns {
-                    props.insert(c.name.clone(), column_type(c));
-                }
-            }
-            SelectItem::Column { name, alias, .. } => {
-                if let Some(c) = table.column(name) {
-                    props.insert(
-                        alias.clone().unwrap_or_else(|| name.clone()),
-                        column_type(c),
-                    );
-                }
-            }
-            SelectItem::Embed(e) => {
-                let Ok(rel) = relationships::find(schema, table, &e.relation, e.hint.as_deref())
-                else {
-                    continue;
-                };
-                let Some(related) = schema.table(&rel.related) else {
-                    continue;
-                };
-                let inner = document_schema(schema, related, &e.select);
-                let key = e.alias.clone().unwrap_or_else(|| e.relation.clone());
-                match (e.spread, inner) {
-                    (true, Value::Object(mut o)) => {
-                        if let Some(Value::Object(p)) = o.remove("properties") {
-                            props.extend(p);
-                        }
-                    }
-                    (_, inner) if rel.is_many() => {
-                        props.insert(key, json!({"type": "array", "items": inner}));
-                    }
-                    (_, inner) => {
-                        props.insert(key, json!({"oneOf": [inner, {"type": "null"}]}));
-                    }
-                }
-            }
-        }
-    }
-    json!({"type": "object", "properties": props})
-}
-
-/// A column's JSON type (nullable ones may be null).
-fn column_type(c: &crate::schema::Column) -> Value {
-    match (c.json_type, c.nullable) {
-        ("", _) => json!({}),
-        (t, true) => json!({"type": [t, "null"]}),
-        (t, false) => json!({"type": t}),
-    }
-}
-
-fn table_schema(table: &Table) -> Value {
-    let mut props = Map::new();
-    let mut required = Vec::new();
-    for c in &table.columns {
-        let mut p = Map::new();
-        if let Value::Object(t) = column_type(c) {
-            p.extend(t);
-        }
-        p.insert("format".into(), json!(c.decl_type));
-        if let Some(d) = &c.default {
-            p.insert("default".into(), json!(d));
-        }
-        if c.pk_position > 0 {
-            p.insert("description".into(), json!("primary key"));
-        }
-        if !c.nullable && c.default.is_none() && c.pk_position == 0 {
-            required.push(c.name.clone());
-        }
-        props.insert(c.name.clone(), Value::Object(p));
-    }
-    json!({"type": "object", "properties": props, "required": required})
-}
-
-fn filter_params(table: &Table) -> Vec<Value> {
-    let mut params: Vec<Value> = [
-        "select", "order", "limit", "offset", "or", "Prefer", "Range",
-    ]
-    .iter()
-    .map(|p| json!({"$ref": format!("#/components/parameters/{p}")}))
-    .collect();
-    for c in &table.columns {
-        params.push(json!({
-            "name": c.name, "in": "query", "required": false,
-            "schema": {"type": "string"},
-            "description": "filter: op.value, e.g. eq.1, gt.5, in.(1,2), is.null, like.A*"
-        }));
-    }
-    params
 }
 
 fn rows_response(table: &Table) -> Value {
@@ -457,11 +273,44 @@ fn rows_response(table: &Table) -> Value {
     }})
 }
 
-fn body(table: &Table) -> Value {
-    let r = format!("#/components/schemas/{}", table.name);
-    json!({"content": {"application/json": {"schema": {"oneOf": [
-        {"$ref": r}, {"type": "array", "items": {"$ref": r}}
-    ]}}}})
+/// A write's answer: with `Prefer: return=representation` the rows (or, for an item's PUT, the
+/// row) as JSON, else no body (`Location` for an insert with `return=headers-only`).
+fn written_response(what: &str) -> Value {
+    json!({"description": format!("{what}; with Prefer: return=representation, the rows as application/json")})
+}
+
+/// One row of a write, the table's columns only: with every column an insert needs, or (an
+/// update) any of them.
+fn row_schema(table: &Table, insert: bool) -> Value {
+    let mut row = table_schema(table);
+    row["additionalProperties"] = json!(false);
+    if !insert {
+        row.as_object_mut().map(|r| r.remove("required"));
+    }
+    row
+}
+
+/// A body of one row.
+fn row_body(table: &Table, insert: bool) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": row_schema(table, insert)}}})
+}
+
+/// A collection write's body: an insert's row or array of rows, an update's one object.
+fn body(table: &Table, insert: bool) -> Value {
+    let row = row_schema(table, insert);
+    if !insert {
+        return json!({"required": true, "content": {"application/json": {"schema": row}}});
+    }
+    // every object of an array carries the same keys: all of them
+    let mut every = row.clone();
+    every["required"] = json!(table
+        .columns
+        .iter()
+        .filter(|c| !c.generated)
+        .map(|c| c.name.clone())
+        .collect::<Vec<_>>());
+    let rows = json!({"type": "array", "items": every});
+    json!({"required": true, "content": {"application/json": {"schema": {"oneOf": [row, rows]}}}})
 }
 
 /// A path item with only the methods `grant` allows.
@@ -480,40 +329,46 @@ fn granted_methods(mut path: Value, grant: &Grant) -> Value {
 }
 
 fn collection(table: &Table) -> Value {
-    let params = filter_params(table);
     let mut ops = Map::new();
     ops.insert(
         "get".into(),
         json!({
-            "summary": format!("read {}", table.name), "parameters": params,
+            "summary": format!("read {}", table.name),
+            "parameters": read_params(table, true),
             "responses": {"200": rows_response(table), "206": rows_response(table)}
         }),
     );
     if !table.is_view {
+        let written = read_params(table, false);
+        // the conflict targets an upsert may name: the primary key and unique columns
+        let targets: Vec<String> = std::iter::once(table.primary_key.join(","))
+            .chain(table.unique.iter().map(|u| u.join(",")))
+            .filter(|t| !t.is_empty())
+            .collect();
         ops.insert(
             "post".into(),
             json!({
                 "summary": format!("insert into {}", table.name),
                 "parameters": [{"$ref": "#/components/parameters/Prefer"},
-                    {"name": "columns", "in": "query", "schema": {"type": "string"}},
-                    {"name": "on_conflict", "in": "query", "schema": {"type": "string"}}],
-                "requestBody": body(table),
-                "responses": {"201": rows_response(table)}
+                    {"name": "on_conflict", "in": "query", "schema": {"type": "string", "enum": targets},
+                     "description": "the conflict target of an upsert (Prefer: resolution=…)"}],
+                "requestBody": body(table, true),
+                "responses": {"201": written_response("created")}
             }),
         );
         ops.insert(
             "patch".into(),
             json!({
-                "summary": format!("update {}", table.name), "parameters": params,
-                "requestBody": body(table),
-                "responses": {"200": rows_response(table), "204": {"description": "updated"}}
+                "summary": format!("update {}", table.name), "parameters": written,
+                "requestBody": body(table, false),
+                "responses": {"200": written_response("updated"), "204": {"description": "updated"}}
             }),
         );
         ops.insert(
             "delete".into(),
             json!({
-                "summary": format!("delete from {}", table.name), "parameters": params,
-                "responses": {"200": rows_response(table), "204": {"description": "deleted"}}
+                "summary": format!("delete from {}", table.name), "parameters": written,
+                "responses": {"200": written_response("deleted"), "204": {"description": "deleted"}}
             }),
         );
     }
@@ -521,8 +376,7 @@ fn collection(table: &Table) -> Value {
 }
 
 fn item(table: &Table) -> Value {
-    let key = json!({"name": "key", "in": "path", "required": true, "schema": {"type": "string"},
-        "description": format!("primary key ({})", table.primary_key.join(", "))});
+    let key = key_param(table);
     let r = format!("#/components/schemas/{}", table.name);
     let one = json!({"description": "the row", "headers": {"ETag": {"schema": {"type": "string"}}},
         "content": {"application/json": {"schema": {"$ref": r}}}});
@@ -534,17 +388,23 @@ fn item(table: &Table) -> Value {
         "404": {"description": "no such row"}}}),
     );
     if !table.is_view {
-        for (verb, what) in [
-            ("put", "insert or replace"),
-            ("patch", "update"),
-            ("delete", "delete"),
+        // the key comes from the URL: the body holds the other columns
+        let mut others = table.clone();
+        others.columns.retain(|c| c.pk_position == 0);
+        let prefer = json!({"$ref": "#/components/parameters/Prefer"});
+        for (verb, what, body) in [
+            ("put", "insert or replace", Some(row_body(&others, true))),
+            ("patch", "update", Some(row_body(&others, false))),
+            ("delete", "delete", None),
         ] {
-            ops.insert(
-                verb.into(),
-                json!({"summary": format!("{what} one {}", table.name),
-                "parameters": [key], "responses": {"200": one, "204": {"description": "done"},
-                "412": {"description": "If-Match does not match"}}}),
-            );
+            let mut op = json!({"summary": format!("{what} one {}", table.name),
+                "parameters": [key, prefer], "responses": {"200": written_response("done"),
+                "201": written_response("inserted"), "204": {"description": "done"},
+                "412": {"description": "If-Match does not match"}}});
+            if let Some(body) = body {
+                op["requestBody"] = body;
+            }
+            ops.insert(verb.into(), op);
         }
     }
     Value::Object(ops)
@@ -564,6 +424,7 @@ fn custom_resource(resource: &Resource) -> Value {
     };
     let mut params = Vec::new();
     let mut body_props = Map::new();
+    let mut query_props = Map::new();
     let mut body_required = Vec::new();
     for p in &resource.params {
         let required = p.required && p.default.is_none();
@@ -575,7 +436,8 @@ fn custom_resource(resource: &Resource) -> Value {
                 "schema": schema_of(p.kind),
             })),
             Source::Body => {
-                body_props.insert(p.name.clone(), schema_of(p.kind));
+                query_props.insert(p.name.clone(), schema_of(p.kind));
+                body_props.insert(p.name.clone(), schemas::resource_argument(p.kind));
                 if required {
                     body_required.push(p.name.clone());
                 }
@@ -606,7 +468,7 @@ fn custom_resource(resource: &Resource) -> Value {
         // a function's arguments come in the query string of a GET
         let by_query = resource.function.is_some() && *method == http::Method::GET;
         if by_query {
-            parameters.extend(body_props.iter().map(|(name, schema)| {
+            parameters.extend(query_props.iter().map(|(name, schema)| {
                 json!({"name": name, "in": "query", "required": body_required.contains(name), "schema": schema})
             }));
         }
@@ -623,7 +485,8 @@ fn custom_resource(resource: &Resource) -> Value {
         });
         if !body_props.is_empty() && !by_query {
             op["requestBody"] = json!({"content": {"application/json": {"schema": {
-                "type": "object", "properties": body_props, "required": body_required}}}});
+                "type": "object", "properties": body_props, "required": body_required,
+                "additionalProperties": false}}}});
         }
         if resource.shape == Shape::Row {
             op["responses"]["404"] = json!({"$ref": "#/components/responses/Error"});
@@ -651,7 +514,12 @@ fn function(f: &Function) -> Value {
         .collect();
     let properties: Map<String, Value> = named
         .iter()
-        .map(|p| (p.name.clone(), typed(p.json_type)))
+        .map(|p| {
+            (
+                p.name.clone(),
+                schemas::function_argument(&p.decl_type, p.json_type),
+            )
+        })
         .collect();
     let ok = match &f.returns {
         Returns::Void => json!({"description": "done"}),
@@ -686,7 +554,8 @@ fn function(f: &Function) -> Value {
         json!({
             "summary": format!("function {}", f.signature()),
             "requestBody": {"content": {"application/json": {"schema":
-                {"type": "object", "properties": properties, "required": required}}}},
+                {"type": "object", "properties": properties, "required": required,
+                 "additionalProperties": false}}}},
             "responses": responses,
         }),
     );
