@@ -199,7 +199,7 @@ pub fn document(
             continue;
         }
         let table = &*grant.view(full);
-        schemas.insert(table.name.clone(), table_schema(table));
+        schemas.insert(table.name.clone(), schemas::row_schema(table));
         paths.insert(
             format!("{prefix}/{}", table.name),
             granted_methods(collection(table), grant),
@@ -484,7 +484,8 @@ fn custom_resource(resource: &Resource) -> Value {
             },
         });
         if !body_props.is_empty() && !by_query {
-            op["requestBody"] = json!({"content": {"application/json": {"schema": {
+            op["requestBody"] = json!({"required": !body_required.is_empty(),
+                "content": {"application/json": {"schema": {
                 "type": "object", "properties": body_props, "required": body_required,
                 "additionalProperties": false}}}});
         }
@@ -553,7 +554,7 @@ fn function(f: &Function) -> Value {
         "post".into(),
         json!({
             "summary": format!("function {}", f.signature()),
-            "requestBody": {"content": {"application/json": {"schema":
+            "requestBody": {"required": !required.is_empty(), "content": {"application/json": {"schema":
                 {"type": "object", "properties": properties, "required": required,
                  "additionalProperties": false}}}},
             "responses": responses,

@@ -67,7 +67,9 @@ fn kind(c: &Column) -> Kind {
             Kind::Integer(i64::from(i32::MIN), i64::from(i32::MAX))
         }
         "integer" => Kind::Integer(i64::MIN, i64::MAX),
-        "number" if decl.starts_with("real") || decl == "float4" => Kind::Number(Some(3.0e38)),
+        "number" if postgres && (decl.starts_with("real") || decl == "float4") => {
+            Kind::Number(Some(3.0e38))
+        }
         "number" if decl.starts_with("numeric") || decl.starts_with("decimal") => {
             // numeric(p, s): below 10^(p - s)
             let digits: Vec<i32> = decl
@@ -147,7 +149,17 @@ pub fn column_schema(c: &Column) -> Value {
     schema
 }
 
-/// A table's (or view's) rows: every column typed; the columns an insert must give required.
+/// A table's (or view's) rows as answered: every column typed (a `select` may leave any out).
+pub fn row_schema(table: &Table) -> Value {
+    let mut schema = table_schema(table);
+    if let Some(o) = schema.as_object_mut() {
+        o.remove("required");
+    }
+    schema
+}
+
+/// A table's (or view's) rows as written: every column typed; the columns an insert must give
+/// required.
 pub fn table_schema(table: &Table) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();

@@ -1,0 +1,89 @@
+//! The OpenAPI document describes what the server takes, on both backends: a request the
+//! document calls valid is accepted and one it calls invalid is refused (what schemathesis
+//! checks), shown here on the parts that carry it: typed item keys, filter patterns per column
+//! type, CHECK bounds, write bodies closed to unknown columns, an error response on every
+//! operation, and the security schemes Swagger UI authorizes with.
+
+mod common;
+
+use common::{Backend, TestServer};
+use serde_json::Value;
+
+async fn document(s: &TestServer) -> Value {
+    s.get("/")
+        .send()
+        .await
+        .expect("openapi")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// The pattern of `param` among an operation's parameters, compiled.
+fn pattern(operation: &Value, param: &str) -> regex::Regex {
+    let found = operation["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == param)
+        .unwrap_or_else(|| panic!("no parameter {param} in {operation}"));
+    regex::Regex::new(found["schema"]["pattern"].as_str().expect("a pattern")).expect("regex")
+}
+
+async fn the_document_describes_what_the_server_takes(b: Backend) {
+    let s = TestServer::start(b).await;
+    let doc = document(&s).await;
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    assert_eq!(schemes["apikey"]["in"], "header");
+    // every operation has the error envelope for what it does not list
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("operations") {
+            assert!(
+                operation["responses"]["default"].is_object(),
+                "{method} {path} lists no default response"
+            );
+        }
+    }
+    // an integer key is typed as one (and a key that is not one is refused)
+    let key = &doc["paths"]["/api/team/{key}"]["get"]["parameters"][0]["schema"];
+    assert_eq!(key["type"], "integer");
+    let status = s.get("/team/abc").send().await.expect("get").status();
+    assert_eq!(status, 400);
+    // a CHECK constraint's bound
+    let salary = &doc["components"]["schemas"]["employee"]["properties"]["salary"];
+    assert_eq!(salary["exclusiveMinimum"], 0.0, "{salary}");
+    // filters: the pattern takes what the server takes and refuses what it refuses
+    let read = &doc["paths"]["/api/team"]["get"];
+    let points = pattern(read, "points");
+    for (value, valid) in [
+        ("gt.5", true),
+        ("in.(1,2)", true),
+        ("is.null", true),
+        ("5", false),
+        ("eq.x", false),
+    ] {
+        assert_eq!(points.is_match(value), valid, "points={value}");
+        let status = s
+            .get(&format!("/team?points={value}"))
+            .send()
+            .await
+            .expect("get")
+            .status();
+        assert_eq!(status.is_success(), valid, "points={value}: {status}");
+    }
+    let select = pattern(read, "select");
+    assert!(select.is_match("name,points") && !select.is_match("nope"));
+    // a write body is closed to unknown columns, as the server is
+    let post = &doc["paths"]["/api/team"]["post"]["requestBody"]["content"]["application/json"];
+    assert_eq!(post["schema"]["oneOf"][0]["additionalProperties"], false);
+    let status = s
+        .post("/team", serde_json::json!({"name": "X", "nope": 1}))
+        .send()
+        .await
+        .expect("post")
+        .status();
+    assert_eq!(status, 400);
+}
+
+backend_tests!(the_document_describes_what_the_server_takes);
