@@ -1144,7 +1144,76 @@ async fn representation_as_csv(b: Backend) {
     );
 }
 
+/// A JSON string written to a JSON column is stored as JSON (quoted), by an insert and by a
+/// PATCH alike (a PATCH used to bind it as bare text: refused by PostgreSQL's jsonb, stored as
+/// invalid JSON by SQLite); a null leaves it null; a NOT NULL column set to null by a PATCH is
+/// refused even when no row matches; select= and order= of a write name real columns.
+async fn json_strings_and_write_checks(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .post(
+            "/race",
+            json!({"name": "Json GP", "laps": 3, "podium": "hello"}),
+        )
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 201);
+    let stored =
+        |s: &TestServer| s.rows("SELECT podium FROM race WHERE name = 'Json GP'")[0][0].clone();
+    assert_eq!(stored(&s).as_deref(), Some("\"hello\""));
+    let r = s
+        .patch("/race?name=eq.Json%20GP", json!({"podium": "bye"}))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0]["podium"], "bye");
+    assert_eq!(stored(&s).as_deref(), Some("\"bye\""));
+    let r = s
+        .patch("/team?team_id=eq.99999", json!({"name": null}))
+        .send()
+        .await
+        .expect("patch");
+    assert_error(r, 400, "23502").await;
+    // an integer written with a fraction is an integer (JSON Schema's view); a real fraction
+    // is refused
+    let r = s
+        .post("/team", json!({"name": "Float Racing", "points": 456.0}))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0]["points"], 456);
+    let r = s
+        .post("/team", json!({"name": "Half Racing", "points": 456.5}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 400);
+    // an item key outside its column's range (64-bit here; 32-bit integer on PostgreSQL)
+    let r = s
+        .get("/team/99999999999999999999")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 400, "PGRST100").await;
+    for query in ["select=nope", "order=nope"] {
+        let r = s
+            .delete(&format!("/team?team_id=eq.99999&{query}"))
+            .send()
+            .await
+            .expect("delete");
+        assert_error(r, 400, "PGRST204").await;
+    }
+}
+
 backend_tests!(
+    json_strings_and_write_checks,
     post_one_minimal,
     post_array_is_one_transaction,
     post_columns_param_ignores_extra_keys,

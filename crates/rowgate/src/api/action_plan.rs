@@ -538,6 +538,14 @@ fn representation(
     if prefer.return_ == Return::Representation {
         returning(cx, table, query, prefer)
     } else {
+        // a select= or order= naming what the table has not is refused even when nothing is
+        // returned
+        if let Some(select) = query.select.as_deref() {
+            plan::output(table, Some(select), cx.dialect)?;
+        }
+        for term in query.order.iter().filter(|t| t.relation.is_none()) {
+            plan::column(table, &term.column)?;
+        }
         Ok(Returning::none())
     }
 }
@@ -642,6 +650,8 @@ fn modify(
 ) -> Result<ActionPlan, ApiError> {
     let d = cx.dialect;
     let table = tables.full;
+    // a view answers 405 before anything about the request is judged
+    plan::writable(table)?;
     let (query, prefer) = (&request.query, &request.prefer);
     let returns_rows = prefer.return_ == Return::Representation;
     let mut answer = representation(cx, tables.view, query, prefer)?;

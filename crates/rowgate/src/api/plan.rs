@@ -409,11 +409,23 @@ pub fn item_filters(table: &Table, key: &str) -> Result<Vec<Condition>, ApiError
         ));
     }
     for (col, value) in table.primary_key.iter().zip(&parts) {
-        let integer = table.column(col).is_some_and(|c| c.json_type == "integer");
-        if integer && value.trim().parse::<i64>().is_err() {
+        let Some((min, max)) = table
+            .column(col)
+            .and_then(crate::schema::Column::integer_range)
+        else {
+            continue;
+        };
+        if !value
+            .trim()
+            .parse::<i64>()
+            .is_ok_and(|v| (min..=max).contains(&v))
+        {
             return Err(ApiError::new(
                 ErrorCode::QueryParse,
-                format!("the key column '{col}' of '{}' is an integer", table.name),
+                format!(
+                    "the key column '{col}' of '{}' is an integer from {min} to {max}",
+                    table.name
+                ),
             )
             .details(format!("the item URL gives {value:?}")));
         }
@@ -495,6 +507,15 @@ pub fn read<'q>(
 /// (on SQLite: PostgreSQL's answer to a value of the wrong type).
 /// A body's JSON value for the column `name`, checked against what the column accepts.
 pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
+    // a JSON column stores a JSON string as JSON ("text", quoted), as an insert does
+    if let Json::String(_) = v {
+        if table
+            .column(name)
+            .is_some_and(|c| c.json_kind == crate::schema::JsonKind::Json)
+        {
+            return Ok(Value::Text(v.to_string()));
+        }
+    }
     checked_value(table, name, json_value(v))
 }
 
@@ -645,6 +666,10 @@ struct RowsPlanner<'a> {
     /// The body's keys as columns (schema-cache spelling), with what each accepts.
     columns: Vec<String>,
     inputs: Vec<InputType>,
+    /// Which of them are JSON columns (a JSON string is stored there as JSON, quoted).
+    json: Vec<bool>,
+    /// Which of them are integer columns.
+    integer: Vec<bool>,
     groups: Vec<RowGroup>,
     /// The current row's given columns (reused from row to row).
     present: Vec<bool>,
@@ -737,6 +762,8 @@ impl<'a> RowsPlanner<'a> {
             missing_default,
             columns: Vec::new(),
             inputs: Vec::new(),
+            json: Vec::new(),
+            integer: Vec::new(),
             groups: Vec::new(),
             present: Vec::new(),
             body_len,
@@ -759,6 +786,25 @@ impl RowSink for RowsPlanner<'_> {
             .columns
             .iter()
             .map(|c| self.table.column(c).map_or(InputType::Any, |c| c.input))
+            .collect();
+        self.json = self
+            .columns
+            .iter()
+            .map(|c| {
+                self.table
+                    .column(c)
+                    .is_some_and(|c| c.json_kind == crate::schema::JsonKind::Json)
+            })
+            .collect();
+        self.integer = self
+            .columns
+            .iter()
+            .map(|c| {
+                self.table
+                    .column(c)
+                    .and_then(crate::schema::Column::integer_range)
+                    .is_some()
+            })
             .collect();
         Ok(())
     }
@@ -814,6 +860,20 @@ impl RowSink for RowsPlanner<'_> {
                 Some(BodyCell::Json(text)) => {
                     group.cell(input.check_value(Value::Text(text)).map_err(refused)?, None)
                 }
+                // (PostgreSQL's insert writes a string into a JSON column as JSON itself)
+                Some(BodyCell::Value(Value::Text(text)))
+                    if self.json[i] && input != InputType::Native =>
+                {
+                    let quoted = Json::String(text).to_string();
+                    group.cell(Value::Text(quoted), None)
+                }
+                // an integer column's value written with a fraction (112.0) is an integer, as
+                // JSON Schema counts it
+                Some(BodyCell::Value(Value::Real(f)))
+                    if f.fract() == 0.0 && f.abs() < 9.0e15 && self.integer[i] =>
+                {
+                    group.cell(Value::Int(f as i64), None)
+                }
                 Some(BodyCell::Value(v)) => {
                     group.cell(input.check_value(v).map_err(refused)?, None)
                 }
@@ -842,6 +902,14 @@ pub fn update(
         .iter()
         .map(|(k, v)| {
             let name = column(table, k)?;
+            // refused whether or not a row matches: the change is wrong for any row
+            if v.is_null() && table.column(&name).is_some_and(|c| c.never_null) {
+                return Err(ApiError::new(
+                    ErrorCode::NotNullViolation,
+                    "a NOT NULL constraint was violated",
+                )
+                .details(format!("column {name} of {} may not be null", table.name)));
+            }
             let value = column_value(table, &name, v)?;
             Ok((name, value))
         })
@@ -1000,7 +1068,8 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
     Ok(key)
 }
 
-fn writable(table: &Table) -> Result<(), ApiError> {
+/// Refuses writes to a view (405, `Allow: GET, HEAD`).
+pub fn writable(table: &Table) -> Result<(), ApiError> {
     if table.is_view {
         return Err(ApiError::new(
             ErrorCode::ReadOnlyResource,

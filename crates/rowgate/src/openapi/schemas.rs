@@ -56,17 +56,18 @@ enum Kind {
     Other,
 }
 
+/// Whether the column is PostgreSQL's (whose text cannot hold NUL).
+fn postgres(c: &Column) -> bool {
+    c.input == InputType::Native
+}
+
 fn kind(c: &Column) -> Kind {
     let decl = c.decl_type.to_ascii_lowercase();
-    let postgres = c.input == InputType::Native;
+    let postgres = postgres(c);
+    if let Some((min, max)) = c.integer_range() {
+        return Kind::Integer(min, max);
+    }
     match c.json_type {
-        "integer" if postgres && (decl.starts_with("smallint") || decl == "int2") => {
-            Kind::Integer(i64::from(i16::MIN), i64::from(i16::MAX))
-        }
-        "integer" if postgres && !(decl.starts_with("bigint") || decl == "int8") => {
-            Kind::Integer(i64::from(i32::MIN), i64::from(i32::MAX))
-        }
-        "integer" => Kind::Integer(i64::MIN, i64::MAX),
         "number" if postgres && (decl.starts_with("real") || decl == "float4") => {
             Kind::Number(Some(3.0e38))
         }
@@ -102,7 +103,12 @@ fn kind(c: &Column) -> Kind {
 
 /// A calendar date the database takes (days past the 28th are left out of the pattern: it
 /// cannot tell months apart).
-const DATE: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])$";
+const DATE: &str =
+    "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])$";
+
+/// A date and time the database takes: a [`DATE`], a time, an optional fraction and an offset
+/// within ±15:59 (PostgreSQL's range), `T` or a space between.
+const TIMESTAMP: &str = "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-](0[0-9]|1[0-5]):[0-5][0-9])?$";
 
 /// A column's value schema (`null` allowed when the column is nullable).
 pub fn column_schema(c: &Column) -> Value {
@@ -115,13 +121,30 @@ pub fn column_schema(c: &Column) -> Value {
         Kind::Number(None) => json!({"type": "number"}),
         Kind::Boolean => json!({"type": "boolean"}),
         Kind::Date => json!({"type": "string", "format": "date", "pattern": DATE}),
-        Kind::Timestamp => json!({"type": "string", "format": "date-time"}),
-        Kind::Time => json!({"type": "string", "format": "time"}),
+        Kind::Timestamp => json!({"type": "string", "pattern": TIMESTAMP}),
+        Kind::Time => json!({"type": "string",
+            "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,6})?)?$"}),
         Kind::Json => return json!({"$ref": json}),
         // text columns take any JSON value as its text (as PostgREST's do): a string, or a
-        // number, an array or an object written as JSON
-        Kind::Text if c.nullable => return json!({"$ref": json}),
-        Kind::Text => json!({"allOf": [{"$ref": json}, {"not": {"type": "null"}}]}),
+        // number, an array or an object written as JSON (escaped: NUL and all)
+        Kind::Text => {
+            let mut any = if postgres(c) {
+                // written as text, nested strings and keys cannot hold NUL either
+                vec![
+                    json!({"type": "string", "pattern": NO_NUL}),
+                    json!({"type": ["number", "boolean"]}),
+                    json!({"type": "array", "items": {"$ref": json}}),
+                    json!({"type": "object", "additionalProperties": {"$ref": json},
+                        "propertyNames": {"pattern": NO_NUL}}),
+                ]
+            } else {
+                vec![json!({"type": ["string", "number", "boolean", "array", "object"]})]
+            };
+            if c.nullable {
+                any.push(json!({"type": "null"}));
+            }
+            return json!({"anyOf": any, "description": c.decl_type});
+        }
         Kind::Other => json!({}),
     };
     if let Some((min, exclusive)) = c.bounds.minimum {
@@ -338,7 +361,8 @@ fn filter_value(c: &Column, listed: bool) -> String {
         }
         Kind::Boolean => format!("((not\\.)?(eq|neq|is)\\.(true|false)|{null})"),
         Kind::Date => {
-            format!("({compare}\\.[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|{null})")
+            let date = DATE.trim_start_matches('^').trim_end_matches('$');
+            format!("({compare}\\.{date}|{null})")
         }
         Kind::Text => format!("({compare}\\.{text}|(not\\.)?(like|ilike)\\.{text}|{null})"),
         Kind::Timestamp | Kind::Time | Kind::Json | Kind::Other => null.to_string(),
@@ -369,8 +393,7 @@ pub fn resource_argument(kind: crate::resources::declare::ParamType) -> Value {
         ParamType::Bool => json!({"type": ["boolean", "string", "null"],
             "pattern": "^(true|false|t|f|yes|no|y|n|on|off|1|0)$"}),
         ParamType::Date => json!({"type": ["string", "null"], "pattern": DATE}),
-        ParamType::Timestamp => json!({"type": ["string", "null"], "format": "date-time",
-            "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[T ][0-2][0-9]:[0-5][0-9]:[0-5][0-9](Z|[+-][0-9]{2}:[0-9]{2})?$"}),
+        ParamType::Timestamp => json!({"type": ["string", "null"], "pattern": TIMESTAMP}),
         ParamType::Text => {
             json!({"type": ["string", "number", "boolean", "null"], "pattern": NO_NUL})
         }

@@ -55,6 +55,27 @@ pub struct Column {
     pub bounds: checks::Bounds,
 }
 
+impl Column {
+    /// The values an integer column holds: its type's range (PostgreSQL's `smallint`,
+    /// `integer`, `bigint`; SQLite's integers are 64-bit); `None` for other columns.
+    pub fn integer_range(&self) -> Option<(i64, i64)> {
+        if self.json_type != "integer" {
+            return None;
+        }
+        let decl = self.decl_type.to_ascii_lowercase();
+        let postgres = self.input == input::InputType::Native;
+        Some(
+            if postgres && (decl.starts_with("smallint") || decl == "int2") {
+                (i64::from(i16::MIN), i64::from(i16::MAX))
+            } else if postgres && !(decl.starts_with("bigint") || decl == "int8") {
+                (i64::from(i32::MIN), i64::from(i32::MAX))
+            } else {
+                (i64::MIN, i64::MAX)
+            },
+        )
+    }
+}
+
 /// A foreign key from this table's columns to another table's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForeignKey {
