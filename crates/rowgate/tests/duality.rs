@@ -480,6 +480,15 @@ async fn documents_are_inserted_and_deleted(b: Backend) {
     // through driver_dv): the foreign key says so
     let (status, _) = get_json(&s, "/driver_dv/6").await;
     assert_eq!(status, 200);
+    // a POST naming an _id that exists is a conflict, and the document stays as it was (its
+    // nested rows were once taken over by the new document's)
+    let (before, _) = document(&s, "/team_dv/1").await;
+    let taken = json!({"_id": 1, "name": "Impostor", "points": 0, "driver": []});
+    let (status, body, _) = write(s.post("/team_dv", taken)).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "23505");
+    let (after, _) = document(&s, "/team_dv/1").await;
+    assert_eq!(after, before);
 }
 
 /// A change the view does not allow is refused with 400 naming it, and nothing changes: a

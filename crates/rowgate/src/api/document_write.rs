@@ -279,10 +279,13 @@ impl<'c, 'a> Writer<'c, 'a> {
             self.referred(node, child, object, mode, &mut set)?;
         }
         let key_column = node.key.as_deref();
+        // a replacement sets what it leaves out to null, but for what it may not change
+        // (noupdate) and, in a new row, for what has a default
+        let inserting = matches!(how, How::Insert(_));
         for field in &node.fields {
             let value = match object.get(&field.name) {
                 Some(v) => v,
-                None if mode == Mode::Replace => &Json::Null,
+                None if mode == Mode::Replace && !field.noupdate && !inserting => &Json::Null,
                 None => continue,
             };
             if Some(field.column.as_str()) == key_column {
@@ -645,13 +648,13 @@ impl<'c, 'a> Writer<'c, 'a> {
             if let Some(step) = self.differs(node, table, &key_column, key, &checked, "updating") {
                 self.steps.push(step);
             }
-            return self.insert_row(node, table, Some(key.clone()), set, false);
+            return self.insert_row(node, table, Some(key.clone()), set, Existing::Keep);
         }
         let (frozen, _) = split_noupdate(node, set);
         if let Some(step) = self.differs(node, table, &key_column, key, &frozen, "noupdate") {
             self.steps.push(step);
         }
-        self.insert_row(node, table, Some(key.clone()), set, true)
+        self.insert_row(node, table, Some(key.clone()), set, Existing::Merge)
     }
 
     /// A new row of `node`.
@@ -665,19 +668,27 @@ impl<'c, 'a> Writer<'c, 'a> {
         if !node.insert {
             return Err(not_allowed(node, "inserting"));
         }
-        self.insert_row(node, table, key, set, false)
+        // a new document's root row: one with its key already there is a conflict (409),
+        // never taken over by the new document's nested rows
+        let existing = if std::ptr::eq(node, &self.view.root) {
+            Existing::Fail
+        } else {
+            Existing::Keep
+        };
+        self.insert_row(node, table, key, set, existing)
     }
 
-    /// `INSERT` of one row (with `merge`, updating the row with its key if there is one, but
-    /// the `noupdate` columns; without, leaving such a row as it is).
+    /// `INSERT` of one row; a row with its key already there is kept as it is, updated (but
+    /// the `noupdate` columns) or a conflict, as `existing` says.
     fn insert_row(
         &mut self,
         node: &DocTable,
         table: &Table,
         key: Option<Value>,
         set: &[(String, Value)],
-        merge: bool,
+        existing: Existing,
     ) -> Result<(), ApiError> {
+        let merge = existing == Existing::Merge;
         let key_column = node.key.clone();
         let mut columns = Vec::with_capacity(set.len() + 1);
         let mut row = Vec::with_capacity(set.len() + 1);
@@ -712,7 +723,7 @@ impl<'c, 'a> Writer<'c, 'a> {
                     .cloned()
                     .collect(),
             }),
-            (Some(c), Some(_)) => Some(OnConflict::Ignore {
+            (Some(c), Some(_)) if existing == Existing::Keep => Some(OnConflict::Ignore {
                 target: vec![c.clone()],
             }),
             _ => None,
@@ -902,6 +913,17 @@ fn writable_key(node: &DocTable) -> Result<&str, ApiError> {
     node.key
         .as_deref()
         .ok_or_else(|| not_allowed(node, "writing (it has no one-column primary key)"))
+}
+
+/// What an insert does with a row whose key is already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// Leave it as it is (a nested row named by its key).
+    Keep,
+    /// Update it, but its `noupdate` columns (a PUT's upsert).
+    Merge,
+    /// Fail: a conflict (a POST's new document).
+    Fail,
 }
 
 /// A refusal of the document, unless `sql` counts no row.

@@ -83,14 +83,31 @@ pub fn document(
                     .grant(principal, &view.table)
                     .is_some_and(|g| g.allows(op))
         };
-        let document_body = json!({"required": true, "content": {
-            "application/json": {"schema": {"$ref": r}},
-            "application/merge-patch+json": {"schema": {"$ref": r}}
-        }});
-        let written = |summary: String| {
+        // the root's noupdate fields, which a PUT or PATCH may not change
+        let noupdate: Vec<String> = view
+            .root
+            .fields
+            .iter()
+            .filter(|f| f.noupdate && f.path.len() == 1)
+            .map(|f| f.name.clone())
+            .collect();
+        let document_body = |complete: bool, unchangeable: &[String]| {
+            let body = schemas::document_write_schema(
+                schema,
+                root,
+                &view.document,
+                complete,
+                unchangeable,
+            );
+            json!({"required": true, "content": {
+                "application/json": {"schema": body},
+                "application/merge-patch+json": {"schema": body}
+            }})
+        };
+        let written = |summary: String, complete: bool, unchangeable: &[String]| {
             json!({
                 "summary": summary,
-                "requestBody": document_body,
+                "requestBody": document_body(complete, unchangeable),
                 "responses": {
                     "200": {"description": "the new document; its ETag is its etag",
                         "content": {"application/json": {"schema": {"$ref": r}}}},
@@ -117,7 +134,7 @@ pub fn document(
         if may(view.root.insert, Op::Insert) {
             collection.insert(
                 "post".into(),
-                written(format!("insert a document of {}", view.name)),
+                written(format!("insert a document of {}", view.name), true, &[]),
             );
         }
         paths.insert(format!("{prefix}/{}", view.name), Value::Object(collection));
@@ -138,15 +155,20 @@ pub fn document(
             }),
         );
         if view.root.writable() && policy.grant(principal, &view.table).is_some() {
-            let mut put = written(format!(
-                "replace a document of {} (If-Match or _metadata.etag: its etag)",
-                view.name
-            ));
+            let mut put = written(
+                format!(
+                    "replace a document of {} (If-Match or _metadata.etag: its etag)",
+                    view.name
+                ),
+                true,
+                &noupdate,
+            );
             put["parameters"] = key.clone();
-            let mut patch = written(format!(
-                "change a document of {} with a JSON Merge Patch",
-                view.name
-            ));
+            let mut patch = written(
+                format!("change a document of {} with a JSON Merge Patch", view.name),
+                false,
+                &noupdate,
+            );
             patch["parameters"] = key.clone();
             item.insert("put".into(), put);
             item.insert("patch".into(), patch);

@@ -216,7 +216,61 @@ pub fn error_schema() -> Value {
 /// The JSON schema of a duality view's documents (or of an embed in them): fields typed from
 /// the columns they name, nested arrays and objects from the related tables'.
 pub fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]) -> Value {
+    document_level(schema, table, items, None)
+}
+
+/// A document as a write sends it: only its fields (`additionalProperties: false`); at the
+/// root, none of the key's (`_id` comes from the URL) nor the `unchangeable` ones, and, when
+/// `complete` (POST, PUT), every
+/// field whose column must be given; in nested rows their key's fields (each row is found or
+/// made by its key) and the fields their columns need; nested arrays may be null (none).
+pub fn document_write_schema(
+    schema: &SchemaCache,
+    table: &Table,
+    items: &[SelectItem],
+    complete: bool,
+    unchangeable: &[String],
+) -> Value {
+    let mut root = document_level(schema, table, items, Some(complete));
+    let mut key_fields = fields_of(table, items, |c| c.pk_position > 0);
+    // the fields a write may not change (noupdate) are left out of a replacement or a patch
+    key_fields.extend(unchangeable.iter().cloned());
+    if let Some(props) = root["properties"].as_object_mut() {
+        for field in &key_fields {
+            props.remove(field);
+        }
+    }
+    if let Some(Value::Array(required)) = root.get_mut("required") {
+        required.retain(|r| !key_fields.iter().any(|k| r == k));
+    }
+    root
+}
+
+/// The fields of `items` (top level, spreads left out) that name a column of `table` meeting
+/// `pick`.
+fn fields_of(table: &Table, items: &[SelectItem], pick: impl Fn(&Column) -> bool) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::Column { name, alias, .. } => table
+                .column(name)
+                .filter(|c| pick(c))
+                .map(|_| alias.clone().unwrap_or_else(|| name.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One level of a document's schema; `write`: as written (`Some(complete)`), else as read.
+fn document_level(
+    schema: &SchemaCache,
+    table: &Table,
+    items: &[SelectItem],
+    write: Option<bool>,
+) -> Value {
     let mut props = Map::new();
+    let mut spread_needs = Map::new();
+    let mut spread_keys: Vec<String> = Vec::new();
     for item in items {
         match item {
             SelectItem::Star => {
@@ -240,16 +294,33 @@ pub fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]
                 let Some(related) = schema.table(&rel.related) else {
                     continue;
                 };
-                let inner = document_schema(schema, related, &e.select);
+                // a nested row is written whole: its key and what its columns need
+                let inner = document_level(schema, related, &e.select, write.map(|_| true));
                 let key = e.alias.clone().unwrap_or_else(|| e.relation.clone());
                 match (e.spread, inner) {
                     (true, Value::Object(mut o)) => {
                         if let Some(Value::Object(p)) = o.remove("properties") {
                             props.extend(p);
                         }
+                        // a spread row is linked by its key: a complete write gives it, and
+                        // its other fields need it
+                        if let Some(complete) = write {
+                            let keys = fields_of(related, &e.select, |c| c.pk_position > 0);
+                            for field in fields_of(related, &e.select, |c| c.pk_position == 0) {
+                                spread_needs.insert(field, json!(keys));
+                            }
+                            if complete {
+                                spread_keys.extend(keys);
+                            }
+                        }
                     }
                     (_, inner) if rel.is_many() => {
-                        props.insert(key, json!({"type": "array", "items": inner}));
+                        let array = if write.is_some() {
+                            json!({"type": ["array", "null"], "items": inner})
+                        } else {
+                            json!({"type": "array", "items": inner})
+                        };
+                        props.insert(key, array);
                     }
                     (_, inner) => {
                         props.insert(key, json!({"oneOf": [inner, {"type": "null"}]}));
@@ -258,7 +329,19 @@ pub fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]
             }
         }
     }
-    json!({"type": "object", "properties": props})
+    match write {
+        None => json!({"type": "object", "properties": props}),
+        Some(complete) => {
+            // a complete write sets every field it covers: a NOT NULL column's field is
+            // needed (a replacement sets what it leaves out to null, defaults or not)
+            let needed =
+                |c: &Column| c.pk_position > 0 || (complete && !c.nullable && !c.generated);
+            let mut required = fields_of(table, items, needed);
+            required.extend(spread_keys);
+            json!({"type": "object", "properties": props, "additionalProperties": false,
+                "required": required, "dependentRequired": spread_needs})
+        }
+    }
 }
 
 /// `{key}` of an item URL: typed as the primary key's one column, or the key's values
