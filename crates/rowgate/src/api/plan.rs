@@ -507,6 +507,18 @@ pub fn read<'q>(
 /// (on SQLite: PostgreSQL's answer to a value of the wrong type).
 /// A body's JSON value for the column `name`, checked against what the column accepts.
 pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiError> {
+    // PostgreSQL's text and jsonb cannot hold NUL, written or nested (an insert's
+    // json_populate_recordset refuses it; an update is held to the same)
+    let native = table
+        .column(name)
+        .is_some_and(|c| c.input == InputType::Native);
+    if native && holds_nul(v) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "text cannot hold NUL (\\u0000) in PostgreSQL",
+        )
+        .details(format!("column {name} of {}", table.name)));
+    }
     // a JSON column stores a JSON string as JSON ("text", quoted), as an insert does
     if let Json::String(_) = v {
         if table
@@ -517,6 +529,16 @@ pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiErr
         }
     }
     checked_value(table, name, json_value(v))
+}
+
+/// Whether a JSON value holds NUL in a string or a key, at any depth.
+fn holds_nul(v: &Json) -> bool {
+    match v {
+        Json::String(s) => s.contains('\0'),
+        Json::Array(items) => items.iter().any(holds_nul),
+        Json::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
 }
 
 /// `value` for the column `name`, checked against what the column accepts.

@@ -172,11 +172,20 @@ pub fn column_schema(c: &Column) -> Value {
     schema
 }
 
-/// A table's (or view's) rows as answered: every column typed (a `select` may leave any out).
+/// A table's (or view's) rows as answered: every column typed (a `select` may leave any out;
+/// values as stored, so without the patterns that keep generated requests within what the
+/// database takes, such as dates past the 28th).
 pub fn row_schema(table: &Table) -> Value {
     let mut schema = table_schema(table);
     if let Some(o) = schema.as_object_mut() {
         o.remove("required");
+    }
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for p in props.values_mut() {
+            if let Some(p) = p.as_object_mut() {
+                p.remove("pattern");
+            }
+        }
     }
     schema
 }
