@@ -29,76 +29,55 @@ fn js_clients() -> &'static Path {
     })
 }
 
-/// `clients/py`'s virtual environment with its pinned requirements (made once per test
-/// process when missing); the path of its Python.
-fn py_clients() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/py");
-        let python = dir.join(".venv/bin/python");
-        if !python.exists() {
-            let made = Command::new("python3")
-                .args(["-m", "venv", ".venv"])
-                .current_dir(&dir)
-                .status()
-                .expect("python3 is needed for the client tests");
-            assert!(
-                made.success(),
-                "python3 -m venv in {} failed",
-                dir.display()
-            );
-        }
-        let installed = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["-r", "requirements.txt"])
+/// The virtual environment of `clients/{name}` with its pinned `requirements.txt` installed
+/// (made when missing; pip runs once per test process); its folder.
+fn venv(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../clients")
+        .join(name);
+    let python = dir.join(".venv/bin/python");
+    if !python.exists() {
+        let made = Command::new("python3")
+            .args(["-m", "venv", ".venv"])
             .current_dir(&dir)
             .status()
-            .expect("pip");
+            .expect("python3 is needed for the client tests");
         assert!(
-            installed.success(),
-            "pip install in {} failed",
+            made.success(),
+            "python3 -m venv in {} failed",
             dir.display()
         );
-        python
-    })
+    }
+    let installed = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["-r", "requirements.txt"])
+        .current_dir(&dir)
+        .status()
+        .expect("pip");
+    assert!(
+        installed.success(),
+        "pip install in {} failed",
+        dir.display()
+    );
+    dir
 }
 
-/// Schemathesis, from `clients/schemathesis`'s pinned requirements in its own virtual
-/// environment (made once per test process when missing); the path of its `st`.
+/// `clients/py`'s Python (postgrest-py).
+fn py_clients() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| venv("py").join(".venv/bin/python"))
+}
+
+/// `clients/schemathesis`'s `st`.
 fn schemathesis() -> &'static Path {
     static ST: OnceLock<PathBuf> = OnceLock::new();
-    ST.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/schemathesis");
-        let st = dir.join(".venv/bin/st");
-        if !st.exists() {
-            let made = Command::new("python3")
-                .args(["-m", "venv", ".venv"])
-                .current_dir(&dir)
-                .status()
-                .expect("python3 is needed for the schemathesis run");
-            assert!(made.success(), "python3 -m venv in {}", dir.display());
-            let installed = Command::new(dir.join(".venv/bin/python"))
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(["-r", "requirements.txt"])
-                .current_dir(&dir)
-                .status()
-                .expect("pip");
-            assert!(installed.success(), "pip install in {}", dir.display());
-        }
-        st
-    })
+    ST.get_or_init(|| venv("schemathesis").join(".venv/bin/st"))
 }
 
 /// Runs `script` of `clients/py` against the server at `base`; its printed JSON.
