@@ -336,8 +336,11 @@ async fn openapi_schemathesis(b: Backend) {
         .any(|g| g.role == "anon" && g.functions == ["*"]));
     let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
     let url = s.root_url("/openapi.json");
+    // schemathesis keeps a cache where it runs: in the test's own folder
+    let cwd = s.dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(schemathesis())
+            .current_dir(cwd)
             .args(["run", &url, "--seed", "1", "--max-examples", "5"])
             .args(["--phases", "examples,coverage,fuzzing"])
             .args([
