@@ -361,7 +361,32 @@ async fn openapi_schemathesis(b: Backend) {
     );
 }
 
+/// postgrest-py's rpc() works unchanged: a scalar by POST and GET, a set of rows shaped by
+/// select/order/limit, PostgREST's PGRST202.
+async fn postgrest_py_rpc(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), SUPABASE, &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let base = s.base.clone();
+    let results = tokio::task::spawn_blocking(move || run_py(&base, "rpc.py"))
+        .await
+        .expect("client");
+    assert_eq!(
+        results["sum"],
+        json!({"data": 3, "error": null}),
+        "{results}"
+    );
+    assert_eq!(results["sumGet"]["data"], json!(42), "{results}");
+    assert_eq!(
+        results["rows"]["data"],
+        json!([{"name": "Max Verstappen"}, {"name": "Sergio Perez"}]),
+        "{results}"
+    );
+    assert_eq!(results["missing"]["error"]["code"], "PGRST202", "{results}");
+}
+
 backend_tests!(
+    postgrest_py_rpc,
     openapi_schemathesis,
     postgrest_js_embedding,
     postgrest_py_embedding,
