@@ -253,6 +253,7 @@ CREATE FUNCTION up_to(n integer) RETURNS SETOF integer LANGUAGE sql IMMUTABLE AS
 CREATE FUNCTION driver_stats(OUT total bigint, OUT best integer) LANGUAGE sql STABLE AS $$ SELECT count(*), max(points) FROM driver $$;
 CREATE FUNCTION sum_all(xs integer[]) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT sum(x)::int FROM unnest(xs) x $$;
 CREATE FUNCTION standings() RETURNS TABLE(team text, total integer) LANGUAGE sql STABLE AS $$ SELECT name, points FROM team $$;
+CREATE FUNCTION whoami() RETURNS json LANGUAGE sql STABLE AS $$ SELECT current_setting('request.jwt.claims', true)::json $$;
 CREATE FUNCTION sneaky() RETURNS integer LANGUAGE plpgsql STABLE AS $$ BEGIN UPDATE team SET points = 0; RETURN 1; END $$;
 "#;
 
@@ -327,6 +328,23 @@ async fn postgres_functions_are_called_by_argument_names() {
     )
     .await;
     assert_eq!(body, json!({"k": 1}));
+    // the caller's claims, as PostgREST sets them (Supabase's auth.uid() reads them)
+    let (_, body) = json_of(s.get("/rpc/whoami").send().await.expect("get")).await;
+    assert_eq!(body["role"], "anon", "{body}");
+    let (_, token) = common::client_token(&s, "fn-caller", "anon").await;
+    let (_, body) = json_of(
+        s.post("/rpc/whoami", json!({}))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert!(
+        body["sub"].as_str().is_some_and(|sub| !sub.is_empty()),
+        "{body}"
+    );
+    assert_eq!(body["role"], "anon");
     // bad arguments: an unknown name, a value of the wrong type
     let body = assert_error(
         call("/rpc/add_ints", json!({"x": 1})).await.expect("post"),

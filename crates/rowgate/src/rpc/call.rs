@@ -254,13 +254,35 @@ pub fn plan(
     cx: &Context<'_>,
 ) -> Result<PlannedCall, ApiError> {
     let mut planned = match callee {
-        Callee::Function(f) => plan_function(f, request, arguments, cx)?,
+        Callee::Function(f) => {
+            let mut planned = plan_function(f, request, arguments, cx)?;
+            planned.job.steps.insert(0, claims_setting(cx));
+            planned
+        }
         Callee::Resource(r) => plan_resource(r, request, arguments, cx)?,
     };
     if callee.writes() && !call.read_only {
         planned.job.access = Access::Write;
     }
     Ok(planned)
+}
+
+/// `request.jwt.claims` for the call's transaction, as PostgREST sets it: the token's claims
+/// (and the role), so that a function may read who calls it
+/// (`current_setting('request.jwt.claims', true)::json ->> 'sub'`, Supabase's `auth.uid()`).
+fn claims_setting(cx: &Context<'_>) -> Step {
+    let mut claims = (*cx.principal.claims).clone();
+    claims
+        .entry("role")
+        .or_insert_with(|| Json::String(cx.principal.role.clone()));
+    let mut sql = Sql::default();
+    let placeholder = render::bind(
+        cx.dialect,
+        &mut sql,
+        Value::Text(Json::Object(claims).to_string()),
+    );
+    sql.text = format!("SELECT set_config('request.jwt.claims', {placeholder}, true)");
+    Step::Execute(sql)
 }
 
 /// Refuses result modifiers where the result is not rows.
