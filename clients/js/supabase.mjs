@@ -80,6 +80,28 @@ if (process.env.ROWGATE_REALTIME === '1') {
   } catch (e) {
     results.realtime = { error: String(e) }
   }
+  // presence: a member tracking itself sees itself in the channel's state
+  try {
+    results.presence = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no presence sync in 10 s')), 10_000)
+      const lobby = anon.channel('lobby', { config: { presence: { key: 'me' } } })
+      lobby
+        .on('presence', { event: 'sync' }, () => {
+          const state = lobby.presenceState()
+          if (state.me) {
+            clearTimeout(timer)
+            resolve({ keys: Object.keys(state), online: state.me[0].online })
+          }
+        })
+        .subscribe(async (status) => {
+          if (status === 'SUBSCRIBED') {
+            results.tracked = await lobby.track({ online: true })
+          }
+        })
+    })
+  } catch (e) {
+    results.presence = { error: String(e) }
+  }
   await anon.removeAllChannels()
 }
 

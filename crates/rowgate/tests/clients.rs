@@ -301,6 +301,13 @@ async fn supabase_js_app(b: Backend) {
             "hasCommitTimestamp": true}),
         "{results}"
     );
+    // presence: track() resolves and the channel's state shows the member
+    assert_eq!(results["tracked"], "ok", "{results}");
+    assert_eq!(
+        results["presence"],
+        json!({"keys": ["me"], "online": true}),
+        "{results}"
+    );
 }
 
 /// The demo's configuration with every table, function and document open to the anonymous

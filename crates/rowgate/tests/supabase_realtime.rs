@@ -335,7 +335,61 @@ async fn broadcast_between_members(b: Backend) {
     quiet(&mut carol).await;
 }
 
+/// Presence: a member that tracks itself is announced to the channel's members that follow
+/// presence (itself included), one joining later gets the state with it, and its leaving (an
+/// untrack, or its connection closing) is announced.
+async fn presence_is_tracked(b: Backend) {
+    let s = server(b).await;
+    let mut alice = connect(&s, "2.0.0").await;
+    let mut bob = connect(&s, "2.0.0").await;
+    let presence = |key: &str| json!({"presence": {"enabled": true, "key": key}});
+    push(
+        &mut alice,
+        join("realtime:room", "1", json!([]), presence("alice")),
+    )
+    .await;
+    assert_eq!(next(&mut alice).await[4]["status"], "ok");
+    assert_eq!(next(&mut alice).await[3], "presence_state");
+    let track = json!({"type": "presence", "event": "track", "payload": {"online": true}});
+    push(
+        &mut alice,
+        json!(["1", "2", "realtime:room", "presence", track]),
+    )
+    .await;
+    let mut heard = Vec::new();
+    for _ in 0..2 {
+        heard.push(next(&mut alice).await);
+    }
+    let diff = heard
+        .iter()
+        .find(|f| f[3] == "presence_diff")
+        .unwrap_or_else(|| panic!("no presence_diff in {heard:?}"));
+    let meta = &diff[4]["joins"]["alice"]["metas"][0];
+    assert_eq!(meta["online"], true);
+    assert!(meta["phx_ref"].is_string());
+    assert!(
+        heard.iter().any(|f| f[3] == "phx_reply"),
+        "track() resolves"
+    );
+    // bob joins later: the state has alice
+    push(
+        &mut bob,
+        join("realtime:room", "1", json!([]), presence("bob")),
+    )
+    .await;
+    assert_eq!(next(&mut bob).await[4]["status"], "ok");
+    let state = next(&mut bob).await;
+    assert_eq!(state[3], "presence_state");
+    assert_eq!(state[4]["alice"]["metas"][0]["online"], true);
+    // alice's connection closes: bob hears her leave
+    alice.close(None).await.expect("close");
+    let left = next(&mut bob).await;
+    assert_eq!(left[3], "presence_diff");
+    assert_eq!(left[4]["leaves"]["alice"]["metas"][0]["online"], true);
+}
+
 backend_tests!(
+    presence_is_tracked,
     postgres_changes_in_supabase_shape,
     vsn_1_objects_and_event_filters,
     refusals,

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use super::capture::{Change, Op};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
-use super::supabase::{self, Binding, Vsn};
+use super::supabase::Binding;
 use crate::api::document_write::DocumentRead;
 use crate::auth::Standing;
 use crate::observe::Metrics;
@@ -132,7 +132,8 @@ impl Outbox {
         self.closed.load(Ordering::Relaxed)
     }
 
-    fn send(&self, frame: &Event) -> bool {
+    /// Queues `frame`; `false` (and the connection told to close, 1013) when it is full.
+    pub fn send(&self, frame: &Event) -> bool {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         if queue.len() >= self.capacity {
             drop(queue);
@@ -188,18 +189,6 @@ impl Subscription {
     }
 }
 
-/// A member of a Supabase channel (a topic), to whom broadcasts are relayed.
-pub struct Member {
-    /// Its connection.
-    pub connection: u64,
-    /// Its queue.
-    pub outbox: Arc<Outbox>,
-    /// Its protocol version.
-    pub vsn: Vsn,
-    /// Whether its own broadcasts come back to it (`config.broadcast.self`).
-    pub echo: bool,
-}
-
 /// An open connection as the hub keeps it: its queue, and the standing of the token it acts
 /// with (re-checked when the clients change and when the token runs out).
 struct Connection {
@@ -213,8 +202,6 @@ struct Registry {
     last: i64,
     tables: HashMap<String, Vec<Subscription>>,
     views: HashMap<(String, String), Arc<View>>,
-    /// Supabase channels by topic: their members.
-    channels: HashMap<String, Vec<Member>>,
 }
 
 /// Every subscription of this worker.
@@ -291,14 +278,6 @@ impl Hub {
         for table in tables {
             self.unsubscribe(table, connection);
         }
-        let mut registry = self.lock();
-        if !registry.channels.is_empty() {
-            registry.channels.retain(|_, members| {
-                members.retain(|m| m.connection != connection);
-                !members.is_empty()
-            });
-        }
-        drop(registry);
         self.open_connections().remove(&connection);
     }
 
@@ -394,55 +373,6 @@ impl Hub {
                 registry.tables.remove(table);
             }
         }
-    }
-
-    /// Enters `member` into the channel `topic` (in place of its connection's earlier entry).
-    pub fn join_channel(&self, topic: &str, member: Member) {
-        let mut registry = self.lock();
-        let members = registry.channels.entry(topic.to_string()).or_default();
-        members.retain(|m| m.connection != member.connection);
-        members.push(member);
-    }
-
-    /// Takes the connection out of the channel `topic`.
-    pub fn leave_channel(&self, topic: &str, connection: u64) {
-        let mut registry = self.lock();
-        if let Some(members) = registry.channels.get_mut(topic) {
-            members.retain(|m| m.connection != connection);
-            if members.is_empty() {
-                registry.channels.remove(topic);
-            }
-        }
-    }
-
-    /// Relays a broadcast `payload` from connection `from` to the channel's members (to the
-    /// sender too when it asked for its own); returns how many it reached.
-    pub fn broadcast(&self, topic: &str, from: u64, payload: &Json) -> usize {
-        let registry = self.lock();
-        let Some(members) = registry.channels.get(topic) else {
-            return 0;
-        };
-        let mut frames: Vec<(Vsn, Event)> = Vec::new();
-        let mut reached = 0;
-        for member in members.iter().filter(|m| m.connection != from || m.echo) {
-            let frame = match frames.iter().find(|(v, _)| *v == member.vsn) {
-                Some((_, frame)) => frame.clone(),
-                None => {
-                    let text =
-                        supabase::encode(member.vsn, None, None, topic, "broadcast", payload);
-                    let frame = Event {
-                        id: 0,
-                        json: text.into(),
-                    };
-                    frames.push((member.vsn, frame.clone()));
-                    frame
-                }
-            };
-            if member.outbox.send(&frame) {
-                reached += 1;
-            }
-        }
-        reached
     }
 
     /// Removes the connection's subscription on `table`; whether there was one.

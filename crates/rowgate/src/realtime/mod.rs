@@ -11,6 +11,7 @@
 //! `realtime.retention_s` / `retention_rows` every `realtime.prune_ms`.
 
 pub mod capture;
+pub mod channels;
 pub mod documents;
 pub mod hub;
 pub mod phoenix;

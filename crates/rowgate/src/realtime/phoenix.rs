@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use super::hub::{Member, Outbox, Subscription};
+use super::channels::Member;
+use super::hub::{Outbox, Subscription};
 use super::subscribe::prepare;
 use super::supabase::{self, Binding, Events, Message, Vsn};
 use crate::app::App;
@@ -86,13 +87,28 @@ impl State {
             }
             (_, "access_token") => self.access_token(caller, &message),
             (topic, "broadcast") if self.channels.contains_key(topic) => {
-                if let Some(hub) = caller.app.realtime.as_ref().map(|r| &r.hub) {
-                    hub.broadcast(topic, caller.connection, &message.payload);
+                if let Some(realtime) = &caller.app.realtime {
+                    realtime
+                        .channels
+                        .broadcast(topic, caller.connection, &message.payload);
                 }
                 ok(json!({}))
             }
-            // presence is acknowledged (track() resolves) but not tracked
-            (topic, "presence") if self.channels.contains_key(topic) => ok(json!({})),
+            (topic, "presence") if self.channels.contains_key(topic) => {
+                let payload = &message.payload;
+                if let Some(realtime) = &caller.app.realtime {
+                    match payload["event"].as_str() {
+                        Some("track") => {
+                            realtime
+                                .channels
+                                .track(topic, caller.connection, &payload["payload"])
+                        }
+                        Some("untrack") => realtime.channels.untrack(topic, caller.connection),
+                        _ => {}
+                    }
+                }
+                ok(json!({}))
+            }
             (_, event) => vec![supabase::reply(
                 vsn,
                 &message,
@@ -166,13 +182,21 @@ impl State {
                 }
             }
         }
-        hub.join_channel(
+        let presence = config["presence"]["enabled"].as_bool() == Some(true);
+        let key = match config["presence"]["key"].as_str() {
+            Some(key) if !key.is_empty() => key.to_string(),
+            // a key of its own, as Supabase's server makes one
+            _ => format!("{}-{}", caller.connection, self.next_id),
+        };
+        let present = realtime.channels.join(
             &message.topic,
             Member {
                 connection: caller.connection,
                 outbox: caller.outbox.clone(),
                 vsn,
                 echo: config["broadcast"]["self"].as_bool() == Some(true),
+                presence,
+                key,
             },
         );
         let has_bindings = !channel.bindings.is_empty();
@@ -193,8 +217,8 @@ impl State {
                     "message": "Subscribed to PostgreSQL", "status": "ok"}),
             ));
         }
-        if config["presence"]["enabled"].as_bool() == Some(true) {
-            frames.push(push("presence_state", json!({})));
+        if presence {
+            frames.push(push("presence_state", present));
         }
         frames
     }
@@ -274,7 +298,7 @@ impl State {
                     .hub
                     .unsubscribe_binding(table, caller.connection, *id);
             }
-            realtime.hub.leave_channel(topic, caller.connection);
+            realtime.channels.leave(topic, caller.connection);
         }
     }
 

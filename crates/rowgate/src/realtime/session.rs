@@ -166,6 +166,8 @@ where
     let mut tables: Vec<String> = session.tables.keys().cloned().collect();
     if let Some(state) = &session.phoenix {
         tables.extend(state.tables());
+        // out of its channels: its presence leaves
+        realtime.channels.disconnect(connection);
     }
     hub.disconnect(connection, tables.iter());
     drop(session);

@@ -18,6 +18,8 @@ use crate::schema::{SchemaCache, Table};
 pub struct Realtime {
     /// Subscriptions and fan-out.
     pub hub: Hub,
+    /// Supabase's channels: members, broadcasts, presence.
+    pub channels: super::channels::Channels,
     /// Woken when another worker committed changes (the supervisor says so).
     pub elsewhere: Arc<Notify>,
     /// Woken by the tailer when it dispatched changes this worker committed (a worker under
@@ -42,6 +44,7 @@ pub async fn open(
         .map_err(|e| anyhow::anyhow!("reading the change log: {e}"))?;
     Ok(Some(Arc::new(Realtime {
         hub: Hub::new(head.last, metrics),
+        channels: Default::default(),
         elsewhere: Arc::new(Notify::new()),
         committed_here: Arc::new(Notify::new()),
     })))
