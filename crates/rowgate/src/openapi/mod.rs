@@ -91,23 +91,18 @@ pub fn document(
             .filter(|f| f.noupdate && f.path.len() == 1)
             .map(|f| f.name.clone())
             .collect();
-        let document_body = |complete: bool, unchangeable: &[String]| {
-            let body = schemas::document_write_schema(
-                schema,
-                root,
-                &view.document,
-                complete,
-                unchangeable,
-            );
+        let document_body = |write: schemas::DocumentWrite, unchangeable: &[String]| {
+            let body =
+                schemas::document_write_schema(schema, root, &view.document, write, unchangeable);
             json!({"required": true, "content": {
                 "application/json": {"schema": body},
                 "application/merge-patch+json": {"schema": body}
             }})
         };
-        let written = |summary: String, complete: bool, unchangeable: &[String]| {
+        let written = |summary: String, write: schemas::DocumentWrite, unchangeable: &[String]| {
             json!({
                 "summary": summary,
-                "requestBody": document_body(complete, unchangeable),
+                "requestBody": document_body(write, unchangeable),
                 "responses": {
                     "200": {"description": "the new document; its ETag is its etag",
                         "content": {"application/json": {"schema": {"$ref": r}}}},
@@ -134,7 +129,11 @@ pub fn document(
         if may(view.root.insert, Op::Insert) {
             collection.insert(
                 "post".into(),
-                written(format!("insert a document of {}", view.name), true, &[]),
+                written(
+                    format!("insert a document of {}", view.name),
+                    schemas::DocumentWrite::Insert,
+                    &[],
+                ),
             );
         }
         paths.insert(format!("{prefix}/{}", view.name), Value::Object(collection));
@@ -160,13 +159,13 @@ pub fn document(
                     "replace a document of {} (If-Match or _metadata.etag: its etag)",
                     view.name
                 ),
-                true,
+                schemas::DocumentWrite::Replace,
                 &noupdate,
             );
             put["parameters"] = key.clone();
             let mut patch = written(
                 format!("change a document of {} with a JSON Merge Patch", view.name),
-                false,
+                schemas::DocumentWrite::Patch,
                 &noupdate,
             );
             patch["parameters"] = key.clone();

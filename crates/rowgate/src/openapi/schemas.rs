@@ -228,29 +228,66 @@ pub fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]
     document_level(schema, table, items, None)
 }
 
+/// How a write sends a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentWrite {
+    /// POST: a new document (a field left out takes its column's default).
+    Insert,
+    /// PUT: the whole document (a field left out becomes null).
+    Replace,
+    /// PATCH: the fields that change.
+    Patch,
+}
+
 /// A document as a write sends it: only its fields (`additionalProperties: false`); at the
-/// root, none of the key's (`_id` comes from the URL) nor the `unchangeable` ones, and, when
-/// `complete` (POST, PUT), every
-/// field whose column must be given; in nested rows their key's fields (each row is found or
-/// made by its key) and the fields their columns need; nested arrays may be null (none).
+/// root, none of the key's (`_id` comes from the URL) nor the `unchangeable` ones, and, but
+/// for a patch, every field whose column must be given; in nested rows their key's fields
+/// (each row is found or made by its key) and the fields their columns need; nested arrays
+/// may be null (none).
 pub fn document_write_schema(
     schema: &SchemaCache,
     table: &Table,
     items: &[SelectItem],
-    complete: bool,
+    write: DocumentWrite,
     unchangeable: &[String],
 ) -> Value {
-    let mut root = document_level(schema, table, items, Some(complete));
-    let mut key_fields = fields_of(table, items, |c| c.pk_position > 0);
-    // the fields a write may not change (noupdate) are left out of a replacement or a patch
-    key_fields.extend(unchangeable.iter().cloned());
+    let mut root = document_level(schema, table, items, Some(write != DocumentWrite::Patch));
+    let keys = fields_of(table, items, |c| c.pk_position > 0);
+    // fields left out of the body, and fields it need not give
+    let (mut absent, mut optional) = (Vec::new(), Vec::new());
+    if write == DocumentWrite::Insert {
+        // a new document may name its key (a taken one is a 409), and must when rows are
+        // nested in it: they refer to it by that key; its columns with defaults may be left out
+        let arrays: Vec<String> = root["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, p)| {
+                p["type"]
+                    .as_array()
+                    .is_some_and(|t| t.contains(&json!("array")))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        if let Some(needs) = root["dependentRequired"].as_object_mut() {
+            for member in arrays {
+                needs.insert(member, json!(keys));
+            }
+        }
+        optional.extend(keys);
+        optional.extend(fields_of(table, items, |c| c.default.is_some()));
+    } else {
+        // the key comes from the URL; what a write may not change (noupdate) is left out
+        absent.extend(keys);
+        absent.extend(unchangeable.iter().cloned());
+    }
     if let Some(props) = root["properties"].as_object_mut() {
-        for field in &key_fields {
+        for field in &absent {
             props.remove(field);
         }
     }
     if let Some(Value::Array(required)) = root.get_mut("required") {
-        required.retain(|r| !key_fields.iter().any(|k| r == k));
+        required.retain(|r| !absent.iter().chain(&optional).any(|k| r == k));
     }
     root
 }
