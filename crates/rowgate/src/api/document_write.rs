@@ -868,9 +868,7 @@ fn key_text(v: &Json, name: &str) -> Result<String, ApiError> {
         Json::String(s) => Ok(s.clone()),
         // an integer written with a fraction (999.0) is that integer
         Json::Number(n) => Ok(match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
-                (f as i64).to_string()
-            }
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => (f as i64).to_string(),
             _ => n.to_string(),
         }),
         _ => Err(ApiError::new(
