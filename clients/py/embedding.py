@@ -2,19 +2,8 @@
 ROWGATE_URL (its REST prefix included). Prints one JSON object: each call's data, or its
 error, for crates/rowgate/tests/clients.rs to check."""
 import json
-import os
 
-from postgrest import APIError, SyncPostgrestClient
-
-client = SyncPostgrestClient(os.environ["ROWGATE_URL"])
-
-
-def outcome(call):
-    try:
-        return {"data": call().data, "error": None}
-    except APIError as e:
-        return {"data": None, "error": {"code": e.code, "message": e.message, "hint": e.hint}}
-
+from common import client, outcome
 
 results = {
     # one-to-many, the embed's own filter and order

@@ -3,19 +3,8 @@
 and limit, and PostgREST's error for a function that does not exist. Prints one JSON object for
 crates/rowgate/tests/clients.rs to check."""
 import json
-import os
 
-from postgrest import APIError, SyncPostgrestClient
-
-client = SyncPostgrestClient(os.environ["ROWGATE_URL"])
-
-
-def outcome(call):
-    try:
-        return {"data": call().data, "error": None}
-    except APIError as e:
-        return {"data": None, "error": {"code": e.code, "message": e.message, "hint": e.hint}}
-
+from common import client, outcome
 
 results = {
     "sum": outcome(lambda: client.rpc("add_them", {"a": 1, "b": 2}).execute()),

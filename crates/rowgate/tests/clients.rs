@@ -177,7 +177,7 @@ async fn postgrest_py_embedding(b: Backend) {
     );
 }
 
-/// A Supabase app's configuration: Supabase's REST prefix, its two roles, a function.
+/// A Supabase app's configuration: Supabase's REST prefix, its two roles.
 const SUPABASE: &str = r#"
 [rest]
 prefix = "/rest/v1"
@@ -185,19 +185,6 @@ prefix = "/rest/v1"
 [realtime]
 tables = ["team"]
 
-[[resources]]
-roles = ["*"]
-function = "add_them"
-shape = "value"
-sql = "SELECT :a + :b"
-params.a = { type = "int" }
-params.b = { type = "int" }
-
-[[resources]]
-roles = ["*"]
-function = "drivers_above"
-sql = "SELECT driver_id, name, points FROM driver WHERE points > :min_points"
-params.min_points = { type = "int", default = 0 }
 
 [[grants]]
 role = "anon"
@@ -210,13 +197,18 @@ tables = ["*"]
 ops = ["select", "insert", "update", "delete"]
 "#;
 
+/// [`SUPABASE`] with the RPC functions.
+fn supabase_config() -> String {
+    format!("{SUPABASE}{FUNCTION_RESOURCES}")
+}
+
 /// supabase-js works unchanged with only its URL and keys changed: an anon key and a
 /// service-role key (long-lived tokens of those roles), reads with filters and embedding,
 /// writes refused to anon and done by the service role, rpc() by POST and GET with a
 /// set-returning call shaped by select/order/limit, PGRST202 for an unknown function.
 async fn supabase_js_app(b: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), SUPABASE, &[]).expect("config");
+    let config = write_config(dir.path(), &supabase_config(), &[]).expect("config");
     let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
     let mut keys = Vec::new();
     for (name, role) in [("web", "anon"), ("backend", "service_role")] {
@@ -372,7 +364,7 @@ async fn openapi_schemathesis(b: Backend) {
 /// select/order/limit, PostgREST's PGRST202.
 async fn postgrest_py_rpc(b: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), SUPABASE, &[]).expect("config");
+    let config = write_config(dir.path(), &supabase_config(), &[]).expect("config");
     let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
     let base = s.base.clone();
     let results = tokio::task::spawn_blocking(move || run_py(&base, "rpc.py"))

@@ -7,25 +7,12 @@
 
 mod common;
 
-use common::{assert_error, write_config, Backend, TestServer};
+use common::{assert_error, write_config, Backend, TestServer, FUNCTION_RESOURCES};
 use serde_json::{json, Value};
 
-/// Functions declared as custom resources: a value, rows, and one that writes.
+/// Functions declared as custom resources besides [`FUNCTION_RESOURCES`]: one that writes, one
+/// for writers only.
 const CONFIG: &str = r#"
-[[resources]]
-roles = ["*"]
-function = "add_them"
-shape = "value"
-sql = "SELECT :a + :b"
-params.a = { type = "int" }
-params.b = { type = "int" }
-
-[[resources]]
-roles = ["*"]
-function = "drivers_above"
-sql = "SELECT driver_id, name, points, team_id FROM driver WHERE points > :min_points"
-params.min_points = { type = "int", default = 0 }
-
 [[resources]]
 roles = ["*"]
 function = "rename_team"
@@ -52,6 +39,11 @@ async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
     TestServer::start_prepared(b, dir, config, setup, |_| {}).await
 }
 
+/// A server with [`CONFIG`]'s and [`FUNCTION_RESOURCES`]'s functions.
+async fn functions_server(b: Backend) -> TestServer {
+    start(b, "", &format!("{CONFIG}{FUNCTION_RESOURCES}")).await
+}
+
 async fn json_of(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
@@ -60,7 +52,7 @@ async fn json_of(r: reqwest::Response) -> (u16, Value) {
 /// A resource function answers POST with a JSON object of arguments and GET with them in the
 /// query string; a missing or mistyped argument is refused naming it.
 async fn resource_functions_take_arguments_by_name(b: Backend) {
-    let s = start(b, "", CONFIG).await;
+    let s = functions_server(b).await;
     let (status, body) = json_of(
         s.post("/rpc/add_them", json!({"a": 1, "b": 2}))
             .send()
@@ -106,7 +98,7 @@ async fn resource_functions_take_arguments_by_name(b: Backend) {
 
 /// A function returning rows takes filters, order, limits, `select` and counts as a table.
 async fn resource_function_rows_read_as_a_table(b: Backend) {
-    let s = start(b, "", CONFIG).await;
+    let s = functions_server(b).await;
     let r = s
         .get("/rpc/drivers_above?min_points=100&select=name,points&points=lt.300&order=points.desc&limit=2")
         .header("prefer", "count=exact")
@@ -156,7 +148,7 @@ async fn resource_function_rows_read_as_a_table(b: Backend) {
 
 /// A resource function whose SQL writes answers POST only, and its write commits.
 async fn resource_function_that_writes(b: Backend) {
-    let s = start(b, "", CONFIG).await;
+    let s = functions_server(b).await;
     let r = s
         .get("/rpc/rename_team?id=1&name=X")
         .send()
@@ -190,7 +182,7 @@ async fn resource_function_that_writes(b: Backend) {
 /// An unknown function or argument answers PostgREST's 404 `PGRST202`, with a hint; a function
 /// the role may not call is refused.
 async fn unknown_functions_and_roles(b: Backend) {
-    let s = start(b, "", CONFIG).await;
+    let s = functions_server(b).await;
     let body = assert_error(
         s.post("/rpc/add_themm", json!({}))
             .send()

@@ -867,10 +867,16 @@ fn key_text(v: &Json, name: &str) -> Result<String, ApiError> {
     match v {
         Json::String(s) => Ok(s.clone()),
         // an integer written with a fraction (999.0) is that integer
-        Json::Number(n) => Ok(match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => (f as i64).to_string(),
-            _ => n.to_string(),
-        }),
+        Json::Number(n) => Ok(
+            match n
+                .as_f64()
+                .filter(|_| n.is_f64())
+                .and_then(super::rows::integral)
+            {
+                Some(i) => i.to_string(),
+                None => n.to_string(),
+            },
+        ),
         _ => Err(ApiError::new(
             ErrorCode::InvalidBody,
             format!("'{name}' must be a string or a number"),

@@ -891,10 +891,9 @@ impl RowSink for RowsPlanner<'_> {
                 }
                 // an integer column's value written with a fraction (112.0) is an integer, as
                 // JSON Schema counts it
-                Some(BodyCell::Value(Value::Real(f)))
-                    if f.fract() == 0.0 && f.abs() < 9.0e15 && self.integer[i] =>
-                {
-                    group.cell(Value::Int(f as i64), None)
+                Some(BodyCell::Value(Value::Real(f))) if self.integer[i] => {
+                    let v = super::rows::integral(f).map_or(Value::Real(f), Value::Int);
+                    group.cell(input.check_value(v).map_err(refused)?, None)
                 }
                 Some(BodyCell::Value(v)) => {
                     group.cell(input.check_value(v).map_err(refused)?, None)

@@ -137,6 +137,12 @@ impl Reader<'_> {
     }
 }
 
+/// The integer a float written with a zero fraction stands for (`456.0`: JSON Schema counts it
+/// an integer), within the range a double holds exactly.
+pub fn integral(f: f64) -> Option<i64> {
+    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+}
+
 /// A JSON value from a body as a bound value (objects and arrays as JSON text).
 pub fn json_value(v: &Json) -> Value {
     match v {

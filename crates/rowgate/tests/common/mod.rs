@@ -10,6 +10,24 @@ use std::net::SocketAddr;
 use rowgate::config::Config;
 use tokio::sync::oneshot;
 
+/// Two custom resources declared as RPC functions (`[[resources]]` TOML): `add_them(a, b)`, a
+/// value, and `drivers_above(min_points)`, rows.
+pub const FUNCTION_RESOURCES: &str = r#"
+[[resources]]
+roles = ["*"]
+function = "add_them"
+shape = "value"
+sql = "SELECT :a + :b"
+params.a = { type = "int" }
+params.b = { type = "int" }
+
+[[resources]]
+roles = ["*"]
+function = "drivers_above"
+sql = "SELECT driver_id, name, points, team_id FROM driver WHERE points > :min_points"
+params.min_points = { type = "int", default = 0 }
+"#;
+
 /// The database a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
