@@ -318,7 +318,7 @@ async fn documents_are_replaced_whole(b: Backend) {
     });
     // Mercedes first lets Lewis go (its drivers may not be deleted, only moved)
     let (status, _, _) = write(s.put("/team_dv/1", mercedes.clone())).await;
-    assert_eq!(status, 400, "team_dv may not delete driver rows");
+    assert_eq!(status, 403, "team_dv may not delete driver rows");
     let (status, body, headers) = write(s.put("/team_dv/2", team.clone())).await;
     assert_eq!(status, 200, "{body}");
     let new_tag = etag_of(&body);
@@ -491,14 +491,14 @@ async fn documents_are_inserted_and_deleted(b: Backend) {
     assert_eq!(after, before);
 }
 
-/// A change the view does not allow is refused with 400 naming it, and nothing changes: a
+/// A change the view does not allow is refused with 403 naming it, and nothing changes: a
 /// `noupdate` field, a table without the permission, rows left out that may not be deleted,
 /// an `_id` other than the URL's, a field the document does not have.
 async fn disallowed_changes_are_refused(b: Backend) {
     let s = server(b).await;
     let (race, _) = document(&s, "/race_dv/1").await;
     for (path, body, status, code, needle) in [
-        ("/race_dv/1", json!({"laps": 99}), 400, "RG115", "'laps'"),
+        ("/race_dv/1", json!({"laps": 99}), 403, "RG115", "'laps'"),
         (
             "/race_dv/1",
             json!({"laps": 57, "name": "Bahrain GP"}),
@@ -509,7 +509,7 @@ async fn disallowed_changes_are_refused(b: Backend) {
         (
             "/team_dv/1",
             json!({"driver": []}),
-            400,
+            403,
             "RG115",
             "deleting 'driver'",
         ),
@@ -545,7 +545,7 @@ async fn disallowed_changes_are_refused(b: Backend) {
         (
             "/race_dv/1",
             json!({"result": [{"position": 1, "driverId": 3, "name": "Someone"}]}),
-            400,
+            403,
             "RG115",
             "'result.driver'",
         ),
@@ -577,6 +577,14 @@ async fn disallowed_changes_are_refused(b: Backend) {
     );
     let (mercedes, _) = document(&s, "/team_dv/1").await;
     assert_eq!(mercedes["driver"].as_array().map(Vec::len), Some(2));
+    // a null for a NOT NULL column is refused even where the field would be left alone (a
+    // NOCHECK field of a table the view does not update)
+    let (driver, _) = document(&s, "/driver_dv/1").await;
+    let body = json!({"teamId": driver["teamId"], "team": null});
+    let (got, answer, _) = write(s.patch("/driver_dv/1", body.clone())).await;
+    assert_eq!(got, 400, "{body}: {answer}");
+    assert_eq!(answer["code"], "23502", "{answer}");
+    assert!(answer["details"].to_string().contains("'team'"), "{answer}");
 }
 
 /// Two clients PUT the same document with the same etag at the same time: exactly one wins,
@@ -642,7 +650,40 @@ ops = ["select", "update"]
     assert_eq!(still["driver"][0]["name"], "Lewis Hamilton");
 }
 
+/// A new document without a key (the database assigns it) has no nested rows, since they
+/// would refer to it by its key: the OpenAPI document says so, and the server holds to it.
+async fn keyless_documents_have_no_nested_rows(b: Backend) {
+    let s = server(b).await;
+    let doc: Value = s
+        .get("/")
+        .send()
+        .await
+        .expect("openapi")
+        .json()
+        .await
+        .expect("json");
+    let new_team = &doc["paths"]["/api/team_dv"]["post"]["requestBody"]["content"]
+        ["application/json"]["schema"];
+    assert_eq!(
+        new_team["anyOf"][1]["properties"]["driver"]["maxItems"], 0,
+        "{new_team}"
+    );
+    for (driver, created) in [(json!([]), true), (json!([{"driverId": 1}]), false)] {
+        let status = s
+            .post(
+                "/team_dv",
+                json!({"name": "Keyless", "points": 0, "driver": driver}),
+            )
+            .send()
+            .await
+            .expect("post")
+            .status();
+        assert_eq!(status.is_success(), created, "{status}");
+    }
+}
+
 backend_tests!(
+    keyless_documents_have_no_nested_rows,
     documents_are_replaced_whole,
     documents_are_merge_patched,
     documents_are_inserted_and_deleted,

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Backend, TestServer};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 async fn document(s: &TestServer) -> Value {
     s.get("/")
@@ -84,6 +84,41 @@ async fn the_document_describes_what_the_server_takes(b: Backend) {
         .expect("post")
         .status();
     assert_eq!(status, 400);
+    // an array's objects all have the same keys: each optional column in all or in none
+    let same_keys = &post["schema"]["oneOf"][1]["allOf"];
+    assert!(
+        same_keys
+            .as_array()
+            .expect("allOf")
+            .iter()
+            .any(|k| k["anyOf"][0]["items"]["required"] == json!(["points"])),
+        "{same_keys}"
+    );
+    for (rows, created) in [
+        (json!([{"name": "Same A"}, {"name": "Same B"}]), true),
+        (
+            json!([{"name": "Differ A"}, {"name": "Differ B", "points": 1}]),
+            false,
+        ),
+    ] {
+        let status = s.post("/team", rows).send().await.expect("post").status();
+        assert_eq!(status.is_success(), created, "{status}");
+    }
+    // SQLite's rowid is assigned for a null key; PostgreSQL's identity column refuses a null
+    let team_id = &post["schema"]["oneOf"][0]["properties"]["team_id"];
+    let rowid = b == Backend::Sqlite;
+    assert_eq!(
+        team_id["type"] == json!(["integer", "null"]),
+        rowid,
+        "{team_id}"
+    );
+    let status = s
+        .post("/team", json!({"team_id": null, "name": "Null Key"}))
+        .send()
+        .await
+        .expect("post")
+        .status();
+    assert_eq!(status.is_success(), rowid, "{status}");
 }
 
 backend_tests!(the_document_describes_what_the_server_takes);

@@ -19,8 +19,9 @@ params.name = { default = "world" }
 [[resources]]
 roles = ["*"]
 path = "/teams"
-sql = "SELECT team_id, name, points FROM team WHERE points >= :min ORDER BY team_id"
+sql = "SELECT team_id, name, points FROM team WHERE points >= :min ORDER BY team_id LIMIT :limit"
 params.min = { type = "int", default = 0 }
+params.limit = { type = "int", default = 100, min = 0, max = 1000 }
 
 [[resources]]
 roles = ["*"]
@@ -287,6 +288,10 @@ async fn bad_and_missing_parameters(b: Backend) {
         ("/echo?i=1&j=%7Bnope", 400, "RG111", "j"),
         ("/teams/abc", 400, "RG111", "id"),
         ("/teams?min=lots", 400, "RG111", "min"),
+        // a range, checked before the SQL runs (a negative LIMIT fails on PostgreSQL and means
+        // none on SQLite)
+        ("/teams?limit=-1", 400, "RG111", "limit"),
+        ("/teams?limit=1001", 400, "RG111", "limit"),
     ];
     for (path, status, code, name) in cases {
         let r = s
@@ -302,6 +307,22 @@ async fn bad_and_missing_parameters(b: Backend) {
             "{path}: {text}"
         );
     }
+    let r = s
+        .client
+        .get(s.root_url("/teams?limit=-1"))
+        .send()
+        .await
+        .expect("request");
+    let body = assert_error(r, 400, "RG111").await;
+    assert_eq!(body["message"], "parameter limit is out of range", "{body}");
+    assert_eq!(
+        body["hint"], "limit must be at least 0 and at most 1000",
+        "{body}"
+    );
+    let (status, rows) = get(&s, "/teams?limit=1000").await;
+    assert_eq!(status, 200, "{rows}");
+    let (status, rows) = get(&s, "/teams?limit=0").await;
+    assert_eq!((status, rows), (200, json!([])));
     // Body parameters: missing, mistyped, not an object, not JSON.
     for (body, code) in [
         (json!({"points": 1}), "RG110"),
@@ -488,6 +509,19 @@ async fn openapi_lists_resources(b: Backend) {
         json!(["name"])
     );
     assert!(paths["/teams/{id}/points"]["post"]["responses"]["204"].is_object());
+    // a parameter's range is stated
+    let limit = paths["/teams"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .expect("limit")
+        .clone();
+    assert_eq!(
+        (&limit["schema"]["minimum"], &limit["schema"]["maximum"]),
+        (&json!(0), &json!(1000)),
+        "{limit}"
+    );
     assert!(paths["/blog"]["get"]["responses"]["200"]["content"]["text/html"].is_object());
     // The tables are still there.
     assert!(paths["/api/team"].is_object());
@@ -678,6 +712,22 @@ fn bad_declarations_are_refused_at_load() {
             &["/api", "shadows"],
         ),
         ("path = \"/live\"\nsql = \"SELECT 1\"", &[], &["/live"]),
+        // a range goes with a number, lower bound first, the default within
+        (
+            "path = \"/r\"\nsql = \"SELECT :t\"\nparams.t = { type = \"text\", min = 1 }",
+            &[],
+            &["parameter t", "min and max"],
+        ),
+        (
+            "path = \"/r\"\nsql = \"SELECT :n\"\nparams.n = { type = \"int\", min = 5, max = 1 }",
+            &[],
+            &["parameter n", "min (5) is above max (1)"],
+        ),
+        (
+            "path = \"/r\"\nsql = \"SELECT :n\"\nparams.n = { type = \"float\", default = 7.5, max = 1 }",
+            &[],
+            &["default of n", "out of range"],
+        ),
         // ORDS modules live under the ORDS schema alias, clear of ORDS's own paths
         (
             "path = \"/ords/other/x\"\nsql = \"SELECT 1\"",

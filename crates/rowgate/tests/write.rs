@@ -1212,7 +1212,82 @@ async fn json_strings_and_write_checks(b: Backend) {
     }
 }
 
+/// What a value may be is checked before any row is touched: a CHECK bound (`laps > 0`) by a
+/// PATCH whether or not a row matches; a date in ISO 8601 only (PostgreSQL reads `2024-01-02*`
+/// as a date, and `01/02/2024` by its DateStyle), with PostgreSQL's special words on
+/// PostgreSQL; a number as written (1923763560306917.0 was read one step off).
+async fn values_checked_before_writing(b: Backend) {
+    let s = TestServer::start(b).await;
+    for filter in ["race_id=eq.99999", "race_id=eq.1"] {
+        let r = s
+            .patch(&format!("/race?{filter}"), json!({"laps": 0}))
+            .send()
+            .await
+            .expect("patch");
+        let body = assert_error(r, 400, "23514").await;
+        assert!(body.to_string().contains("laps"), "{body}");
+    }
+    assert_eq!(count(&s, "SELECT count(*) FROM race WHERE laps <= 0"), 0);
+    for (i, date) in ["2024-01-02*", "01/02/2024", "2024-02-30"]
+        .into_iter()
+        .enumerate()
+    {
+        let r = s
+            .post(
+                "/race",
+                json!({"name": format!("Date GP {i}"), "laps": 3, "race_date": date}),
+            )
+            .send()
+            .await
+            .expect("post");
+        let body: Value = r.json().await.expect("json");
+        assert!(
+            body["code"] == "22007" || body["code"] == "22008",
+            "{date}: {body}"
+        );
+        let r = s
+            .patch("/race?race_id=eq.1", json!({"race_date": date}))
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(r.status(), 400, "{date}");
+    }
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM race WHERE name LIKE 'Date GP%'"),
+        0
+    );
+    let r = s
+        .post(
+            "/race",
+            json!({"name": "Forever GP", "laps": 3, "race_date": "infinity"}),
+        )
+        .send()
+        .await
+        .expect("post");
+    let status = r.status().as_u16();
+    match b {
+        Backend::Postgres => assert_eq!(status, 201),
+        Backend::Sqlite => assert_eq!(status, 400),
+    }
+    let salary = 1_923_763_560_306_917.0_f64;
+    let r = s
+        .post(
+            "/employee",
+            json!({"first_name": "Ada", "last_name": "Big", "hire_date": "2024-01-02T10:00:00",
+                "dept_no": "600", "job_code": "VP", "job_grade": 2, "job_country": "USA",
+                "salary": salary}),
+        )
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0]["salary"].as_f64(), Some(salary), "{body}");
+}
+
 backend_tests!(
+    values_checked_before_writing,
     json_strings_and_write_checks,
     post_one_minimal,
     post_array_is_one_transaction,

@@ -291,6 +291,16 @@ impl<'c, 'a> Writer<'c, 'a> {
             if Some(field.column.as_str()) == key_column {
                 continue;
             }
+            // a null given for a column that takes none is wrong even where the field is not
+            // written (a NOCHECK field of a table the view does not update)
+            let given_null = object.get(&field.name).is_some_and(Json::is_null);
+            if given_null && table.column(&field.column).is_some_and(|c| c.never_null) {
+                return Err(ApiError::new(
+                    ErrorCode::NotNullViolation,
+                    "a NOT NULL constraint was violated",
+                )
+                .details(format!("'{}' may not be null", field.name)));
+            }
             set.push((
                 field.column.clone(),
                 plan::column_value(table, &field.column, value)?,

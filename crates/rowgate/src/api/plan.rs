@@ -528,6 +528,15 @@ pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiErr
             return Ok(Value::Text(v.to_string()));
         }
     }
+    if let (Some(c), Json::String(text)) = (table.column(name), v) {
+        if let Some(kind) = native
+            .then(|| InputType::postgres_temporal(&c.decl_type))
+            .flatten()
+        {
+            kind.check_postgres_temporal(text)
+                .map_err(|e| e.details(format!("column {name} of {}", table.name)))?;
+        }
+    }
     checked_value(table, name, json_value(v))
 }
 
@@ -692,6 +701,8 @@ struct RowsPlanner<'a> {
     json: Vec<bool>,
     /// Which of them are integer columns.
     integer: Vec<bool>,
+    /// Per key, a PostgreSQL date or timestamp column's check of what is written to it.
+    temporal: Vec<Option<InputType>>,
     groups: Vec<RowGroup>,
     /// The current row's given columns (reused from row to row).
     present: Vec<bool>,
@@ -786,6 +797,7 @@ impl<'a> RowsPlanner<'a> {
             inputs: Vec::new(),
             json: Vec::new(),
             integer: Vec::new(),
+            temporal: Vec::new(),
             groups: Vec::new(),
             present: Vec::new(),
             body_len,
@@ -816,6 +828,16 @@ impl RowSink for RowsPlanner<'_> {
                 self.table
                     .column(c)
                     .is_some_and(|c| c.json_kind == crate::schema::JsonKind::Json)
+            })
+            .collect();
+        self.temporal = self
+            .columns
+            .iter()
+            .map(|c| {
+                self.table
+                    .column(c)
+                    .filter(|c| c.input == InputType::Native)
+                    .and_then(|c| InputType::postgres_temporal(&c.decl_type))
             })
             .collect();
         self.integer = self
@@ -872,7 +894,13 @@ impl RowSink for RowsPlanner<'_> {
             let refused = |e: ApiError| {
                 e.details(format!("column {} of {}", self.columns[i], self.table.name))
             };
-            match cell.take() {
+            let cell = cell.take();
+            if let (Some(kind), Some(BodyCell::Value(Value::Text(text)))) =
+                (self.temporal[i], &cell)
+            {
+                kind.check_postgres_temporal(text).map_err(refused)?;
+            }
+            match cell {
                 None => group.cell(Value::Null, None),
                 Some(BodyCell::Json(text))
                     if matches!(input, InputType::Native | InputType::Any) =>
@@ -930,6 +958,19 @@ pub fn update(
                     "a NOT NULL constraint was violated",
                 )
                 .details(format!("column {name} of {} may not be null", table.name)));
+            }
+            // (a simple CHECK bound likewise)
+            let bounds = table.column(&name).map(|c| c.bounds).unwrap_or_default();
+            if v.as_f64().is_some_and(|n| !bounds.admit(n)) {
+                return Err(ApiError::new(
+                    ErrorCode::CheckViolation,
+                    "a CHECK constraint was violated",
+                )
+                .details(format!(
+                    "{name} = {v} in {}: its CHECK constraint needs {name} {}",
+                    table.name,
+                    bounds.describe()
+                )));
             }
             let value = column_value(table, &name, v)?;
             Ok((name, value))

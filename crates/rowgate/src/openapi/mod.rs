@@ -14,7 +14,7 @@ use crate::auth::Principal;
 use crate::duality::DualityViews;
 use crate::error::ApiError;
 use crate::resources::declare::{ParamType, Shape, Source};
-use crate::resources::{Resource, Resources};
+use crate::resources::{Param, Resource, Resources};
 use crate::schema::functions::{Function, Returns};
 use crate::schema::{SchemaCache, Table};
 use schemas::{
@@ -305,7 +305,9 @@ fn written_response(what: &str) -> Value {
 fn row_schema(table: &Table, insert: bool) -> Value {
     let mut row = table_schema(table);
     row["additionalProperties"] = json!(false);
-    if !insert {
+    if insert {
+        schemas::rowid_assigned(table, &mut row);
+    } else {
         row.as_object_mut().map(|r| r.remove("required"));
     }
     row
@@ -322,16 +324,25 @@ fn body(table: &Table, insert: bool) -> Value {
     if !insert {
         return json!({"required": true, "content": {"application/json": {"schema": row}}});
     }
-    // every object of an array carries the same keys: all of them
-    let mut every = row.clone();
-    every["required"] = json!(table
+    let rows = json!({"type": "array", "items": row, "allOf": same_keys(table, &row)});
+    json!({"required": true, "content": {"application/json": {"schema": {"oneOf": [row, rows]}}}})
+}
+
+/// PostgREST's "All object keys must match" in JSON Schema: for each column an object may
+/// leave out, either every object of the array has it or none has.
+fn same_keys(table: &Table, row: &Value) -> Vec<Value> {
+    let required = row["required"].as_array().cloned().unwrap_or_default();
+    table
         .columns
         .iter()
-        .filter(|c| !c.generated)
-        .map(|c| c.name.clone())
-        .collect::<Vec<_>>());
-    let rows = json!({"type": "array", "items": every});
-    json!({"required": true, "content": {"application/json": {"schema": {"oneOf": [row, rows]}}}})
+        .filter(|c| !c.generated && !required.iter().any(|r| r == c.name.as_str()))
+        .map(|c| {
+            json!({"anyOf": [
+                {"items": {"required": [c.name]}},
+                {"items": {"not": {"required": [c.name]}}},
+            ]})
+        })
+        .collect()
 }
 
 /// A path item with only the methods `grant` allows.
@@ -434,9 +445,22 @@ fn item(table: &Table) -> Value {
 /// The operations of one custom resource: its parameters (path and query as parameters, body
 /// ones as a JSON object body) and its answer.
 fn custom_resource(resource: &Resource) -> Value {
-    let schema_of = |kind: ParamType| match kind {
-        ParamType::Int => json!({"type": "integer", "format": "int64"}),
-        ParamType::Float => json!({"type": "number"}),
+    let schema_of = |p: &Param| match p.kind {
+        ParamType::Int | ParamType::Float => {
+            let integer = p.kind == ParamType::Int;
+            let mut schema = if integer {
+                json!({"type": "integer", "format": "int64"})
+            } else {
+                json!({"type": "number"})
+            };
+            if let Some(min) = p.range.min {
+                schema["minimum"] = schemas::bound(integer, min, true);
+            }
+            if let Some(max) = p.range.max {
+                schema["maximum"] = schemas::bound(integer, max, false);
+            }
+            schema
+        }
         ParamType::Bool => json!({"type": "boolean"}),
         ParamType::Date => json!({"type": "string", "format": "date"}),
         ParamType::Timestamp => json!({"type": "string", "format": "date-time"}),
@@ -454,11 +478,11 @@ fn custom_resource(resource: &Resource) -> Value {
                 "name": p.name,
                 "in": if p.source == Source::Path { "path" } else { "query" },
                 "required": required || p.source == Source::Path,
-                "schema": schema_of(p.kind),
+                "schema": schema_of(p),
             })),
             Source::Body => {
-                query_props.insert(p.name.clone(), schema_of(p.kind));
-                body_props.insert(p.name.clone(), schemas::resource_argument(p.kind));
+                query_props.insert(p.name.clone(), schema_of(p));
+                body_props.insert(p.name.clone(), schemas::resource_argument(p.kind, p.range));
                 if required {
                     body_required.push(p.name.clone());
                 }

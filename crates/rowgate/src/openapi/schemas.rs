@@ -7,6 +7,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::resources::declare::ParamType;
+use crate::resources::params::Range;
 use crate::schema::input::InputType;
 use crate::schema::relationships;
 use crate::schema::{Column, SchemaCache, Table};
@@ -211,6 +213,34 @@ pub fn table_schema(table: &Table) -> Value {
     json!({"type": "object", "properties": props, "required": required})
 }
 
+/// An inserted row's `schema`: SQLite assigns the next rowid for a null as for a key left out.
+pub fn rowid_assigned(table: &Table, schema: &mut Value) {
+    for c in table.columns.iter().filter(|c| rowid_alias(table, c)) {
+        let field = &mut schema["properties"][&c.name];
+        field["type"] = json!(["integer", "null"]);
+        field["description"] = json!(format!(
+            "{} (primary key; null or left out: the next one)",
+            c.decl_type
+        ));
+    }
+}
+
+/// Whether `c` is the rowid of a SQLite table under another name (its lone `INTEGER PRIMARY
+/// KEY`).
+fn rowid_alias(table: &Table, c: &Column) -> bool {
+    !postgres(c)
+        && !table.is_view
+        && c.pk_position > 0
+        && table.primary_key.len() == 1
+        && c.decl_type.eq_ignore_ascii_case("INTEGER")
+}
+
+/// Whether `c` is a key column whose value the database assigns to a new row (the rowid, a
+/// default such as a sequence or identity).
+fn assigned_key(table: &Table, c: &Column) -> bool {
+    c.pk_position > 0 && (rowid_alias(table, c) || c.default.is_some())
+}
+
 /// The error envelope.
 pub fn error_schema() -> Value {
     json!({
@@ -225,7 +255,7 @@ pub fn error_schema() -> Value {
 /// The JSON schema of a duality view's documents (or of an embed in them): fields typed from
 /// the columns they name, nested arrays and objects from the related tables'.
 pub fn document_schema(schema: &SchemaCache, table: &Table, items: &[SelectItem]) -> Value {
-    document_level(schema, table, items, None)
+    document_level(schema, table, items, None, false)
 }
 
 /// How a write sends a document.
@@ -251,30 +281,19 @@ pub fn document_write_schema(
     write: DocumentWrite,
     unchangeable: &[String],
 ) -> Value {
-    let mut root = document_level(schema, table, items, Some(write != DocumentWrite::Patch));
+    let mut root = document_level(
+        schema,
+        table,
+        items,
+        Some(write != DocumentWrite::Patch),
+        write == DocumentWrite::Insert,
+    );
     let keys = fields_of(table, items, |c| c.pk_position > 0);
     // fields left out of the body, and fields it need not give
     let (mut absent, mut optional) = (Vec::new(), Vec::new());
     if write == DocumentWrite::Insert {
         // a new document may name its key (a taken one is a 409), and must when rows are
-        // nested in it: they refer to it by that key; its columns with defaults may be left out
-        let arrays: Vec<String> = root["properties"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, p)| {
-                p["type"]
-                    .as_array()
-                    .is_some_and(|t| t.contains(&json!("array")))
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        if let Some(needs) = root["dependentRequired"].as_object_mut() {
-            for member in arrays {
-                needs.insert(member, json!(keys));
-            }
-        }
-        optional.extend(keys);
+        // nested in it (see `document_level`); its columns with defaults may be left out
         optional.extend(fields_of(table, items, |c| c.default.is_some()));
     } else {
         // the key comes from the URL; what a write may not change (noupdate) is left out
@@ -307,12 +326,15 @@ fn fields_of(table: &Table, items: &[SelectItem], pick: impl Fn(&Column) -> bool
         .collect()
 }
 
-/// One level of a document's schema; `write`: as written (`Some(complete)`), else as read.
+/// One level of a document's schema; `write`: as written (`Some(complete)`), else as read;
+/// `new_rows`: whether a written row may be new (its key assigned by the database when left
+/// out or null).
 fn document_level(
     schema: &SchemaCache,
     table: &Table,
     items: &[SelectItem],
     write: Option<bool>,
+    new_rows: bool,
 ) -> Value {
     let mut props = Map::new();
     let mut spread_needs = Map::new();
@@ -326,10 +348,12 @@ fn document_level(
             }
             SelectItem::Column { name, alias, .. } => {
                 if let Some(c) = table.column(name) {
-                    props.insert(
-                        alias.clone().unwrap_or_else(|| name.clone()),
-                        column_schema(c),
-                    );
+                    let mut field = column_schema(c);
+                    if write.is_some() && new_rows && assigned_key(table, c) {
+                        // a new row's key: null or left out, the database assigns it
+                        field["type"] = json!([c.json_type, "null"]);
+                    }
+                    props.insert(alias.clone().unwrap_or_else(|| name.clone()), field);
                 }
             }
             SelectItem::Embed(e) => {
@@ -341,7 +365,14 @@ fn document_level(
                     continue;
                 };
                 // a nested row is written whole: its key and what its columns need
-                let inner = document_level(schema, related, &e.select, write.map(|_| true));
+                // (rows of an array may be new; a row referred to exists)
+                let inner = document_level(
+                    schema,
+                    related,
+                    &e.select,
+                    write.map(|_| true),
+                    rel.is_many(),
+                );
                 let key = e.alias.clone().unwrap_or_else(|| e.relation.clone());
                 match (e.spread, inner) {
                     (true, Value::Object(mut o)) => {
@@ -380,12 +411,34 @@ fn document_level(
         Some(complete) => {
             // a complete write sets every field it covers: a NOT NULL column's field is
             // needed (a replacement sets what it leaves out to null, defaults or not)
-            let needed =
-                |c: &Column| c.pk_position > 0 || (complete && !c.nullable && !c.generated);
+            let needed = |c: &Column| {
+                (c.pk_position > 0 && !(new_rows && assigned_key(table, c)))
+                    || (complete && !c.nullable && !c.generated && c.pk_position == 0)
+            };
             let mut required = fields_of(table, items, needed);
             required.extend(spread_keys);
-            json!({"type": "object", "properties": props, "additionalProperties": false,
-                "required": required, "dependentRequired": spread_needs})
+            let mut level = json!({"type": "object", "additionalProperties": false,
+                "required": required, "dependentRequired": spread_needs});
+            // a new row's nested rows refer to it by its key: without one (the database
+            // assigning it), it has none
+            let arrays: Vec<&String> = props
+                .iter()
+                .filter(|(_, p)| p["items"].is_object())
+                .map(|(k, _)| k)
+                .collect();
+            let assigned = fields_of(table, items, |c| assigned_key(table, c));
+            if let ([key], false, true) = (assigned.as_slice(), arrays.is_empty(), new_rows) {
+                let empty: Map<String, Value> = arrays
+                    .iter()
+                    .map(|a| ((*a).clone(), json!({"maxItems": 0})))
+                    .collect();
+                level["anyOf"] = json!([
+                    {"required": [key], "properties": {key: {"not": {"type": "null"}}}},
+                    {"properties": empty},
+                ]);
+            }
+            level["properties"] = Value::Object(props);
+            level
         }
     }
 }
@@ -500,25 +553,86 @@ fn filter_value(c: &Column, listed: bool) -> String {
 
 /// An integer within `[min, max]`, as JSON or as its decimal text.
 fn integer_argument(min: i64, max: i64) -> Value {
-    let digits = if max <= i64::from(i16::MAX) {
-        4
-    } else if max <= i64::from(i32::MAX) {
-        9
-    } else {
-        15
-    };
-    json!({"type": ["integer", "string", "null"], "minimum": min, "maximum": max,
-        "pattern": format!("^-?[0-9]{{1,{digits}}}$")})
+    number_argument("integer", min as f64, max as f64)
 }
 
-/// A custom resource's argument in a JSON body of `kind`: the values its parameter takes
-/// (text as a JSON string too, `null` for none).
-pub fn resource_argument(kind: crate::resources::declare::ParamType) -> Value {
-    use crate::resources::declare::ParamType;
+/// A number (`kind`: `integer` or `number`) within `[min, max]`, as JSON or as its decimal
+/// text when a pattern can say which texts lie within.
+fn number_argument(kind: &str, min: f64, max: f64) -> Value {
+    let integer = kind == "integer";
+    let mut schema = json!({"type": [kind, "null"], "minimum": bound(integer, min, true),
+        "maximum": bound(integer, max, false)});
+    if let Some(pattern) = number_text(min, max, kind == "number") {
+        schema["type"] = json!([kind, "string", "null"]);
+        schema["pattern"] = json!(pattern);
+    }
+    schema
+}
+
+/// A range's bound `value` in a schema: of an integer, the integer within (`lower`: the least).
+pub fn bound(integer: bool, value: f64, lower: bool) -> Value {
+    match (integer, lower) {
+        // (`as` saturates: i64::MAX as f64 is above i64::MAX)
+        (true, true) => json!(value.ceil() as i64),
+        (true, false) => json!(value.floor() as i64),
+        (false, _) => json!(value),
+    }
+}
+
+/// A pattern of decimal texts all within `[min, max]` (with a fraction: `fraction`), with as
+/// many digits as that allows (at most 15); none when no simple pattern stays within (a least
+/// value above 1).
+fn number_text(min: f64, max: f64, fraction: bool) -> Option<String> {
+    // the digits d such that every number of d digits (and a fraction) is at most `bound`
+    let digits = |bound: f64| {
+        let d = if fraction { bound } else { bound + 1.0 }.log10().floor();
+        if d >= 1.0 {
+            (d as usize).min(15)
+        } else {
+            0
+        }
+    };
+    let fraction = if fraction { "(\\.[0-9]{1,6})?" } else { "" };
+    let mut branches = Vec::new();
+    if min < 0.0 {
+        let d = digits(-min);
+        if d > 0 {
+            branches.push(format!("-[0-9]{{1,{d}}}{fraction}"));
+        }
+    }
+    if min <= 0.0 && max > 0.0 {
+        let d = digits(max);
+        if d > 0 {
+            branches.push(format!("[0-9]{{1,{d}}}{fraction}"));
+        }
+    }
+    (!branches.is_empty()).then(|| format!("^({})$", branches.join("|")))
+}
+
+/// A custom resource's argument in a JSON body of `kind` within `range` (a number's): the
+/// values its parameter takes (text as a JSON string too, `null` for none).
+pub fn resource_argument(kind: ParamType, range: Range) -> Value {
     match kind {
-        ParamType::Int => integer_argument(i64::MIN, i64::MAX),
-        ParamType::Float => json!({"type": ["number", "string", "null"],
-            "pattern": "^-?[0-9]{1,15}(\\.[0-9]{1,6})?$"}),
+        ParamType::Int => number_argument(
+            "integer",
+            range.min.unwrap_or(i64::MIN as f64),
+            range.max.unwrap_or(i64::MAX as f64),
+        ),
+        ParamType::Float => {
+            // (as text: within ±1e15, as JSON: any finite number but for the range's bounds)
+            let mut schema = number_argument(
+                "number",
+                range.min.unwrap_or(-1e15),
+                range.max.unwrap_or(1e15),
+            );
+            if range.min.is_none() {
+                schema.as_object_mut().map(|s| s.remove("minimum"));
+            }
+            if range.max.is_none() {
+                schema.as_object_mut().map(|s| s.remove("maximum"));
+            }
+            schema
+        }
         ParamType::Bool => json!({"type": ["boolean", "string", "null"],
             "pattern": "^(true|false|t|f|yes|no|y|n|on|off|1|0)$"}),
         ParamType::Date => json!({"type": ["string", "null"], "pattern": DATE}),

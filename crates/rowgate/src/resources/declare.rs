@@ -107,6 +107,12 @@ pub struct ParamConfig {
     /// With `from = "claim"`: the token claim to take (default: the parameter's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// With `type = "int"` or `"float"`: the least value taken (a value below answers 400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// With `type = "int"` or `"float"`: the greatest value taken (a value above answers 400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
 }
 
 fn yes() -> bool {

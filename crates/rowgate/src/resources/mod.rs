@@ -8,7 +8,7 @@
 //! whole on SIGHUP (see [`crate::app::App::reload_resources`]).
 
 pub mod declare;
-mod params;
+pub mod params;
 pub mod serve;
 mod sql;
 
@@ -118,6 +118,8 @@ pub struct Param {
     pub required: bool,
     /// The token claim a `claim` parameter takes.
     pub claim: String,
+    /// The values a number parameter takes.
+    pub range: params::Range,
 }
 
 impl Resource {
@@ -330,6 +332,7 @@ fn compile_one(
                 default: None,
                 required: true,
                 claim: name.clone(),
+                range: params::Range::default(),
             });
         }
     }
@@ -356,11 +359,26 @@ fn compile_one(
         if function.is_some() && !matches!(source, Source::Body | Source::Claim) {
             bail!("parameter {name}: a function's arguments come from the body (or the query string of a GET), or from a claim");
         }
+        let range = params::Range {
+            min: p.min,
+            max: p.max,
+        };
+        if range != params::Range::default() && !matches!(p.kind, ParamType::Int | ParamType::Float)
+        {
+            bail!("parameter {name}: min and max go with type = \"int\" or \"float\"");
+        }
+        if let (Some(min), Some(max)) = (p.min, p.max) {
+            if min > max {
+                bail!("parameter {name}: min ({min}) is above max ({max})");
+            }
+        }
         let default = match &p.default {
             None => None,
-            Some(v) => {
-                Some(default_value(p.kind, v).with_context(|| format!("default of {name}"))?)
-            }
+            Some(v) => Some(
+                default_value(p.kind, v)
+                    .and_then(|v| range.admit(&v).map(|()| v).map_err(|why| anyhow!(why)))
+                    .with_context(|| format!("default of {name}"))?,
+            ),
         };
         params.push(Param {
             name: name.clone(),
@@ -369,6 +387,7 @@ fn compile_one(
             default,
             required: p.required,
             claim: p.claim.clone().unwrap_or_else(|| name.clone()),
+            range,
         });
         if p.claim.is_some() && source != Source::Claim {
             bail!("parameter {name}: claim = … goes with from = \"claim\"");

@@ -15,6 +15,42 @@ pub enum Raw<'a> {
     Json(&'a serde_json::Value),
 }
 
+/// The values a number parameter takes (`min`, `max`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Range {
+    /// The least.
+    pub min: Option<f64>,
+    /// The greatest.
+    pub max: Option<f64>,
+}
+
+impl Range {
+    /// Whether `value` lies within; the error says where it should.
+    pub fn admit(&self, value: &Value) -> Result<(), String> {
+        let n = match value {
+            Value::Int(i) => *i as f64,
+            Value::Real(f) => *f,
+            _ => return Ok(()),
+        };
+        let below = self.min.filter(|min| n < *min);
+        let above = self.max.filter(|max| n > *max);
+        match (below, above) {
+            (None, None) => Ok(()),
+            _ => Err(format!("{n} is out of range: {}", self.describe())),
+        }
+    }
+
+    /// `at least 0 and at most 100`.
+    pub fn describe(&self) -> String {
+        match (self.min, self.max) {
+            (Some(min), Some(max)) => format!("at least {min} and at most {max}"),
+            (Some(min), None) => format!("at least {min}"),
+            (None, Some(max)) => format!("at most {max}"),
+            (None, None) => "any number".into(),
+        }
+    }
+}
+
 /// Checks `raw` against `kind`; the error says what was expected.
 pub fn coerce(kind: ParamType, raw: Raw<'_>) -> Result<Value, String> {
     let text = match raw {

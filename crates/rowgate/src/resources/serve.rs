@@ -112,18 +112,29 @@ pub fn bind(
             },
         };
         let value = match (raw, &p.default) {
-            (Some(raw), _) => params::coerce(p.kind, raw).map_err(|why| {
-                ApiError::new(
-                    ErrorCode::InvalidParameter,
-                    format!("parameter {} has the wrong type", p.name),
-                )
-                .details(why)
-                .hint(format!(
-                    "{} must be {}",
-                    p.name,
-                    params::expectation(p.kind)
-                ))
-            })?,
+            (Some(raw), _) => {
+                let value = params::coerce(p.kind, raw).map_err(|why| {
+                    ApiError::new(
+                        ErrorCode::InvalidParameter,
+                        format!("parameter {} has the wrong type", p.name),
+                    )
+                    .details(why)
+                    .hint(format!(
+                        "{} must be {}",
+                        p.name,
+                        params::expectation(p.kind)
+                    ))
+                })?;
+                p.range.admit(&value).map_err(|why| {
+                    ApiError::new(
+                        ErrorCode::InvalidParameter,
+                        format!("parameter {} is out of range", p.name),
+                    )
+                    .details(why)
+                    .hint(format!("{} must be {}", p.name, p.range.describe()))
+                })?;
+                value
+            }
             (None, Some(default)) => default.clone(),
             (None, None) if !p.required => Value::Null,
             (None, None) => {

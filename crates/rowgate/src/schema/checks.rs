@@ -1,7 +1,8 @@
 //! The numeric bounds simple `CHECK` constraints put on columns (`CHECK (salary > 0)`,
 //! PostgreSQL's `CHECK ((laps > (0)::integer))`), read from a table's DDL or from
 //! `pg_get_constraintdef`: the OpenAPI document states them, so that a client (or a generated
-//! request) knows what the database refuses. Other checks are enforced all the same, only not
+//! request) knows what the database refuses, and a `PATCH` outside them is refused whether or not
+//! a row matches (as the database would refuse it for any row). Other checks are enforced all the same, only not
 //! described.
 
 use std::sync::OnceLock;
@@ -16,6 +17,42 @@ pub struct Bounds {
     pub minimum: Option<(f64, bool)>,
     /// The greatest value, and whether it is excluded (`<`).
     pub maximum: Option<(f64, bool)>,
+}
+
+impl Bounds {
+    /// Whether `value` lies within the bounds.
+    pub fn admit(&self, value: f64) -> bool {
+        let above = self.minimum.is_none_or(|(least, excluded)| {
+            if excluded {
+                value > least
+            } else {
+                value >= least
+            }
+        });
+        let below = self.maximum.is_none_or(|(most, excluded)| {
+            if excluded {
+                value < most
+            } else {
+                value <= most
+            }
+        });
+        above && below
+    }
+
+    /// The bounds as the checks say them: `> 0`, `>= 1 and < 100`.
+    pub fn describe(&self) -> String {
+        let min = self
+            .minimum
+            .map(|(v, excluded)| format!("{} {v}", if excluded { ">" } else { ">=" }));
+        let max = self
+            .maximum
+            .map(|(v, excluded)| format!("{} {v}", if excluded { "<" } else { "<=" }));
+        [min, max]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
 }
 
 /// The bounds of `column` among the `CHECK` constraints in `sql`.
@@ -56,6 +93,10 @@ mod tests {
         assert_eq!(bounds(ddl, "salary").minimum, Some((0.0, true)));
         assert_eq!(bounds(ddl, "laps").maximum, Some((100.0, false)));
         assert_eq!(bounds(ddl, "other"), Bounds::default());
+        assert!(!bounds(ddl, "salary").admit(0.0));
+        assert!(bounds(ddl, "salary").admit(0.5));
+        assert!(bounds(ddl, "laps").admit(100.0) && !bounds(ddl, "laps").admit(100.5));
+        assert!(Bounds::default().admit(f64::MIN));
         let pg = "CHECK ((laps > (0)::double precision))";
         assert_eq!(bounds(pg, "laps").minimum, Some((0.0, true)));
         assert_eq!(

@@ -103,6 +103,39 @@ impl InputType {
         }
     }
 
+    /// The check of a date or timestamp written to a PostgreSQL column declared `decl` (the
+    /// column's input is [`InputType::Native`]): PostgreSQL reads far more than ISO 8601, some
+    /// of it by its `DateStyle` setting (`01/02/2024`) and some of it garbage (`2024-01-02*`);
+    /// a value written is held to ISO 8601, as on SQLite, or one of PostgreSQL's special words.
+    pub fn postgres_temporal(decl: &str) -> Option<InputType> {
+        let decl = decl.to_ascii_lowercase();
+        if decl == "date" {
+            Some(InputType::Date)
+        } else if decl.starts_with("timestamp") {
+            Some(InputType::Timestamp)
+        } else {
+            None
+        }
+    }
+
+    /// `text` written to a PostgreSQL date or timestamp column (see
+    /// [`InputType::postgres_temporal`]).
+    pub fn check_postgres_temporal(self, text: &str) -> Result<(), ApiError> {
+        const SPECIAL: [&str; 7] = [
+            "infinity",
+            "-infinity",
+            "epoch",
+            "now",
+            "today",
+            "tomorrow",
+            "yesterday",
+        ];
+        if SPECIAL.iter().any(|w| text.trim().eq_ignore_ascii_case(w)) {
+            return Ok(());
+        }
+        self.check_text(text)
+    }
+
     /// A filter's value compared with a column of this type: refused where PostgreSQL would
     /// refuse to read it as the column's type.
     pub fn check_text(self, text: &str) -> Result<(), ApiError> {
