@@ -559,6 +559,7 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
         let feeds = app.realtime.as_ref().map(|r| crate::worker::ChangeFeeds {
             elsewhere: r.elsewhere.clone(),
             committed_here: r.committed_here.clone(),
+            channels: r.channels.clone(),
         });
         if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds) {
             let recycle = &app.config.supervisor;

@@ -31,7 +31,9 @@ use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::worker::{CHANGED, DOWN_FD_ENV, READY, RECYCLE, RESTARTS, UP_FD_ENV, WORKER_ENV};
+use crate::worker::{
+    CHANGED, DOWN_FD_ENV, GONE, HELLO, READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
+};
 
 /// Longest pause before restarting a worker that keeps dying.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -121,16 +123,20 @@ struct Worker {
     generation: u64,
     /// Asked to be replaced (recycling) and told to drain: its exit is expected.
     retired: bool,
-    /// The supervisor's end of the pipe to the worker (non-blocking: a worker that does not
-    /// read loses messages rather than stalling the supervisor).
-    down: std::fs::File,
+    /// Lines to the worker, written whole and in order by a task of their own; a worker that
+    /// does not read loses messages (past [`TOLD_AHEAD`]) rather than stalling the supervisor.
+    down: tokio::sync::mpsc::Sender<String>,
 }
+
+/// The lines the supervisor keeps for a worker that has not read them yet.
+const TOLD_AHEAD: usize = 4096;
 
 impl Worker {
     /// Sends one line to the worker.
     fn tell(&self, message: &str) {
-        use std::io::Write as _;
-        let _ = (&self.down).write_all(format!("{message}\n").as_bytes());
+        if self.down.try_send(format!("{message}\n")).is_err() {
+            tracing::debug!(message, "a worker is not reading: a message is dropped");
+        }
     }
 }
 
@@ -142,6 +148,9 @@ enum Said {
     Recycle(u32),
     /// `changed`: it committed captured changes; the other workers are told.
     Changed(u32),
+    /// `relay JSON`: a broadcast or presence of its Supabase channels; the other workers are
+    /// told, with its pid.
+    Relay(u32, String),
 }
 
 /// The state `rowgate status` shows.
@@ -360,10 +369,23 @@ impl Supervisor {
                     READY => Said::Ready(pid),
                     RECYCLE => Said::Recycle(pid),
                     CHANGED => Said::Changed(pid),
-                    _ => continue,
+                    _ => match line.strip_prefix(RELAY).and_then(|r| r.strip_prefix(' ')) {
+                        Some(relay) => Said::Relay(pid, relay.to_string()),
+                        None => continue,
+                    },
                 };
                 if says.send(said).is_err() {
                     break;
+                }
+            }
+        });
+        let (down, mut told) = tokio::sync::mpsc::channel::<String>(TOLD_AHEAD);
+        let mut down_pipe = tokio::net::unix::pipe::Sender::from_owned_fd(down_write)?;
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            while let Some(line) = told.recv().await {
+                if down_pipe.write_all(line.as_bytes()).await.is_err() {
+                    break; // the worker is gone
                 }
             }
         });
@@ -371,7 +393,7 @@ impl Supervisor {
             started: Instant::now(),
             generation: self.generation,
             retired: false,
-            down: std::fs::File::from(down_write),
+            down,
         };
         worker.tell(&format!("{RESTARTS} {}", self.restarts));
         self.workers.insert(pid, worker);
@@ -391,6 +413,7 @@ impl Supervisor {
         let Some(worker) = self.workers.remove(&pid) else {
             return Ok(());
         };
+        self.tell_others(pid, &format!("{GONE} {pid}"));
         let cause = describe(status);
         if let Some(reload) = self.reloading.filter(|r| worker.generation == r.generation) {
             tracing::error!(pid, "reload failed: a new worker exited ({cause}) before serving; the running workers stay");
@@ -450,15 +473,23 @@ impl Supervisor {
     /// A worker's message.
     fn heard(&mut self, said: Said) {
         match said {
-            Said::Changed(pid) => {
-                for (other, w) in &self.workers {
-                    if *other != pid {
-                        w.tell(CHANGED);
-                    }
-                }
-            }
+            Said::Changed(pid) => self.tell_others(pid, CHANGED),
+            Said::Relay(pid, relay) => self.tell_others(pid, &format!("{RELAY} {pid} {relay}")),
             Said::Recycle(pid) => self.recycle(pid),
-            Said::Ready(pid) => self.ready(pid),
+            Said::Ready(pid) => {
+                // the others tell it who is present in their channels
+                self.tell_others(pid, &format!("{HELLO} {pid}"));
+                self.ready(pid);
+            }
+        }
+    }
+
+    /// Tells every worker but `pid`.
+    fn tell_others(&self, pid: u32, message: &str) {
+        for (other, w) in &self.workers {
+            if *other != pid {
+                w.tell(message);
+            }
         }
     }
 

@@ -7,19 +7,23 @@
 //! - down (supervisor → worker): `restarts N`, the supervisor's worker-restart count (shown
 //!   in `/metrics`);
 //! - both ways: `changed`, this worker committed captured changes (up), another worker did
-//!   (down): the realtime tailer reads the change log at once.
+//!   (down): the realtime tailer reads the change log at once;
+//! - both ways: `relay JSON` up, `relay PID JSON` down: a broadcast or presence of a
+//!   Supabase channel, from this worker / from worker PID ([`crate::realtime::channels`]);
+//! - down: `gone PID`, that worker exited (its presences leave); `hello PID`, that worker
+//!   started serving (this one's presences are told again, for it).
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use nix::sys::signal::Signal;
-use tokio::io::AsyncBufReadExt as _;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Notify;
 
 use crate::observe::Metrics;
+use crate::realtime::channels::Channels;
 
 /// Environment variable that marks a worker process and names its supervisor's pid.
 pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
@@ -38,6 +42,12 @@ pub(crate) const RECYCLE: &str = "recycle";
 pub(crate) const RESTARTS: &str = "restarts";
 /// Either way: captured changes were committed (by this worker / by another one).
 pub(crate) const CHANGED: &str = "changed";
+/// Either way: a relay of Supabase channels (`relay JSON` up, `relay PID JSON` down).
+pub(crate) const RELAY: &str = "relay";
+/// The supervisor's message to its workers: `gone PID`, that worker exited.
+pub(crate) const GONE: &str = "gone";
+/// The supervisor's message to its workers: `hello PID`, that worker is serving.
+pub(crate) const HELLO: &str = "hello";
 
 /// Dies with the supervisor (parent-death signal; if it is gone already, exits), and returns
 /// the inherited listening socket.
@@ -54,38 +64,60 @@ pub fn listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
     Ok(listener)
 }
 
-/// The two wake-ups between a worker's realtime tailer and the other workers (through the
-/// supervisor): changes committed elsewhere, changes committed here.
+/// What a worker's realtime shares with the other workers (through the supervisor): the two
+/// wake-ups of the tailer (changes committed elsewhere, changes committed here), and the
+/// Supabase channels.
 pub struct ChangeFeeds {
     /// Woken when another worker committed changes.
     pub elsewhere: Arc<Notify>,
     /// Woken by this worker's tailer when it dispatched changes this worker committed.
     pub committed_here: Arc<Notify>,
+    /// The channels, whose broadcasts and presences span the workers.
+    pub channels: Arc<Channels>,
 }
 
 /// The worker's two pipes to its supervisor.
 pub struct Link {
-    up: Mutex<std::fs::File>,
+    /// Lines to the supervisor, written in order by one task (never blocking the caller).
+    up: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl Link {
     /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
     /// supervisor says: restart counts into `metrics`, other workers' changes into
-    /// `feeds.elsewhere`; and tells the supervisor whenever `feeds.committed_here` is woken
-    /// (this worker's realtime tailer dispatched changes this worker committed).
+    /// `feeds.elsewhere`, their relays into `feeds.channels`; and tells the supervisor whenever
+    /// `feeds.committed_here` is woken (this worker's realtime tailer dispatched changes this
+    /// worker committed) and what this worker's channels relay.
     pub fn open(metrics: Arc<Metrics>, feeds: Option<ChangeFeeds>) -> Option<Arc<Link>> {
         let up = inherited(UP_FD_ENV, true)?;
+        let mut up = tokio::net::unix::pipe::Sender::from_file(up)
+            .map_err(|e| tracing::warn!("cannot write to the supervisor's pipe: {e}"))
+            .ok()?;
+        let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            while let Some(line) = queued.recv().await {
+                if up.write_all(line.as_bytes()).await.is_err() {
+                    break; // the supervisor is gone; the parent-death signal follows
+                }
+            }
+        });
         if let Some(down) = inherited(DOWN_FD_ENV, false) {
             match tokio::net::unix::pipe::Receiver::from_file(down) {
                 Ok(down) => {
-                    let elsewhere = feeds.as_ref().map(|f| f.elsewhere.clone());
-                    tokio::spawn(listen(down, metrics, elsewhere));
+                    let heard = feeds
+                        .as_ref()
+                        .map(|f| (f.elsewhere.clone(), f.channels.clone()));
+                    tokio::spawn(listen(down, metrics, heard));
                 }
                 Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
             }
         }
-        let link = Arc::new(Link { up: Mutex::new(up) });
+        let link = Arc::new(Link { up: lines });
         if let Some(feeds) = feeds {
+            let speaker = link.clone();
+            feeds
+                .channels
+                .connect_outlet(move |relay| speaker.say(&format!("{RELAY} {relay}")));
             let speaker = link.clone();
             tokio::spawn(async move {
                 loop {
@@ -97,12 +129,10 @@ impl Link {
         Some(link)
     }
 
-    /// Sends one message line to the supervisor (a broken pipe means it is gone: ignored, the
+    /// Sends one message line to the supervisor (when it is gone, the line is dropped: the
     /// parent-death signal follows).
     pub fn say(&self, message: &str) {
-        if let Ok(mut up) = self.up.lock() {
-            let _ = up.write_all(format!("{message}\n").as_bytes());
-        }
+        let _ = self.up.send(format!("{message}\n"));
     }
 
     /// Says `ready`, and, with `max_requests` or `max_rss_mb` set, asks once to be recycled
@@ -143,25 +173,43 @@ fn inherited(name: &str, write: bool) -> Option<std::fs::File> {
         .ok()
 }
 
-/// Reads the supervisor's lines until the pipe closes.
+/// Reads the supervisor's lines until the pipe closes; `heard`: where other workers' changes
+/// and relays go.
 async fn listen(
     down: tokio::net::unix::pipe::Receiver,
     metrics: Arc<Metrics>,
-    elsewhere: Option<Arc<Notify>>,
+    heard: Option<(Arc<Notify>, Arc<Channels>)>,
 ) {
     let mut lines = tokio::io::BufReader::new(down).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let mut words = line.split_whitespace();
-        match (
-            words.next(),
-            words.next().and_then(|n| n.parse::<u64>().ok()),
-        ) {
-            (Some(RESTARTS), Some(n)) => metrics.set_worker_restarts(n),
-            (Some(CHANGED), None) => {
-                if let Some(elsewhere) = &elsewhere {
-                    elsewhere.notify_one();
+        let (word, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        let origin = || {
+            rest.split(' ')
+                .next()
+                .and_then(|pid| pid.parse::<u32>().ok())
+        };
+        match (word, &heard) {
+            (RESTARTS, _) => match rest.parse::<u64>() {
+                Ok(n) => metrics.set_worker_restarts(n),
+                Err(_) => tracing::debug!(line, "a bad restart count from the supervisor"),
+            },
+            (CHANGED, Some((elsewhere, _))) => elsewhere.notify_one(),
+            (RELAY, Some((_, channels))) => {
+                let relay = rest
+                    .split_once(' ')
+                    .and_then(|(_, json)| serde_json::from_str(json).ok());
+                match (origin(), relay) {
+                    (Some(origin), Some(relay)) => channels.receive(origin, relay),
+                    _ => tracing::debug!(line, "a bad relay from the supervisor"),
                 }
             }
+            (GONE, Some((_, channels))) => {
+                if let Some(origin) = origin() {
+                    channels.gone(origin);
+                }
+            }
+            (HELLO, Some((_, channels))) => channels.announce(),
+            (CHANGED | RELAY | GONE | HELLO, None) => {}
             _ => tracing::debug!(line, "unknown message from the supervisor"),
         }
     }

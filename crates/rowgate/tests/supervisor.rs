@@ -1,7 +1,8 @@
 //! The supervisor with real processes and real signals: workers killed (SIGKILL, SIGSEGV) under a
 //! write load come back and lose no acknowledged write; a crash loop backs off while the
 //! supervisor survives; reloads under a read load fail no request; workers die with the
-//! supervisor and the port is free again. Pids come from the pid file and `rowgate status`.
+//! supervisor and the port is free again; realtime changes and Supabase channels (broadcast,
+//! presence) span the workers. Pids come from the pid file and `rowgate status`.
 
 mod common;
 
@@ -621,19 +622,7 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
         "[realtime]\ntables = [\"acks\"]\npoll_ms = 60000\n",
     );
     client_runtime().block_on(async {
-        let mut sockets = Vec::new();
-        while sockets.len() < 40 {
-            sockets.push(subscribed_to_acks(s.port).await);
-            if sockets.len() >= 4 && workers_holding_feeds(&s) >= 2 {
-                break;
-            }
-        }
-        assert_eq!(
-            workers_holding_feeds(&s),
-            2,
-            "subscribers on both workers ({} connections)",
-            sockets.len()
-        );
+        let mut sockets = spread_over_two_workers(&s, 4, |_| subscribed_to_acks(s.port)).await;
         for id in 0..20 {
             let body = format!("{{\"id\": {id}, \"note\": \"n\"}}");
             assert_eq!(
@@ -658,6 +647,29 @@ fn realtime_changes_reach_subscribers_on_every_worker() {
             assert_eq!(ids, (0..20).collect::<Vec<_>>());
         }
     });
+}
+
+/// Connections made by `connect` (given how many there are) until both workers of `s` hold
+/// some: at least `least`, at most 40.
+async fn spread_over_two_workers<T, F: std::future::Future<Output = T>>(
+    s: &Supervised,
+    least: usize,
+    mut connect: impl FnMut(usize) -> F,
+) -> Vec<T> {
+    let mut made = Vec::new();
+    while made.len() < 40 {
+        made.push(connect(made.len()).await);
+        if made.len() >= least && workers_holding_feeds(s) >= 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        workers_holding_feeds(s),
+        2,
+        "connections on both workers ({} made)",
+        made.len()
+    );
+    made
 }
 
 /// A runtime for the WebSocket clients of a test.
@@ -740,6 +752,176 @@ fn realtime_feeds_are_closed_with_going_away_on_sigterm() {
                 }
             };
             assert_eq!(code, 1001);
+        }
+    });
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A Supabase realtime socket to the server on `port`, joined to `realtime:room` with presence
+/// key `key` (the join's reply and presence state read): that state.
+async fn joined_room(port: u16, key: &str) -> (Socket, serde_json::Value) {
+    use futures_util::SinkExt as _;
+    let url = format!("ws://127.0.0.1:{port}/realtime/v1/websocket?vsn=2.0.0");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("websocket");
+    let config = serde_json::json!({"broadcast": {"self": false},
+        "presence": {"enabled": true, "key": key}, "postgres_changes": [], "private": false});
+    let join = serde_json::json!(["1", "1", "realtime:room", "phx_join", {"config": config}]);
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        join.to_string(),
+    ))
+    .await
+    .expect("join");
+    let reply = next_frame(&mut ws).await.expect("a reply");
+    assert_eq!(reply[4]["status"], "ok", "{reply}");
+    let state = next_frame(&mut ws).await.expect("the presence state");
+    assert_eq!(state[3], "presence_state", "{state}");
+    (ws, state[4].clone())
+}
+
+/// The next text frame of `ws` as JSON; `None` when the connection ended.
+async fn next_frame(ws: &mut Socket) -> Option<serde_json::Value> {
+    use futures_util::StreamExt as _;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a frame in time");
+        match frame {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
+                return Some(serde_json::from_str(text.as_str()).expect("json"))
+            }
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) | Some(Err(_)) | None => {
+                return None
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+/// Reads `ws` until the presence diffs it got have `side` (`joins` or `leaves`) for every key
+/// of `keys`; `false` when the connection ends first.
+async fn hears_presence(
+    ws: &mut Socket,
+    side: &str,
+    keys: &std::collections::BTreeSet<String>,
+) -> bool {
+    let mut heard = std::collections::BTreeSet::new();
+    while !keys.is_subset(&heard) {
+        let Some(frame) = next_frame(ws).await else {
+            return false;
+        };
+        if frame[3] == "presence_diff" {
+            if let Some(o) = frame[4][side].as_object() {
+                heard.extend(o.keys().cloned());
+            }
+        }
+    }
+    true
+}
+
+/// Supabase channels span the workers: presences tracked on one worker are in the state and
+/// diffs of members on the other, a broadcast reaches members on both, a killed worker's
+/// presences leave everywhere, and a restarted worker learns who is present.
+#[test]
+fn supabase_channels_span_workers() {
+    use futures_util::SinkExt as _;
+    use std::collections::BTreeSet;
+    use tokio_tungstenite::tungstenite::Message;
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        2,
+        free_port(),
+        &Db::Sqlite,
+        "[realtime]\ntables = [\"acks\"]\n",
+    );
+    client_runtime().block_on(async {
+        let mut members: Vec<(String, Socket)> = spread_over_two_workers(&s, 4, |n| async move {
+            let key = format!("m{n}");
+            (key.clone(), joined_room(s.port, &key).await.0)
+        })
+        .await;
+        let keys: BTreeSet<String> = members.iter().map(|(k, _)| k.clone()).collect();
+        for (i, (_, ws)) in members.iter_mut().enumerate() {
+            let track = serde_json::json!({"type": "presence", "event": "track",
+                "payload": {"n": i}});
+            let push = serde_json::json!(["1", "2", "realtime:room", "presence", track]);
+            ws.send(Message::text(push.to_string()))
+                .await
+                .expect("track");
+        }
+        for (key, ws) in &mut members {
+            assert!(hears_presence(ws, "joins", &keys).await, "{key} heard all");
+        }
+        // a broadcast from one member reaches every other, on either worker
+        let message =
+            serde_json::json!({"type": "broadcast", "event": "ping", "payload": {"x": 1}});
+        let push = serde_json::json!(["1", "3", "realtime:room", "broadcast", message]);
+        members[0]
+            .1
+            .send(Message::text(push.to_string()))
+            .await
+            .expect("broadcast");
+        for (_, ws) in members.iter_mut().skip(1) {
+            loop {
+                let frame = next_frame(ws).await.expect("open");
+                if frame[3] == "broadcast" {
+                    assert_eq!(frame[4], message);
+                    break;
+                }
+            }
+        }
+        // a worker killed: its members' connections end, and their presences leave the others
+        let killed = worker_pids(&s)[0];
+        signal(killed, "KILL");
+        // (a member there reads what was sent to it, then its connection ends; one on the
+        // other worker hears leaves)
+        let mut gone = BTreeSet::new();
+        let mut survivors: Vec<(String, Socket, BTreeSet<String>)> = Vec::new();
+        for (key, mut ws) in members {
+            let mut left = BTreeSet::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+            let ended = loop {
+                match tokio::time::timeout_at(deadline, next_frame(&mut ws)).await {
+                    Err(_) => break false,
+                    Ok(None) => break true,
+                    Ok(Some(frame)) if frame[3] == "presence_diff" => {
+                        if let Some(o) = frame[4]["leaves"].as_object() {
+                            left.extend(o.keys().cloned());
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                }
+            };
+            if ended {
+                gone.insert(key);
+            } else {
+                survivors.push((key, ws, left));
+            }
+        }
+        assert!(!gone.is_empty() && !survivors.is_empty(), "{gone:?}");
+        for (key, _, left) in &survivors {
+            assert_eq!(left, &gone, "{key} heard the leaves");
+        }
+        // its replacement learns who is present: a member joining there sees the survivors
+        wait_until(Duration::from_secs(10), || {
+            let pids = worker_pids(&s);
+            pids.len() == 2 && !pids.contains(&killed)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let present: BTreeSet<String> = survivors.iter().map(|(k, _, _)| k.clone()).collect();
+        let late = spread_over_two_workers(&s, 2, |n| async move {
+            joined_room(s.port, &format!("late{n}")).await
+        })
+        .await;
+        for (_, state) in &late {
+            let seen: BTreeSet<String> =
+                state.as_object().expect("state").keys().cloned().collect();
+            assert_eq!(seen, present, "the state seen by a member joining later");
         }
     });
 }

@@ -19,7 +19,7 @@ pub struct Realtime {
     /// Subscriptions and fan-out.
     pub hub: Hub,
     /// Supabase's channels: members, broadcasts, presence.
-    pub channels: super::channels::Channels,
+    pub channels: Arc<super::channels::Channels>,
     /// Woken when another worker committed changes (the supervisor says so).
     pub elsewhere: Arc<Notify>,
     /// Woken by the tailer when it dispatched changes this worker committed (a worker under
