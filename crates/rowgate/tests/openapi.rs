@@ -2,7 +2,8 @@
 //! document calls valid is accepted and one it calls invalid is refused (what schemathesis
 //! checks), shown here on the parts that carry it: typed item keys, filter patterns per column
 //! type, CHECK bounds, write bodies closed to unknown columns, an error response on every
-//! operation, and the security schemes Swagger UI authorizes with.
+//! operation, the security schemes Swagger UI authorizes with, and keys noted as PostgREST
+//! notes them.
 
 mod common;
 
@@ -50,6 +51,25 @@ async fn the_document_describes_what_the_server_takes(b: Backend) {
     assert_eq!(key["type"], "integer");
     let status = s.get("/team/abc").send().await.expect("get").status();
     assert_eq!(status, 400);
+    // keys described as PostgREST does (clients read these notes), the declared type in format
+    let driver = &doc["components"]["schemas"]["driver"]["properties"];
+    assert_eq!(
+        driver["driver_id"]["description"],
+        "Note:\nThis is a Primary Key.<pk/>"
+    );
+    assert_eq!(
+        driver["team_id"]["description"],
+        "Note:\nThis is a Foreign Key to `team.team_id`.<fk table='team' column='team_id'/>"
+    );
+    assert_eq!(
+        driver["team_id"]["format"].as_str().map(str::to_lowercase),
+        Some("integer".to_string())
+    );
+    assert!(
+        driver["name"]["description"].is_null(),
+        "{}",
+        driver["name"]
+    );
     // a CHECK constraint's bound
     let salary = &doc["components"]["schemas"]["employee"]["properties"]["salary"];
     assert_eq!(salary["exclusiveMinimum"], 0.0, "{salary}");

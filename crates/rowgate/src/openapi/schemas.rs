@@ -145,7 +145,9 @@ pub fn column_schema(c: &Column) -> Value {
             if c.nullable {
                 any.push(json!({"type": "null"}));
             }
-            return json!({"anyOf": any, "description": c.decl_type});
+            let mut schema = json!({"anyOf": any});
+            declared_type(c, &mut schema);
+            return schema;
         }
         Kind::Other => json!({}),
     };
@@ -170,8 +172,59 @@ pub fn column_schema(c: &Column) -> Value {
             schema["type"] = json!([t, "null"]);
         }
     }
-    schema["description"] = json!(c.decl_type);
+    declared_type(c, &mut schema);
     schema
+}
+
+/// The column's declared type in `format`, as PostgREST states it (`integer`, `text`,
+/// `INTEGER` on SQLite), unless it is a format JSON Schema defines (a `time` or `uuid` column
+/// would then be held to more or less than it takes); a date's is `date` already.
+fn declared_type(c: &Column, schema: &mut Value) {
+    const DEFINED: [&str; 19] = [
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    ];
+    let defined = DEFINED.iter().any(|f| c.decl_type.eq_ignore_ascii_case(f));
+    if schema.get("format").is_none() && !defined && !c.decl_type.is_empty() {
+        schema["format"] = json!(c.decl_type);
+    }
+}
+
+/// PostgREST's note on a key column (which clients such as Supabase's studio read): `Note:`,
+/// then `This is a Primary Key.<pk/>` and `This is a Foreign Key to `t.c`.<fk table='t'
+/// column='c'/>` as they apply; `None` for another column.
+fn key_note(table: &Table, c: &Column) -> Option<String> {
+    let mut lines = vec!["Note:".to_string()];
+    if c.pk_position > 0 {
+        lines.push("This is a Primary Key.<pk/>".into());
+    }
+    for fk in &table.foreign_keys {
+        if let Some(i) = fk.columns.iter().position(|col| *col == c.name) {
+            let to = fk.ref_columns.get(i).cloned().unwrap_or_default();
+            lines.push(format!(
+                "This is a Foreign Key to `{t}.{to}`.<fk table='{t}' column='{to}'/>",
+                t = fk.ref_table
+            ));
+        }
+    }
+    (lines.len() > 1).then(|| lines.join("\n"))
 }
 
 /// A table's (or view's) rows as answered: every column typed (a `select` may leave any out;
@@ -202,8 +255,8 @@ pub fn table_schema(table: &Table) -> Value {
         if let Some(d) = &c.default {
             schema["default"] = json!(d);
         }
-        if c.pk_position > 0 {
-            schema["description"] = json!(format!("{} (primary key)", c.decl_type));
+        if let Some(note) = key_note(table, c) {
+            schema["description"] = json!(note);
         }
         if !c.nullable && c.default.is_none() && c.pk_position == 0 && !c.generated {
             required.push(c.name.clone());
@@ -218,10 +271,8 @@ pub fn rowid_assigned(table: &Table, schema: &mut Value) {
     for c in table.columns.iter().filter(|c| rowid_alias(table, c)) {
         let field = &mut schema["properties"][&c.name];
         field["type"] = json!(["integer", "null"]);
-        field["description"] = json!(format!(
-            "{} (primary key; null or left out: the next one)",
-            c.decl_type
-        ));
+        let note = key_note(table, c).unwrap_or_default();
+        field["description"] = json!(format!("Null or left out: the next rowid.\n\n{note}"));
     }
 }
 
