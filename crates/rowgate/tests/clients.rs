@@ -202,14 +202,9 @@ fn supabase_config() -> String {
     format!("{SUPABASE}{FUNCTION_RESOURCES}")
 }
 
-/// supabase-js works unchanged with only its URL and keys changed: an anon key and a
-/// service-role key (long-lived tokens of those roles), reads with filters and embedding,
-/// writes refused to anon and done by the service role, rpc() by POST and GET with a
-/// set-returning call shaped by select/order/limit, PGRST202 for an unknown function.
-async fn supabase_js_app(b: Backend) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), &supabase_config(), &[]).expect("config");
-    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+/// Supabase's two keys for `s`: long-lived tokens of an anon client and a service_role one,
+/// once the server knows the clients.
+async fn anon_and_service_keys(s: &TestServer) -> (String, String) {
     let mut keys = Vec::new();
     for (name, role) in [("web", "anon"), ("backend", "service_role")] {
         rowgate::auth::clients::add(&s.app.db, &s.app.auth.secrets, name, role, 3600)
@@ -234,8 +229,19 @@ async fn supabase_js_app(b: Backend) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    (keys[0].clone(), keys[1].clone())
+}
+
+/// supabase-js works unchanged with only its URL and keys changed: an anon key and a
+/// service-role key (long-lived tokens of those roles), reads with filters and embedding,
+/// writes refused to anon and done by the service role, rpc() by POST and GET with a
+/// set-returning call shaped by select/order/limit, PGRST202 for an unknown function.
+async fn supabase_js_app(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &supabase_config(), &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let (anon, service) = anon_and_service_keys(&s).await;
     let root = s.root_url("");
-    let (anon, service) = (keys[0].clone(), keys[1].clone());
     let results = tokio::task::spawn_blocking(move || {
         run_client_with(
             Path::new("node"),
@@ -379,7 +385,41 @@ async fn postgrest_py_rpc(b: Backend) {
     assert_eq!(results["missing"]["error"]["code"], "PGRST202", "{results}");
 }
 
+/// postgrest-py's writes with a service-role key: insert, update, upsert and delete returning
+/// their rows; the anonymous role refused.
+async fn postgrest_py_writes(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &supabase_config(), &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let (_, service) = anon_and_service_keys(&s).await;
+    let base = s.base.clone();
+    let results = tokio::task::spawn_blocking(move || {
+        let python = py_clients();
+        let dir = python.ancestors().nth(3).expect("clients/py");
+        run_client_with(
+            python,
+            dir,
+            "writes.py",
+            &[("ROWGATE_URL", &base), ("ROWGATE_SERVICE_KEY", &service)],
+        )
+    })
+    .await
+    .expect("client");
+    assert_eq!(results["anonInsert"]["error"]["code"], "RG401", "{results}");
+    let row = |points: i64| json!([{"team_id": 80, "name": "Py Racing", "points": points}]);
+    assert_eq!(
+        results["insert"],
+        json!({"data": row(3), "error": null}),
+        "{results}"
+    );
+    assert_eq!(results["update"]["data"], row(4), "{results}");
+    assert_eq!(results["upsert"]["data"], row(5), "{results}");
+    assert_eq!(results["delete"]["data"], row(5), "{results}");
+    assert_eq!(results["after"]["data"], json!([]), "{results}");
+}
+
 backend_tests!(
+    postgrest_py_writes,
     postgrest_py_rpc,
     openapi_schemathesis,
     postgrest_js_embedding,
