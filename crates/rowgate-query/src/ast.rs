@@ -7,7 +7,7 @@
 pub enum SelectItem {
     /// `*`: every column of the resource, in table order.
     Star,
-    /// `alias:column->path::cast`, alias, JSON path and cast optional.
+    /// `alias:column->path::cast.sum()::cast`, alias, JSON path, cast and aggregate optional.
     Column {
         /// Column name as written (validated against the schema cache by the caller).
         name: String,
@@ -17,10 +17,66 @@ pub enum SelectItem {
         alias: Option<String>,
         /// Target type of `::cast`, lower-cased (validated by the dialect when rendered).
         cast: Option<String>,
+        /// `.sum()` and the like: the value is an aggregate of the column over a group.
+        aggregate: Option<Aggregate>,
+    },
+    /// `alias:count()::cast`: the number of rows (of each group).
+    CountRows {
+        /// Output key, when renamed with `alias:` (else `count`).
+        alias: Option<String>,
+        /// Target type of the count's `::cast`, lower-cased.
+        cast: Option<String>,
     },
     /// `alias:relation!hint!inner(items)` or `...relation(items)`: a related resource embedded
     /// in each row (PostgREST's resource embedding).
     Embed(Embed),
+}
+
+/// An aggregate function of `select=` (PostgREST's `avg()`, `count()`, `max()`, `min()`,
+/// `sum()`): the selected columns without one group the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggregateFunction {
+    /// `avg()`
+    Avg,
+    /// `count()` of a column: its values that are not null.
+    Count,
+    /// `max()`
+    Max,
+    /// `min()`
+    Min,
+    /// `sum()`
+    Sum,
+}
+
+impl AggregateFunction {
+    /// Every function.
+    pub const ALL: [AggregateFunction; 5] = [
+        AggregateFunction::Avg,
+        AggregateFunction::Count,
+        AggregateFunction::Max,
+        AggregateFunction::Min,
+        AggregateFunction::Sum,
+    ];
+
+    /// Its name, in `select=` and in SQL (and the output key of an unnamed aggregate).
+    pub fn name(self) -> &'static str {
+        match self {
+            AggregateFunction::Avg => "avg",
+            AggregateFunction::Count => "count",
+            AggregateFunction::Max => "max",
+            AggregateFunction::Min => "min",
+            AggregateFunction::Sum => "sum",
+        }
+    }
+}
+
+/// `.sum()::cast` after a selected column: the function, and the cast of its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregate {
+    /// The function.
+    pub function: AggregateFunction,
+    /// Target type of the result's `::cast`, lower-cased.
+    pub cast: Option<String>,
 }
 
 /// An embedded resource in `select=`.

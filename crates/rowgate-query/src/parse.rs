@@ -20,8 +20,8 @@
 use std::fmt;
 
 use crate::ast::{
-    Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep, Nulls, Operand, Operator,
-    OrderTerm, Predicate, Quantifier, Query, SelectItem,
+    Aggregate, AggregateFunction, Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep,
+    Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Maximum nesting of logic groups (`or=(and(or(…)))` is 3 deep). Deeper trees are rejected so a
@@ -169,40 +169,82 @@ fn select_item(cur: &mut Cur<'_>, depth: usize) -> Result<SelectItem, Fail> {
     if !spread && cur.eat('*') {
         return Ok(SelectItem::Star);
     }
+    let mut start = cur.pos;
     let first = parse_ident(cur)?;
+    let mut written = &cur.s[start..cur.pos];
     cur.skip_ws();
     let (alias, name) = if !spread && cur.peek() == Some(':') && cur.peek2() != Some(':') {
         cur.bump();
         cur.skip_ws();
+        start = cur.pos;
         let name = parse_ident(cur)?;
+        written = &cur.s[start..cur.pos];
         cur.skip_ws();
         (Some(first), name)
     } else {
         (None, first)
     };
+    // `count()` unquoted counts rows; `"count"()` embeds a relation of that name
+    let count_rows = written.trim_end() == "count";
+    if !spread && count_rows && cur.peek() == Some('(') && cur.peek2() == Some(')') {
+        cur.bump();
+        cur.bump();
+        cur.skip_ws();
+        let cast = parse_cast(cur)?;
+        return Ok(SelectItem::CountRows { alias, cast });
+    }
     if spread || matches!(cur.peek(), Some('(' | '!')) {
         return embed(cur, depth, name, alias, spread);
     }
     let path = parse_path(cur)?;
     cur.skip_ws();
-    let cast = if cur.eat_str("::") {
-        cur.skip_ws();
-        let at = cur.pos;
-        let t = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
-        let t = t.trim_end();
-        if t.is_empty() {
-            return Err(Fail::at(at, "expected a type name after \"::\""));
-        }
-        Some(t.to_ascii_lowercase())
-    } else {
-        None
-    };
+    let cast = parse_cast(cur)?;
+    let aggregate = parse_aggregate(cur)?;
     Ok(SelectItem::Column {
         name,
         path,
         alias,
         cast,
+        aggregate,
     })
+}
+
+/// `::type` at the cursor, if there: the type, lower-cased.
+fn parse_cast(cur: &mut Cur<'_>) -> Result<Option<String>, Fail> {
+    if !cur.eat_str("::") {
+        return Ok(None);
+    }
+    cur.skip_ws();
+    let at = cur.pos;
+    let t = cur.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
+    let t = t.trim_end();
+    if t.is_empty() {
+        return Err(Fail::at(at, "expected a type name after \"::\""));
+    }
+    cur.skip_ws();
+    Ok(Some(t.to_ascii_lowercase()))
+}
+
+/// `.sum()::type` at the cursor, if there: an aggregate function and the cast of its result.
+fn parse_aggregate(cur: &mut Cur<'_>) -> Result<Option<Aggregate>, Fail> {
+    let at = cur.pos;
+    if !cur.eat('.') {
+        return Ok(None);
+    }
+    let word = cur.take_while(|c| c.is_ascii_alphabetic());
+    let function = AggregateFunction::ALL
+        .into_iter()
+        .find(|f| f.name() == word)
+        .filter(|_| cur.eat_str("()"))
+        .ok_or_else(|| {
+            Fail::at(
+                at,
+                "expected an aggregate function after \".\": avg(), count(), max(), min() or sum()",
+            )
+        })?;
+    cur.skip_ws();
+    let cast = parse_cast(cur)?;
+    Ok(Some(Aggregate { function, cast }))
 }
 
 /// The rest of an embedded resource after its name: `!hint`, `!inner` / `!left`, then its

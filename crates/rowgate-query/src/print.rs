@@ -132,12 +132,29 @@ impl fmt::Display for SelectItem {
                 path,
                 alias,
                 cast,
+                aggregate,
             } => {
                 if let Some(a) = alias {
                     write!(f, "{}:", ident(a))?;
                 }
                 f.write_str(&ident(name))?;
                 f.write_str(&json_path(path))?;
+                if let Some(c) = cast {
+                    write!(f, "::{c}")?;
+                }
+                if let Some(a) = aggregate {
+                    write!(f, ".{}()", a.function.name())?;
+                    if let Some(c) = &a.cast {
+                        write!(f, "::{c}")?;
+                    }
+                }
+                Ok(())
+            }
+            SelectItem::CountRows { alias, cast } => {
+                if let Some(a) = alias {
+                    write!(f, "{}:", ident(a))?;
+                }
+                f.write_str("count()")?;
                 if let Some(c) = cast {
                     write!(f, "::{c}")?;
                 }
@@ -158,7 +175,12 @@ impl fmt::Display for Embed {
         if let Some(a) = &self.alias {
             write!(f, "{}:", ident(a))?;
         }
-        f.write_str(&ident(&self.relation))?;
+        if self.relation == "count" && self.hint.is_none() && self.join.is_none() {
+            // (unquoted, `count()` is the count of rows)
+            f.write_str(&quoted(&self.relation))?;
+        } else {
+            f.write_str(&ident(&self.relation))?;
+        }
         if let Some(h) = &self.hint {
             let h = if h == "inner" || h == "left" {
                 quoted(h)

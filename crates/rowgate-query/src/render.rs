@@ -451,6 +451,7 @@ fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)
         select_list(d, s, lv, out);
     }
     from_where(d, s, at, out);
+    group_by(d, s, true, out);
     order_by(d, s, lv, out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
 }
@@ -484,12 +485,68 @@ fn output_items<'a>(columns: &'a [OutputColumn], embeds: &'a [EmbedStmt]) -> Vec
     out
 }
 
-/// A column's value: the column, its JSON path and cast (unqualified: the innermost table).
+/// A column's value: the column, its JSON path and cast, and its aggregate (unqualified: the
+/// innermost table).
 fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
-    let value = field(d, &c.column, &c.path, out);
-    match c.cast.as_deref().and_then(|t| d.cast_type(t)) {
+    let cast = |value: String, to: Option<&str>| match to.and_then(|t| d.cast_type(t)) {
         Some(t) => format!("CAST({value} AS {t})"),
         None => value,
+    };
+    let value = if c.column.is_empty() {
+        "*".to_string() // count(*)
+    } else {
+        cast(field(d, &c.column, &c.path, out), c.cast.as_deref())
+    };
+    match &c.aggregate {
+        None => value,
+        Some(a) => cast(format!("{}({value})", a.function.name()), a.cast.as_deref()),
+    }
+}
+
+/// ` GROUP BY …` of a level with aggregates: its other columns, and the columns of its own its
+/// embeds are joined on (so that they can be read per group); nothing without aggregates or
+/// without such columns. `ordinals`: the other columns by their place in the select list (the
+/// same expression to PostgreSQL, whose bound JSON path keys would otherwise differ), else by
+/// their expressions (SQLite's `json_object` of an embedded row).
+fn group_by(d: &dyn Dialect, s: &SelectStmt, ordinals: bool, out: &mut Sql) {
+    if !s.columns.iter().any(|c| c.aggregate.is_some()) {
+        return;
+    }
+    let mut terms: Vec<String> = Vec::new();
+    if ordinals {
+        let mut place = 0;
+        for item in items(s) {
+            match item {
+                Item::Column(_, c) => {
+                    place += 1;
+                    if c.aggregate.is_none() {
+                        terms.push(place.to_string());
+                    }
+                }
+                Item::Embed(e) if e.spread => place += items(&e.select).len(),
+                Item::Embed(_) => place += 1,
+            }
+        }
+    } else {
+        for c in s.columns.iter().filter(|c| c.aggregate.is_none()) {
+            terms.push(column_value(d, c, out));
+        }
+    }
+    for e in s.embeds.iter().filter(|e| !e.hidden) {
+        let joined: Vec<&String> = match &e.through {
+            Some(j) => j.to_parent.iter().map(|(_, own)| own).collect(),
+            None => e.on.iter().map(|(_, own)| own).collect(),
+        };
+        for own in joined {
+            let value = d.quote_ident(own);
+            if !terms.contains(&value) {
+                terms.push(value);
+            }
+        }
+    }
+    if !terms.is_empty() {
+        out.text.push_str(" GROUP BY ");
+        out.text.push_str(&terms.join(", "));
     }
 }
 
@@ -705,6 +762,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         out.text.push_str(" AS ");
         out.text.push_str(&row);
         from_where(d, &e.select, Some((lv, e)), out);
+        group_by(d, &e.select, false, out);
         order_by(d, &e.select, lv, out);
         out.text
             .push_str(&d.limit_offset(e.select.limit, e.select.offset));
@@ -713,6 +771,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         out.text.push_str("(SELECT ");
         json_object(d, e, lv, out);
         from_where(d, &e.select, Some((lv, e)), out);
+        group_by(d, &e.select, false, out);
         out.text.push_str(" LIMIT 1)");
     }
 }
@@ -1125,13 +1184,10 @@ fn output_columns(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
         if i > 0 {
             out.text.push_str(", ");
         }
-        let col = field(d, &c.column, &c.path, out);
+        let value = column_value(d, c, out);
+        out.text.push_str(&value);
         let cast = c.cast.as_deref().and_then(|t| d.cast_type(t));
-        match cast {
-            Some(t) => out.text.push_str(&format!("CAST({col} AS {t})")),
-            None => out.text.push_str(&col),
-        }
-        if cast.is_some() || c.key != c.column || !c.path.is_empty() {
+        if cast.is_some() || c.aggregate.is_some() || c.key != c.column || !c.path.is_empty() {
             out.text.push_str(" AS ");
             out.text.push_str(&d.quote_ident(&c.key));
         }

@@ -2,7 +2,7 @@
 //! already been checked against (and taken from) the schema cache by the caller; rendering only
 //! quotes them.
 
-use crate::ast::{Condition, JsonStep, OrderTerm, Value};
+use crate::ast::{Aggregate, Condition, JsonStep, OrderTerm, Value};
 
 /// A table or view as SQL names it: its name, qualified by its schema where the backend has
 /// several (PostgreSQL: the connection's search path need not include the exposed schemas).
@@ -40,6 +40,23 @@ pub struct OutputColumn {
     pub key: String,
     /// Cast target, already validated by [`crate::render::Dialect::cast_type`].
     pub cast: Option<String>,
+    /// An aggregate of the (cast) value over each group, its result's cast validated too; with
+    /// an empty `column`, a `count` counts the rows. A level with aggregates is grouped by its
+    /// other columns (and the columns its embeds join on).
+    pub aggregate: Option<Aggregate>,
+}
+
+impl OutputColumn {
+    /// The column itself, under its own name, as it is.
+    pub fn plain(name: &str) -> OutputColumn {
+        OutputColumn {
+            column: name.to_string(),
+            path: Vec::new(),
+            key: name.to_string(),
+            cast: None,
+            aggregate: None,
+        }
+    }
 }
 
 /// `SELECT … FROM table WHERE … ORDER BY … LIMIT … OFFSET …`.

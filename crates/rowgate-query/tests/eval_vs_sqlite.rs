@@ -104,12 +104,7 @@ fn bind(v: &Value) -> rusqlite::types::Value {
 fn sqlite_ids(conn: &Connection, filters: &[Condition]) -> Vec<i64> {
     let stmt = SelectStmt {
         table: "t".into(),
-        columns: vec![OutputColumn {
-            path: Vec::new(),
-            column: "id".into(),
-            key: "id".into(),
-            cast: None,
-        }],
+        columns: vec![OutputColumn::plain("id")],
         filters: filters.to_vec(),
         order: vec![],
         not_null: vec![],

@@ -3,8 +3,9 @@
 
 use rowgate_query::parse::{parse_logic, parse_query, MAX_LOGIC_DEPTH};
 use rowgate_query::{
-    Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep, Nulls, Operand, Operator as Op,
-    OrderTerm, ParseErrorKind as K, Predicate, Quantifier, Query, SelectItem,
+    Aggregate, AggregateFunction, Condition, Direction, Embed, IsValue, Join, JsonKey, JsonStep,
+    Nulls, Operand, Operator as Op, OrderTerm, ParseErrorKind as K, Predicate, Quantifier, Query,
+    SelectItem,
 };
 
 enum Want {
@@ -98,6 +99,7 @@ fn col(name: &str) -> SelectItem {
         path: Vec::new(),
         alias: None,
         cast: None,
+        aggregate: None,
     }
 }
 
@@ -107,6 +109,7 @@ fn col_as(alias: Option<&str>, name: &str, cast: Option<&str>) -> SelectItem {
         path: Vec::new(),
         alias: alias.map(str::to_owned),
         cast: cast.map(str::to_owned),
+        aggregate: None,
     }
 }
 
@@ -793,6 +796,53 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
             sel(vec![col_as(None, "a", Some("double precision"))]),
         ),
         c(&[("select", "a"), ("select", "b")], sel(vec![col("b")])),
+        // aggregates: count() of rows, a column's with casts before and after
+        c(
+            &[("select", "n:count()::text, team_id ,t:points::int.sum()::text,points.avg()")],
+            sel(vec![
+                SelectItem::CountRows {
+                    alias: Some("n".into()),
+                    cast: Some("text".into()),
+                },
+                col("team_id"),
+                SelectItem::Column {
+                    name: "points".into(),
+                    path: Vec::new(),
+                    alias: Some("t".into()),
+                    cast: Some("int".into()),
+                    aggregate: Some(Aggregate {
+                        function: AggregateFunction::Sum,
+                        cast: Some("text".into()),
+                    }),
+                },
+                SelectItem::Column {
+                    name: "points".into(),
+                    path: Vec::new(),
+                    alias: None,
+                    cast: None,
+                    aggregate: Some(Aggregate {
+                        function: AggregateFunction::Avg,
+                        cast: None,
+                    }),
+                },
+            ]),
+        ),
+        // quoted, it is a relation of that name
+        c(
+            &[("select", "\"count\"()")],
+            sel(vec![SelectItem::Embed(Embed {
+                relation: "count".into(),
+                alias: None,
+                hint: None,
+                join: None,
+                spread: false,
+                select: Vec::new(),
+            })]),
+        ),
+        c(
+            &[("select", "a.median()")],
+            E(K::Select, "expected an aggregate function"),
+        ),
         c(&[("select", "")], E(K::Select, "empty select list")),
         c(&[("select", "  ")], E(K::Select, "empty select list")),
         c(&[("select", "a,")], E(K::Select, "trailing \",\"")),
@@ -887,6 +937,7 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                     ],
                     alias: Some("x".into()),
                     cast: Some("int".into()),
+                    aggregate: None,
                 },
                 SelectItem::Column {
                     name: "arr".into(),
@@ -896,6 +947,7 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                     }],
                     alias: None,
                     cast: None,
+                    aggregate: None,
                 },
             ]),
         ),
@@ -913,7 +965,10 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         c(&[("select", "a::")], E(K::Select, "expected a type name")),
         c(
             &[("select", "a.b")],
-            E(K::Select, "unexpected \".\" at position 2 in \"a.b\""),
+            E(
+                K::Select,
+                "expected an aggregate function after \".\": avg(), count(), max(), min() or sum() at position 2 in \"a.b\"",
+            ),
         ),
         c(
             &[("select", "\"abc")],
@@ -1102,7 +1157,7 @@ fn filter_errors_quote_the_value() {
 fn positions_count_characters_not_bytes() {
     let e = parse_query([("select", "ééé,x.y")]).expect_err("dot");
     let d = e.details.expect("details");
-    assert!(d.contains("unexpected \".\" at position 6"), "{d}");
+    assert!(d.contains("at position 6"), "{d}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ fn out(column: &str) -> OutputColumn {
         column: column.to_owned(),
         key: column.to_owned(),
         cast: None,
+        aggregate: None,
     }
 }
 
@@ -70,24 +71,28 @@ fn select_columns_casts_aliases() {
                 column: "name".into(),
                 key: "label".into(),
                 cast: None,
+                aggregate: None,
             },
             OutputColumn {
                 path: Vec::new(),
                 column: "price".into(),
                 key: "price".into(),
                 cast: Some("text".into()),
+                aggregate: None,
             },
             OutputColumn {
                 path: Vec::new(),
                 column: "qty".into(),
                 key: "n".into(),
                 cast: Some("bigint".into()),
+                aggregate: None,
             },
             OutputColumn {
                 path: Vec::new(),
                 column: "x".into(),
                 key: "x".into(),
                 cast: Some("no_such_type".into()),
+                aggregate: None,
             },
         ],
         ..select_stmt(vec![])
@@ -244,6 +249,7 @@ fn weird_identifiers_are_quoted() {
             column: "we\"ird\0col".into(),
             key: "k\"ey".into(),
             cast: None,
+            aggregate: None,
         }],
         ..select_stmt(filters(&[("\"a\"\"b\"", "eq.1")]))
     };
@@ -384,6 +390,7 @@ fn insert_upserts() {
                 column: "name".into(),
                 key: "n".into(),
                 cast: Some("text".into()),
+                aggregate: None,
             },
         ],
         constants: vec![Constant {
@@ -626,6 +633,7 @@ fn sqlite_rendering_executes() {
             column: "id".into(),
             key: "ident".into(),
             cast: Some("text".into()),
+            aggregate: None,
         }],
         order: vec![
             OrderTerm {

@@ -11,8 +11,8 @@ use rowgate_query::print::{filter_param, order_param, select_param, to_query_str
 use rowgate_query::render::{self, Postgres, Sqlite};
 use rowgate_query::stmt::Sql;
 use rowgate_query::{
-    Condition, Direction, Embed, EmbedParams, IsValue, Join, JsonKey, JsonStep, Nulls, Operand,
-    Operator, OrderTerm, Predicate, Quantifier, Query, SelectItem,
+    Aggregate, AggregateFunction, Condition, Direction, Embed, EmbedParams, IsValue, Join, JsonKey,
+    JsonStep, Nulls, Operand, Operator, OrderTerm, Predicate, Quantifier, Query, SelectItem,
 };
 
 /// Text with the characters that matter to the syntax, plain words and arbitrary Unicode.
@@ -161,8 +161,33 @@ fn select_item() -> impl Strategy<Value = SelectItem> {
                 name,
                 path,
                 alias,
-                cast
+                cast,
+                aggregate: None,
             }),
+        (
+            ident(),
+            prop::option::of(ident()),
+            prop::option::of("[a-z0-9_]{1,6}"),
+            prop::sample::select(AggregateFunction::ALL.to_vec()),
+            prop::option::of("[a-z0-9_]{1,6}"),
+        )
+            .prop_map(|(name, alias, cast, function, result_cast)| {
+                SelectItem::Column {
+                    name,
+                    path: Vec::new(),
+                    alias,
+                    cast,
+                    aggregate: Some(Aggregate {
+                        function,
+                        cast: result_cast,
+                    }),
+                }
+            }),
+        (
+            prop::option::of(ident()),
+            prop::option::of("[a-z0-9_]{1,6}")
+        )
+            .prop_map(|(alias, cast)| SelectItem::CountRows { alias, cast }),
     ];
     leaf.prop_recursive(3, 16, 4, |inner| {
         (

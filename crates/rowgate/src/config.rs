@@ -455,6 +455,10 @@ pub struct RestConfig {
     /// Answer a `Server-Timing` header naming each stage of a table request and its duration
     /// (`auth`, `parse`, `plan`, `db`, `respond`), as PostgREST's `server-timing-enabled`.
     pub server_timing: bool,
+    /// Take aggregate functions in `select=` (`count()`, `amount.sum()`, `avg`, `min`, `max`,
+    /// grouped by the other selected columns), as PostgREST's `db-aggregates-enabled`: off by
+    /// default, since one request can make the database read a whole table.
+    pub aggregates: bool,
 }
 
 /// `[limits]`
@@ -531,6 +535,7 @@ impl Default for RestConfig {
             max_rows: 0,
             refuse_unfiltered_writes: false,
             server_timing: false,
+            aggregates: false,
         }
     }
 }

@@ -286,7 +286,11 @@ fn doc_table(
     for item in select {
         match item {
             SelectItem::Column {
-                name, alias, path, ..
+                name,
+                alias,
+                path,
+                aggregate: None,
+                ..
             } if path.is_empty() => {
                 if table.column(name).is_none() {
                     bail!("{:?} has no column {name:?}", table.name);
@@ -347,7 +351,7 @@ fn doc_table(
                 };
                 node.nested.push(child);
             }
-            _ => bail!("use named columns (no *, no JSON paths)"),
+            _ => bail!("use named columns (no *, JSON paths or aggregates)"),
         }
     }
     Ok(node)

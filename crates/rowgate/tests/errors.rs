@@ -417,9 +417,9 @@ async fn invalid_bodies(b: Backend) {
         "PGRST102",
     )
     .await;
-    // PATCH and PUT take one object.
+    // PATCH and PUT take one object (or an array of one, as PostgREST).
     error(
-        s.patch("/team?team_id=eq.1", json!([{"points": 1}]))
+        s.patch("/team?team_id=eq.1", json!([{"points": 1}, {"points": 2}]))
             .send()
             .await
             .expect("request"),
@@ -428,10 +428,13 @@ async fn invalid_bodies(b: Backend) {
     )
     .await;
     error(
-        s.put("/team/1", json!([{"team_id": 1, "name": "M", "points": 1}]))
-            .send()
-            .await
-            .expect("request"),
+        s.put(
+            "/team/1",
+            json!([{"team_id": 1, "name": "M"}, {"team_id": 1, "name": "N"}]),
+        )
+        .send()
+        .await
+        .expect("request"),
         400,
         "PGRST102",
     )

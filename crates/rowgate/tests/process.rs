@@ -1,6 +1,7 @@
 //! The real binary as a user runs it: `demo init`, `serve --demo`, `config check|dump`,
 //! graceful shutdown on SIGTERM (in-flight requests finish), statement timeout, SIGUSR1 reload.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -289,24 +290,23 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
             && err.contains("column \"nmae\" does not exist"),
         "{err}"
     );
-    // So does a duality view whose document names a column the root table does not have.
-    std::fs::write(
-        dir.path().join("dv.toml"),
+    // So does a duality view whose document names a column the root table does not have,
+    // and one whose document aggregates (a document shows rows, not groups).
+    let err = refused_config(
+        dir.path(),
         "[db]\npath = \"d.db\"\n[[duality_views]]\nname = \"team_dv\"\ntable = \"team\"\n\
          document = \"_id:team_id,nmae\"\n",
-    )
-    .expect("write");
-    let out = Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["config", "check", "--config", "dv.toml"])
-        .output()
-        .expect("check");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
     assert!(
         err.contains("duality_views[0] (\"team_dv\")") && err.contains("no column \"nmae\""),
         "{err}"
     );
+    let err = refused_config(
+        dir.path(),
+        "[db]\npath = \"d.db\"\n[[duality_views]]\nname = \"team_dv\"\ntable = \"team\"\n\
+         document = \"_id:team_id,points.sum()\"\n",
+    );
+    assert!(err.contains("aggregates"), "{err}");
     // The built-in demo configuration checks too (from a folder without a rowgate.toml).
     let elsewhere = dir.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).expect("dir");
@@ -507,4 +507,16 @@ fn large_string_bodies_are_bounded() {
     assert_eq!(statuses, vec![201]);
     assert_eq!(stored, 1_040);
     assert!(grown_kb < 4 * 10 * 1024, "grew {grown_kb} kB");
+}
+
+/// `config check` of `toml` (written in `dir`) fails: its error output.
+fn refused_config(dir: &Path, toml: &str) -> String {
+    std::fs::write(dir.join("refused.toml"), toml).expect("write");
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(["config", "check", "--config", "refused.toml"])
+        .output()
+        .expect("check");
+    assert!(!out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -1286,7 +1286,106 @@ async fn values_checked_before_writing(b: Backend) {
     assert_eq!(body[0]["salary"].as_f64(), Some(salary), "{body}");
 }
 
+/// A PATCH or PUT body may be an array of one object, as PostgREST takes it; `[]` patches
+/// nothing; an array of several is refused (PostgREST would apply some one of them).
+async fn one_element_arrays(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .put(
+            "/team?team_id=eq.70",
+            json!([{"team_id": 70, "name": "Arr", "points": 1}]),
+        )
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("put");
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(team(&s, 70), Some(("Arr".to_string(), 1)));
+    let r = s
+        .patch("/team?team_id=eq.70", json!([{"points": 2}]))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0]["points"], 2);
+    for empty in [json!([]), json!([{}]), json!({})] {
+        let r = s
+            .patch("/team?team_id=eq.70", empty.clone())
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(r.status(), 204, "{empty}");
+        assert_eq!(header(&r, "content-range").as_deref(), Some("*/*"));
+    }
+    assert_eq!(team(&s, 70), Some(("Arr".to_string(), 2)));
+    for (method, body) in [
+        ("PATCH", json!([{"points": 3}, {"points": 4}])),
+        ("PUT", json!([])),
+        (
+            "PUT",
+            json!([{"team_id": 70, "name": "A"}, {"team_id": 70, "name": "B"}]),
+        ),
+    ] {
+        let write = match method {
+            "PATCH" => s.patch("/team?team_id=eq.70", body.clone()),
+            _ => s.put("/team?team_id=eq.70", body.clone()),
+        };
+        let r = write.send().await.expect("write");
+        assert_error(r, 400, "PGRST102").await;
+    }
+    assert_eq!(team(&s, 70), Some(("Arr".to_string(), 2)));
+}
+
+/// A write's `Content-Range` as PostgREST's: an insert `*/*`, an update or delete `0-(n-1)/*`
+/// (`*/*` when nothing matched), and `*/n` whenever `Prefer: count=exact` asks.
+async fn write_content_ranges(b: Backend) {
+    let s = TestServer::start(b).await;
+    let counted = |r: reqwest::RequestBuilder| r.header("prefer", "count=exact");
+    for (request, status, range) in [
+        (
+            s.post("/team", json!({"team_id": 71, "name": "Range A"})),
+            201,
+            "*/*",
+        ),
+        (
+            counted(s.post(
+                "/team",
+                json!([{"team_id": 72, "name": "Range B"}, {"team_id": 73, "name": "Range C"}]),
+            )),
+            201,
+            "*/2",
+        ),
+        (
+            s.patch("/team?team_id=gte.71", json!({"points": 1})),
+            204,
+            "0-2/*",
+        ),
+        (
+            counted(s.patch("/team?team_id=gte.71", json!({"points": 2}))),
+            204,
+            "*/3",
+        ),
+        (
+            s.patch("/team?team_id=eq.999", json!({"points": 2})),
+            204,
+            "*/*",
+        ),
+        (counted(s.delete("/team?team_id=gte.72")), 204, "*/2"),
+        (s.delete("/team?team_id=eq.71"), 204, "0-0/*"),
+    ] {
+        let r = request.send().await.expect("write");
+        assert_eq!(
+            (r.status().as_u16(), header(&r, "content-range").as_deref()),
+            (status, Some(range))
+        );
+    }
+}
+
 backend_tests!(
+    write_content_ranges,
+    one_element_arrays,
     values_checked_before_writing,
     json_strings_and_write_checks,
     post_one_minimal,

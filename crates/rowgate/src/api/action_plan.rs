@@ -81,6 +81,8 @@ impl<'a> Guarded<'a> {
 
 /// Plans `request`.
 pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, ApiError> {
+    let write = !matches!(request.action, Action::Read { .. });
+    plan::aggregates_allowed(request.query.select.as_deref(), cx.rest, write)?;
     if let Some(view) = cx.duality.get(request.table) {
         return documents(request, cx, view);
     }
@@ -349,6 +351,7 @@ pub fn call_read(
     table: &Table,
     from: &Sql,
 ) -> Result<ActionPlan, ApiError> {
+    plan::aggregates_allowed(request.query.select.as_deref(), cx.rest, false)?;
     read_from(
         request,
         &request.query,
@@ -507,6 +510,7 @@ fn returning(
                     path: Vec::new(),
                     alias: None,
                     cast: None,
+                    aggregate: None,
                 })
                 .collect();
             plan::output(table, Some(&key), d)?

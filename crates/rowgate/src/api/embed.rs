@@ -125,6 +125,18 @@ impl<'a> Embedder<'a> {
         let e = p.embed;
         let rel = relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
             .map_err(|why| self.not_found(parent, e, why))?;
+        if e.spread && plan::has_aggregates(&e.select) {
+            let details = if rel.is_many() {
+                "Aggregates are not implemented for one-to-many or many-to-many spreads."
+            } else {
+                "Aggregates are not implemented for spreads yet: aggregate the embedded resource (without ...) instead."
+            };
+            return Err(ApiError::new(
+                ErrorCode::AggregateNotImplemented,
+                "Feature not implemented",
+            )
+            .details(details));
+        }
         if e.spread && rel.is_many() {
             return Err(ApiError::new(
                 ErrorCode::QueryParse,
@@ -184,6 +196,7 @@ impl<'a> Embedder<'a> {
             params.map_or(&[][..], |p| &p.order[..]),
             self.cx.dialect,
         )?;
+        plan::grouped_order(&view, &selection.columns, &order)?;
         let embeds = self.resolve(
             &view,
             &selection.embeds,
@@ -307,6 +320,7 @@ fn counted(view: &Table, e: &Embed) -> Option<String> {
             path,
             alias,
             cast: None,
+            aggregate: None,
         }] if name == "count" && path.is_empty() && view.column("count").is_none() => {
             Some(alias.clone().unwrap_or_else(|| name.clone()))
         }

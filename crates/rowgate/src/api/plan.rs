@@ -10,10 +10,10 @@ use rowgate_query::stmt::{
     CountStmt, DeleteStmt, InsertRows, InsertStmt, OnConflict, OutputColumn, SelectStmt, UpdateStmt,
 };
 use rowgate_query::{
-    path_key, Condition, Embed, IsValue, JsonStep, Operand, Operator, OrderTerm, Predicate, Query,
-    SelectItem, Value,
+    path_key, Aggregate, AggregateFunction, Condition, Embed, IsValue, JsonStep, Operand, Operator,
+    OrderTerm, Predicate, Query, SelectItem, Value,
 };
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json};
 
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
@@ -125,14 +125,24 @@ pub fn output<'q>(
         match item {
             SelectItem::Star => {
                 for c in &table.columns {
-                    columns.push(OutputColumn {
-                        column: c.name.clone(),
-                        path: Vec::new(),
-                        key: c.name.clone(),
-                        cast: None,
-                    });
+                    columns.push(OutputColumn::plain(&c.name));
                     kinds.push(c.json_kind);
                 }
+            }
+            // `count` as a column of a table without one: PostgREST's older count of rows
+            SelectItem::Column {
+                name,
+                path,
+                alias,
+                cast: None,
+                aggregate: None,
+            } if name == "count" && path.is_empty() && table.column(name).is_none() => {
+                columns.push(count_rows(alias.as_deref(), None, dialect)?);
+                kinds.push(JsonKind::Auto);
+            }
+            SelectItem::CountRows { alias, cast } => {
+                columns.push(count_rows(alias.as_deref(), cast.as_deref(), dialect)?);
+                kinds.push(JsonKind::Auto);
             }
             SelectItem::Embed(embed) => embeds.push(Pending {
                 position: columns.len(),
@@ -143,37 +153,46 @@ pub fn output<'q>(
                 path,
                 alias,
                 cast,
+                aggregate,
             } => {
                 let name = column(table, name)?;
                 json_path_allowed(table, &name, path, dialect)?;
-                let cast = match cast {
+                let cast = cast_to(cast.as_deref(), dialect)?;
+                let aggregate = match aggregate {
                     None => None,
-                    Some(requested) => Some(
-                        dialect
-                            .cast_type(requested)
-                            .ok_or_else(|| {
-                                ApiError::new(
-                                    ErrorCode::QueryParse,
-                                    format!("unsupported cast type '{requested}'"),
-                                )
-                                .hint("use one of text, integer, bigint, real, numeric, boolean, json")
-                            })?
-                            .to_string(),
-                    ),
+                    Some(a) => Some(Aggregate {
+                        function: a.function,
+                        cast: cast_to(a.cast.as_deref(), dialect)?,
+                    }),
                 };
-                let kind = match (&cast, path.last(), table.column(&name)) {
-                    (None, None, Some(c)) => c.json_kind,
-                    (None, Some(step), _) if !step.as_text => JsonKind::Json,
+                let kind = match (&cast, path.last(), table.column(&name), &aggregate) {
+                    // a sum, an average or a count is a number; a least or greatest value is
+                    // of its column's kind
+                    (_, _, _, Some(a))
+                        if a.cast.is_some()
+                            || !matches!(
+                                a.function,
+                                AggregateFunction::Min | AggregateFunction::Max
+                            ) =>
+                    {
+                        JsonKind::Auto
+                    }
+                    (None, None, Some(c), _) => c.json_kind,
+                    (None, Some(step), _, _) if !step.as_text => JsonKind::Json,
                     _ => JsonKind::Auto,
                 };
                 kinds.push(kind);
+                let key = match (alias, &aggregate) {
+                    (Some(alias), _) => alias.clone(),
+                    (None, Some(a)) => a.function.name().to_string(),
+                    (None, None) => path_key(&name, path).to_owned(),
+                };
                 columns.push(OutputColumn {
-                    key: alias
-                        .clone()
-                        .unwrap_or_else(|| path_key(&name, path).to_owned()),
+                    key,
                     column: name,
                     path: path.clone(),
                     cast,
+                    aggregate,
                 });
             }
         }
@@ -184,6 +203,105 @@ pub fn output<'q>(
         shape: OutputShape { keys, kinds },
         embeds,
     })
+}
+
+/// A `::cast` of `select=` as the dialect spells the type; 400 for a type it does not have.
+fn cast_to(requested: Option<&str>, dialect: &dyn Dialect) -> Result<Option<String>, ApiError> {
+    let Some(requested) = requested else {
+        return Ok(None);
+    };
+    match dialect.cast_type(requested) {
+        Some(t) => Ok(Some(t.to_string())),
+        None => Err(ApiError::new(
+            ErrorCode::QueryParse,
+            format!("unsupported cast type '{requested}'"),
+        )
+        .hint("use one of text, integer, bigint, real, numeric, boolean, json")),
+    }
+}
+
+/// `count()`: the number of rows (of each group), under `alias` or `count`.
+fn count_rows(
+    alias: Option<&str>,
+    cast: Option<&str>,
+    dialect: &dyn Dialect,
+) -> Result<OutputColumn, ApiError> {
+    Ok(OutputColumn {
+        column: String::new(),
+        path: Vec::new(),
+        key: alias.unwrap_or("count").to_string(),
+        cast: None,
+        aggregate: Some(Aggregate {
+            function: AggregateFunction::Count,
+            cast: cast_to(cast, dialect)?,
+        }),
+    })
+}
+
+/// Whether `select=` holds an aggregate, at any depth.
+pub fn has_aggregates(select: &[SelectItem]) -> bool {
+    select.iter().any(|item| match item {
+        SelectItem::Column { aggregate, .. } => aggregate.is_some(),
+        SelectItem::CountRows { .. } => true,
+        SelectItem::Star => false,
+        SelectItem::Embed(e) => has_aggregates(&e.select),
+    })
+}
+
+/// Aggregates in `select=` are refused while `rest.aggregates` is off (400 `PGRST123`, as
+/// PostgREST's `db-aggregates-enabled`), and in what a write returns (400 `PGRST127`: the
+/// written rows are returned as they are).
+pub fn aggregates_allowed(
+    select: Option<&[SelectItem]>,
+    rest: &RestConfig,
+    write: bool,
+) -> Result<(), ApiError> {
+    if !select.is_some_and(has_aggregates) {
+        return Ok(());
+    }
+    if !rest.aggregates {
+        return Err(ApiError::new(
+            ErrorCode::AggregatesOff,
+            "Use of aggregate functions is not allowed",
+        )
+        .hint("an operator turns them on with rest.aggregates = true"));
+    }
+    if write {
+        return Err(ApiError::new(
+            ErrorCode::AggregateNotImplemented,
+            "Feature not implemented",
+        )
+        .details("Aggregates are not implemented in the representation of a write."));
+    }
+    Ok(())
+}
+
+/// With aggregates among `columns`, the rows are grouped by the other columns: an order term
+/// must name one of those (as PostgreSQL requires; SQLite would order by some row's value).
+pub fn grouped_order(
+    table: &Table,
+    columns: &[OutputColumn],
+    order: &[OrderTerm],
+) -> Result<(), ApiError> {
+    if !columns.iter().any(|c| c.aggregate.is_some()) {
+        return Ok(());
+    }
+    let grouped = |t: &OrderTerm| {
+        columns
+            .iter()
+            .any(|c| c.aggregate.is_none() && c.column == t.column && c.path == t.path)
+    };
+    match order.iter().find(|t| t.relation.is_none() && !grouped(t)) {
+        None => Ok(()),
+        Some(t) => Err(ApiError::new(
+            ErrorCode::GroupingError,
+            format!(
+                "column \"{}.{}\" must appear in the GROUP BY clause or be used in an aggregate function",
+                table.name, t.column
+            ),
+        )
+        .hint("order by the columns selected without an aggregate")),
+    }
 }
 
 /// The key an embed is known by in the output and in its parameters' paths: its alias, or
@@ -467,6 +585,8 @@ pub fn read<'q>(
     dialect: &dyn Dialect,
 ) -> Result<ReadPlan<'q>, ApiError> {
     let selection = output(table, query.select.as_deref(), dialect)?;
+    let order = order(table, &query.order, dialect)?;
+    grouped_order(table, &selection.columns, &order)?;
     let (filters, presence) = split_presence(&query.filters, &selection.embeds);
     let mut filters = conditions(table, &filters, dialect)?;
     if let Some(item) = item {
@@ -490,7 +610,7 @@ pub fn read<'q>(
             table: table.relation(),
             columns: selection.columns,
             filters,
-            order: order(table, &query.order, dialect)?,
+            order,
             not_null: never_null(table),
             limit,
             offset,
@@ -933,6 +1053,28 @@ impl RowSink for RowsPlanner<'_> {
     }
 }
 
+/// The one object of a PATCH or PUT body: the object, or the only element of an array as
+/// PostgREST takes it (`None` for `[]`); 400 for anything else. (PostgREST would apply some one
+/// of several objects; Rowgate refuses the ambiguity.)
+fn one_object<'b>(body: &'b Json, method: &str) -> Result<Option<&'b Map<String, Json>>, ApiError> {
+    match body {
+        Json::Object(o) => Ok(Some(o)),
+        Json::Array(items) => match items.as_slice() {
+            [] => Ok(None),
+            [Json::Object(o)] => Ok(Some(o)),
+            _ => Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("the {method} body must be one JSON object, or an array of one"),
+            )
+            .details(format!("an array of {} elements", items.len()))),
+        },
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("the {method} body must be one JSON object, or an array of one"),
+        )),
+    }
+}
+
 /// Plans `PATCH`: the body's keys become assignments.
 pub fn update(
     table: &Table,
@@ -941,11 +1083,8 @@ pub fn update(
     returning: Vec<OutputColumn>,
 ) -> Result<Option<UpdateStmt>, ApiError> {
     writable(table)?;
-    let Json::Object(o) = body else {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "the PATCH body must be one JSON object",
-        ));
+    let Some(o) = one_object(body, "PATCH")? else {
+        return Ok(None); // `[]` changes nothing, as `{}`
     };
     let set: Vec<(String, Value)> = o
         .iter()
@@ -1013,10 +1152,10 @@ pub fn put(
     returning: Vec<OutputColumn>,
 ) -> Result<InsertStmt, ApiError> {
     writable(table)?;
-    let Json::Object(o) = body else {
+    let Some(o) = one_object(body, "PUT")? else {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
-            "the PUT body must be one JSON object",
+            "the PUT body must be one JSON object, or an array of one",
         ));
     };
     let mut object = o.clone();

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, StatusCode};
 use http_body_util::Full;
 
-use super::request::{ApiRequest, Count, MediaType, Return};
+use super::request::{ApiRequest, Count, MediaType, Prefer, Return};
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::etag;
 use crate::job::{expect_one, unwrap_single, Output};
@@ -326,17 +326,19 @@ pub fn answer(
                 Return::Minimal => Reply::empty(StatusCode::CREATED),
             };
             Ok(reply
-                .header(header::CONTENT_RANGE, format!("*/{}", outcome.affected))
+                .header(
+                    header::CONTENT_RANGE,
+                    written_range(prefer, outcome.affected, false),
+                )
                 .applied_all(&prefer.applied))
         }
         Answer::Modify => {
             let reply = written(request, body, media == MediaType::SingleObject);
-            let range = match outcome.affected {
-                0 => "*/*".to_string(),
-                n => format!("0-{}/*", n - 1),
-            };
             Ok(reply
-                .header(header::CONTENT_RANGE, range)
+                .header(
+                    header::CONTENT_RANGE,
+                    written_range(prefer, outcome.affected, true),
+                )
                 .applied_all(&prefer.applied))
         }
         Answer::Document {
@@ -444,6 +446,18 @@ fn document_id(document: &[u8]) -> Option<String> {
         .remove(b'_')
         .remove(b'~');
     Some(percent_encoding::utf8_percent_encode(&text, SEGMENT).to_string())
+}
+
+/// A write's `Content-Range`, as PostgREST's: with `Prefer: count=…`, `*/N` for the `affected`
+/// rows; else, for an update or delete (`ranged`), `0-(N-1)/*` (`*/*` when none), for an
+/// insert `*/*`.
+fn written_range(prefer: &Prefer, affected: u64, ranged: bool) -> String {
+    match (prefer.count, affected) {
+        (Some(_), n) => format!("*/{n}"),
+        (None, 0) => "*/*".to_string(),
+        (None, n) if ranged => format!("0-{}/*", n - 1),
+        (None, _) => "*/*".to_string(),
+    }
 }
 
 /// `Content-Range` of a read: `first-last/total` (`*` when unknown or empty).

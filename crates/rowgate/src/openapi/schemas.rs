@@ -407,6 +407,8 @@ fn document_level(
                     props.insert(alias.clone().unwrap_or_else(|| name.clone()), field);
                 }
             }
+            // (a duality view's document holds no aggregates)
+            SelectItem::CountRows { .. } => {}
             SelectItem::Embed(e) => {
                 let Ok(rel) = relationships::find(schema, table, &e.relation, e.hint.as_deref())
                 else {
