@@ -327,12 +327,17 @@ async fn upsert_ignore_duplicates(b: Backend) {
                 {"team_id": 12, "name": "Brawn", "points": 172}
             ]),
         )
-        .header("Prefer", "resolution=ignore-duplicates")
         .header("Prefer", REPR)
+        .header("Prefer", "resolution=ignore-duplicates")
         .send()
         .await
         .expect("request");
     assert_eq!(r.status().as_u16(), 201);
+    // applied in PostgREST's order, whatever the request's
+    assert_eq!(
+        header(&r, "preference-applied").as_deref(),
+        Some("resolution=ignore-duplicates, return=representation")
+    );
     // Only the inserted row comes back.
     assert_eq!(
         r.json::<Value>().await.expect("json"),
@@ -632,6 +637,19 @@ async fn put_filter_and_item_url(b: Backend) {
             .await
             .expect("request");
         assert_error(r, 405, "PGRST105").await;
+    }
+    // and no limit or offset (PostgREST's PGRST114)
+    for path in ["/team?team_id=eq.5&limit=1", "/team?team_id=eq.5&offset=1"] {
+        let r = s
+            .put(path, json!({"team_id": 5, "name": "Nope", "points": 0}))
+            .send()
+            .await
+            .expect("request");
+        let body = assert_error(r, 400, "PGRST114").await;
+        assert_eq!(
+            body["message"],
+            "limit/offset querystring parameters are not allowed for PUT"
+        );
     }
     assert_eq!(teams(&s), before);
 }

@@ -67,12 +67,28 @@ pub struct Context<'a> {
 /// Finds a table or view, or answers 404 naming it.
 pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiError> {
     schema.table(name).ok_or_else(|| {
+        // named as PostgREST names it, with its schema (SQLite's is `main`)
+        let exposed = schema
+            .tables
+            .values()
+            .find_map(|t| t.schema.clone())
+            .unwrap_or_else(|| "main".to_string());
         let err = ApiError::new(
             ErrorCode::TableNotFound,
-            format!("Could not find the table '{name}' in the schema cache"),
+            format!("Could not find the table '{exposed}.{name}' in the schema cache"),
         );
-        match schema.tables.keys().find(|t| t.eq_ignore_ascii_case(name)) {
-            Some(similar) => err.hint(format!("Perhaps you meant the table '{similar}'")),
+        // the closest name, when close enough (PostgREST's fuzzy match: `projectx` finds
+        // `projects`, `projxxxx` nothing)
+        let closest = schema
+            .tables
+            .keys()
+            .map(|t| (strsim::normalized_damerau_levenshtein(t, name), t))
+            .filter(|(score, _)| *score >= 0.75)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        match closest {
+            Some((_, similar)) => {
+                err.hint(format!("Perhaps you meant the table '{exposed}.{similar}'"))
+            }
             None => err,
         }
     })
@@ -1236,13 +1252,6 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
     if table.primary_key.is_empty() {
         return Err(invalid());
     }
-    if query.limit.is_some() || query.offset.is_some() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidPut,
-            "limit/offset querystring parameters are not allowed for PUT",
-        )
-        .allow("GET, HEAD, POST, PATCH, DELETE"));
-    }
     let mut key = Vec::new();
     for f in &query.filters {
         match f {
@@ -1265,6 +1274,13 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
     }
     if key.len() != table.primary_key.len() {
         return Err(invalid());
+    }
+    // (after the key: a PUT to the collection URL without it is not a PUT at all, 405)
+    if query.limit.is_some() || query.offset.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::PutLimit,
+            "limit/offset querystring parameters are not allowed for PUT",
+        ));
     }
     Ok(key)
 }

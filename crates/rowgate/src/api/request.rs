@@ -293,9 +293,9 @@ impl Prefer {
         if p.strict && !invalid.is_empty() {
             return Err(ApiError::new(
                 ErrorCode::InvalidPreference,
-                "invalid preferences given with handling=strict",
+                "Invalid preferences given with handling=strict",
             )
-            .details(format!("invalid preferences: {}", invalid.join(", "))));
+            .details(format!("Invalid preferences: {}", invalid.join(", "))));
         }
         Ok(p)
     }
@@ -494,11 +494,13 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
     match media.as_str() {
         "application/json" | "application/merge-patch+json" | "" => {
             if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
-                    .hint("send a JSON object or an array of objects"));
+                return Err(
+                    ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json")
+                        .hint("send a JSON object or an array of objects"),
+                );
             }
             serde_json::from_slice(body).map_err(|e| {
-                ApiError::new(ErrorCode::InvalidBody, "the request body is not valid JSON")
+                ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json")
                     .details(e.to_string())
             })
         }

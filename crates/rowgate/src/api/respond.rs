@@ -138,13 +138,41 @@ impl Reply {
         for (name, value) in self.headers {
             headers.append(name, value);
         }
-        if !self.applied.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&self.applied.join(", ")) {
+        let applied = in_postgrest_order(self.applied);
+        if !applied.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
                 headers.insert(HeaderName::from_static("preference-applied"), v);
             }
         }
         response
     }
+}
+
+/// Honoured preferences as PostgREST's `Preference-Applied` lists them: resolution, missing,
+/// return, count, tx, handling, timezone, then max-affected (only under `handling=strict`),
+/// each once; others (`params=…`) after them.
+fn in_postgrest_order(mut applied: Vec<String>) -> Vec<String> {
+    const ORDER: [&str; 8] = [
+        "resolution=",
+        "missing=",
+        "return=",
+        "count=",
+        "tx=",
+        "handling=",
+        "timezone=",
+        "max-affected=",
+    ];
+    let strict = applied.iter().any(|p| p == "handling=strict");
+    applied.retain(|p| strict || !p.starts_with("max-affected="));
+    let rank = |p: &String| {
+        ORDER
+            .iter()
+            .position(|prefix| p.starts_with(prefix))
+            .unwrap_or(ORDER.len())
+    };
+    applied.sort_by_key(rank);
+    applied.dedup();
+    applied
 }
 
 /// `WWW-Authenticate` of a 401 on the API: why the bearer token was refused, or that one is
@@ -473,6 +501,27 @@ pub fn content_range(offset: u64, rows: u64, total: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preferences_applied_in_postgrest_order() {
+        let applied = |prefs: &[&str]| {
+            in_postgrest_order(prefs.iter().map(|p| p.to_string()).collect()).join(", ")
+        };
+        assert_eq!(
+            applied(&["return=representation", "resolution=ignore-duplicates"]),
+            "resolution=ignore-duplicates, return=representation"
+        );
+        assert_eq!(
+            applied(&[
+                "max-affected=1",
+                "count=exact",
+                "handling=strict",
+                "return=minimal"
+            ]),
+            "return=minimal, count=exact, handling=strict, max-affected=1"
+        );
+        assert_eq!(applied(&["max-affected=1", "count=exact"]), "count=exact");
+    }
 
     #[test]
     fn content_ranges() {

@@ -45,8 +45,10 @@ pub fn read_rows(
     sink: &mut dyn RowSink,
 ) -> Result<usize, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::new(ErrorCode::InvalidBody, "empty request body")
-            .hint("send a JSON object or an array of objects"));
+        return Err(
+            ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json")
+                .hint("send a JSON object or an array of objects"),
+        );
     }
     let mut reader = Reader {
         keys: columns.map(<[String]>::to_vec).unwrap_or_default(),
@@ -67,11 +69,9 @@ pub fn read_rows(
     let parsed = whole.deserialize(&mut json).and_then(|()| json.end());
     match (parsed, reader.failure) {
         (_, Some(refusal)) => Err(refusal),
-        (Err(e), None) => Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "the request body is not valid JSON",
-        )
-        .details(e.to_string())),
+        (Err(e), None) => Err(
+            ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json").details(e.to_string()),
+        ),
         (Ok(()), None) => Ok(reader.count),
     }
 }
@@ -405,8 +405,8 @@ mod tests {
                 r#""x""#,
                 "the body must be a JSON object or an array of objects",
             ),
-            (r#"{"a":1} x"#, "the request body is not valid JSON"),
-            ("  ", "empty request body"),
+            (r#"{"a":1} x"#, "Empty or invalid json"),
+            ("  ", "Empty or invalid json"),
         ] {
             assert_eq!(rows(body, None).err().as_deref(), Some(message), "{body}");
         }
