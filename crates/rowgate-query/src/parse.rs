@@ -532,7 +532,13 @@ fn parse_count(param: &str, s: &str) -> Result<u64, ParseError> {
         details: Some(format!("{param} {why}, got {}", quote(s))),
         hint: None,
     };
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    // as PostgREST: a negative offset is no offset (a negative limit stays a bad parameter,
+    // 400, where PostgREST answers 416)
+    if param == "offset" && s.strip_prefix('-').is_some_and(digits) {
+        return Ok(0);
+    }
+    if !digits(s) {
         return Err(bad("must be a non-negative integer"));
     }
     s.parse::<u64>().map_err(|_| bad("is too large"))

@@ -741,7 +741,17 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                 ..Query::default()
             }),
         ),
+        // as PostgREST, a negative offset is none (a negative limit is refused: PostgREST
+        // answers 416)
         c(&[("limit", "-1")], E(K::Limit, "non-negative integer")),
+        c(
+            &[("offset", "-4")],
+            Q(Query {
+                offset: Some(0),
+                ..Query::default()
+            }),
+        ),
+        c(&[("offset", "-")], E(K::Limit, "non-negative integer")),
         c(
             &[("limit", "abc")],
             E(

@@ -602,6 +602,19 @@ async fn range_header_and_counts(b: Backend) {
         assert_eq!(header(&r, "content-range"), "0-4/42", "{pref}");
     }
 
+    // As PostgREST: a negative offset skips nothing, `limit=0` is no rows.
+    let r = s
+        .get("/employee?select=emp_no&order=emp_no&offset=-4&limit=2")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(header(&r, "content-range"), "0-1/*");
+    let rows: Value = r.json().await.expect("json");
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+    let r = s.get("/employee?limit=0").send().await.expect("request");
+    assert_eq!(header(&r, "content-range"), "*/*");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([]));
+
     // An empty result with a count.
     let r = s
         .get("/employee?emp_no=eq.-1")

@@ -272,7 +272,8 @@ pub fn document(
             },
             "parameters": {
                 "limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
-                "offset": {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
+                "offset": {"name": "offset", "in": "query", "schema": {"type": "integer", "maximum": u64::MAX},
+                    "description": "rows to skip (a negative offset skips none, as in PostgREST)"},
                 "Range": {"name": "Range", "in": "header", "schema": {"type": "string", "pattern": "^(0-[0-9]{0,6})?$"},
                     "description": "FIRST-LAST rows, e.g. 0-9 (empty: all)"},
                 "Prefer": {"name": "Prefer", "in": "header", "schema": {"type": "string"},
