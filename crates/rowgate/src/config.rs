@@ -221,14 +221,25 @@ pub struct AuthConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalIssuer {
-    /// Expected `iss`.
+    /// Expected `iss`; with a shared secret, `""` takes tokens without one (PostgREST's).
     pub issuer: String,
-    /// Expected `aud`.
+    /// Expected `aud` (required with a JWKS; with a shared secret, `""` leaves it unchecked, as
+    /// Supabase's anon and service-role keys carry none).
+    #[serde(default)]
     pub audience: String,
     /// A JWKS file (`{"keys": [...]}`); a token's `kid` picks the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_file: Option<PathBuf>,
-    /// The claim that names the role (default `role`).
+    /// An environment variable holding a shared HS256 secret (PostgREST's `jwt-secret`,
+    /// Supabase's JWT secret), so that the tokens of an existing deployment keep working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// Or a file holding that secret (relative to the configuration's folder), such as a
+    /// systemd credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
+    /// The claim that names the role (default `role`), or a path to it as PostgREST's
+    /// `jwt-role-claim-key` writes one (`.app_metadata.role`).
     #[serde(default = "default_role_claim")]
     pub role_claim: String,
 }

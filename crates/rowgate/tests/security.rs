@@ -972,6 +972,91 @@ ops = ["select"]
     assert_eq!(r.status(), 401);
 }
 
+/// Tokens of an existing PostgREST or Supabase deployment keep working: HS256 signed with the
+/// shared JWT secret (`secret_file`), Supabase's anon and service-role keys (`iss` "supabase",
+/// no `aud`) with their role, PostgREST's tokens without `iss` with the role at a claim path;
+/// refused: another secret, an expired token, `alg: none`, and a token claiming this server's
+/// own issuer (it is checked as one of this server's, with this server's key).
+async fn shared_secret_issuers(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = "super-secret-jwt-token-with-at-least-32-characters-long";
+    std::fs::write(dir.path().join("jwt.secret"), format!("{secret}\n")).expect("secret");
+    let toml = r#"
+[[auth.external]]
+issuer = "supabase"
+secret_file = "jwt.secret"
+
+[[auth.external]]
+issuer = ""
+secret_file = "jwt.secret"
+role_claim = ".app_metadata.role"
+
+[[grants]]
+role = "anon"
+tables = ["team"]
+ops = ["select"]
+
+[[grants]]
+role = "service_role"
+tables = ["team"]
+ops = ["select", "insert", "update", "delete"]
+"#;
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    let s = TestServer::start_in(b, dir, config, |_| {}).await;
+    let sign = |claims: Value, key: &str| {
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(key.as_bytes()),
+        )
+        .expect("sign")
+    };
+    let supabase = |role: &str| {
+        json!({"iss": "supabase", "ref": "abcdefgh", "role": role, "iat": now(),
+            "exp": now() + 3600})
+    };
+    let write = |token: String| {
+        let s = &s;
+        async move {
+            s.patch("/team?team_id=eq.1", json!({"points": 1}))
+                .header("apikey", token)
+                .send()
+                .await
+                .expect("r")
+                .status()
+                .as_u16()
+        }
+    };
+    // the anon key reads but may not write; the service-role key writes
+    let r = s
+        .get("/team/1")
+        .header("apikey", sign(supabase("anon"), secret))
+        .send()
+        .await
+        .expect("r");
+    assert_eq!(r.status(), 200);
+    assert_eq!(write(sign(supabase("anon"), secret)).await, 403);
+    assert_eq!(write(sign(supabase("service_role"), secret)).await, 204);
+    // PostgREST's token: no iss, the role at a path
+    let postgrest = json!({"app_metadata": {"role": "service_role"}, "exp": now() + 60});
+    assert_eq!(write(sign(postgrest, secret)).await, 204);
+    // refused
+    let other = "another-secret-that-is-also-at-least-32-characters";
+    assert_eq!(write(sign(supabase("service_role"), other)).await, 401);
+    let expired = json!({"iss": "supabase", "role": "service_role", "exp": now() - 600});
+    assert_eq!(write(sign(expired, secret)).await, 401);
+    let unsigned = format!(
+        "{}.{}.",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(supabase("service_role").to_string())
+    );
+    assert_eq!(write(unsigned).await, 401);
+    let posing = json!({"iss": "rowgate", "aud": "rowgate", "sub": "x", "role": "service_role",
+        "gen": 1, "exp": now() + 60});
+    assert_eq!(write(sign(posing, secret)).await, 401);
+}
+
 /// A master secret shorter than 32 bytes is refused; a missing one is created, 32 random bytes
 /// readable by the owner only, and the same file gives the same keys next time.
 #[test]
@@ -1119,6 +1204,7 @@ async fn get_metrics(s: &TestServer, token: Option<&str>) -> reqwest::Response {
 }
 
 backend_tests!(
+    shared_secret_issuers,
     metrics_access,
     external_issuer,
     token_endpoint,

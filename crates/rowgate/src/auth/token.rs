@@ -67,8 +67,17 @@ pub struct Verified {
 struct External {
     issuer: String,
     audience: String,
-    keys: JwkSet,
-    role_claim: String,
+    keys: IssuerKeys,
+    /// The path to the role claim (one name, or `.a.b` segments).
+    role_claim: Vec<String>,
+}
+
+/// How an outside issuer's tokens are checked.
+enum IssuerKeys {
+    /// Its public keys: the token's `kid` picks one, the key decides the algorithm.
+    Jwks(JwkSet),
+    /// A secret shared with it: HS256, HS384 or HS512.
+    Shared(Vec<u8>),
 }
 
 /// Signs and checks tokens.
@@ -92,18 +101,58 @@ impl Tokens {
         validation.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
         let mut external = Vec::new();
         for e in &config.external {
-            let Some(file) = &e.jwks_file else {
-                anyhow::bail!("auth.external {:?}: jwks_file is required", e.issuer);
+            let shared = |secret: String, from: &str| {
+                // (HS256 needs at least 256 bits: PostgREST's and Supabase's 32 characters)
+                let secret = secret.trim().to_string();
+                if secret.len() < 32 {
+                    anyhow::bail!(
+                        "auth.external {:?}: {from} must hold the shared secret, at least 32 characters",
+                        e.issuer
+                    );
+                }
+                Ok(IssuerKeys::Shared(secret.into_bytes()))
             };
-            let text = std::fs::read_to_string(dir.resolve(file))
-                .with_context(|| format!("reading JWKS file {}", file.display()))?;
-            let keys: JwkSet = serde_json::from_str(&text)
-                .with_context(|| format!("parsing JWKS file {}", file.display()))?;
+            let keys = match (&e.jwks_file, &e.secret_env, &e.secret_file) {
+                (Some(file), None, None) => {
+                    if e.audience.is_empty() || e.issuer.is_empty() {
+                        anyhow::bail!(
+                            "auth.external {:?}: an issuer with a JWKS needs its issuer and audience",
+                            e.issuer
+                        );
+                    }
+                    let text = std::fs::read_to_string(dir.resolve(file))
+                        .with_context(|| format!("reading JWKS file {}", file.display()))?;
+                    IssuerKeys::Jwks(
+                        serde_json::from_str(&text)
+                            .with_context(|| format!("parsing JWKS file {}", file.display()))?,
+                    )
+                }
+                (None, Some(var), None) => shared(
+                    std::env::var(var).unwrap_or_default(),
+                    &format!("the environment variable {var}"),
+                )?,
+                (None, None, Some(file)) => shared(
+                    std::fs::read_to_string(dir.resolve(file)).with_context(|| {
+                        format!("reading the shared secret file {}", file.display())
+                    })?,
+                    &format!("the file {}", file.display()),
+                )?,
+                _ => anyhow::bail!(
+                    "auth.external {:?}: give exactly one of jwks_file, secret_env and secret_file",
+                    e.issuer
+                ),
+            };
+            if e.issuer == config.issuer {
+                anyhow::bail!(
+                    "auth.external {:?}: that is this server's own issuer (auth.issuer)",
+                    e.issuer
+                );
+            }
             external.push(External {
                 issuer: e.issuer.clone(),
                 audience: e.audience.clone(),
                 keys,
-                role_claim: e.role_claim.clone(),
+                role_claim: role_claim_path(&e.role_claim),
             });
         }
         Ok(Tokens {
@@ -159,12 +208,9 @@ impl Tokens {
             ));
         }
         if !self.external.is_empty() {
-            let issuer = unverified_issuer(token);
-            if let Some(ext) = self
-                .external
-                .iter()
-                .find(|e| Some(e.issuer.as_str()) == issuer.as_deref())
-            {
+            // (a token without `iss` goes to the issuer configured as "")
+            let issuer = unverified_issuer(token).unwrap_or_default();
+            if let Some(ext) = self.external.iter().find(|e| e.issuer == issuer) {
                 return verify_external(ext, &header, token);
             }
         }
@@ -207,12 +253,90 @@ impl Tokens {
 
 fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verified, Refused> {
     let refuse = |why: &str| Refused(why.to_string());
+    let (key, validation) = match &ext.keys {
+        IssuerKeys::Jwks(keys) => jwks_key(ext, keys, header)?,
+        IssuerKeys::Shared(secret) => {
+            if !matches!(
+                header.alg,
+                Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
+            ) {
+                return Err(refuse("the token's algorithm is not accepted"));
+            }
+            let mut validation = Validation::new(header.alg);
+            validation.leeway = LEEWAY_S;
+            validation.validate_nbf = true;
+            if !ext.issuer.is_empty() {
+                validation.set_issuer(&[&ext.issuer]);
+            }
+            if ext.audience.is_empty() {
+                validation.validate_aud = false;
+            } else {
+                validation.set_audience(&[&ext.audience]);
+            }
+            validation.set_required_spec_claims(&["exp"]);
+            (DecodingKey::from_secret(secret), validation)
+        }
+    };
+    let data = jsonwebtoken::decode::<Map<String, Json>>(token, &key, &validation)
+        .map_err(|e| Refused(describe(&e)))?;
+    let role = claim_at(&data.claims, &ext.role_claim)
+        .and_then(Json::as_str)
+        .ok_or_else(|| {
+            Refused(format!(
+                "the token has no {:?} claim",
+                ext.role_claim.join(".")
+            ))
+        })?
+        .to_string();
+    Ok(Verified {
+        role,
+        claims: data.claims,
+        own: None,
+    })
+}
+
+/// A role claim as configured: a name (`role`), or a PostgREST path (`.app_metadata.role`,
+/// `."https://example.com/role"`).
+fn role_claim_path(claim: &str) -> Vec<String> {
+    let Some(path) = claim.strip_prefix('.') else {
+        return vec![claim.to_string()];
+    };
+    let mut segments = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"').unwrap_or(quoted.len());
+            segments.push(quoted[..end].to_string());
+            rest = quoted.get(end + 1..).unwrap_or("");
+        } else {
+            let end = rest.find('.').unwrap_or(rest.len());
+            segments.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+        rest = rest.strip_prefix('.').unwrap_or(rest);
+    }
+    segments
+}
+
+/// The claim at `path` in `claims`.
+fn claim_at<'c>(claims: &'c Map<String, Json>, path: &[String]) -> Option<&'c Json> {
+    let (first, rest) = path.split_first()?;
+    rest.iter()
+        .try_fold(claims.get(first)?, |value, segment| value.get(segment))
+}
+
+/// The key of a JWKS issuer a token names, and the checks of its claims.
+fn jwks_key(
+    ext: &External,
+    keys: &JwkSet,
+    header: &Header,
+) -> Result<(DecodingKey, Validation), Refused> {
+    let refuse = |why: &str| Refused(why.to_string());
     let jwk = match &header.kid {
-        Some(kid) => ext
-            .keys
+        Some(kid) => keys
             .find(kid)
             .ok_or_else(|| refuse("unknown key id (kid)"))?,
-        None if ext.keys.keys.len() == 1 => &ext.keys.keys[0],
+        None if keys.keys.len() == 1 => &keys.keys[0],
         None => return Err(refuse("the token names no key id (kid)")),
     };
     // The key decides the algorithm: never an HMAC algorithm over a public key.
@@ -247,19 +371,7 @@ fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verif
     validation.set_issuer(&[&ext.issuer]);
     validation.set_audience(&[&ext.audience]);
     validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-    let data = jsonwebtoken::decode::<Map<String, Json>>(token, &key, &validation)
-        .map_err(|e| Refused(describe(&e)))?;
-    let role = data
-        .claims
-        .get(&ext.role_claim)
-        .and_then(Json::as_str)
-        .ok_or_else(|| Refused(format!("the token has no {:?} claim", ext.role_claim)))?
-        .to_string();
-    Ok(Verified {
-        role,
-        claims: data.claims,
-        own: None,
-    })
+    Ok((key, validation))
 }
 
 /// The `iss` of a token before it is verified (only to pick the verifier).
