@@ -470,6 +470,25 @@ pub struct RestConfig {
     /// grouped by the other selected columns), as PostgREST's `db-aggregates-enabled`: off by
     /// default, since one request can make the database read a whole table.
     pub aggregates: bool,
+    /// How a write's transaction ends, as PostgREST's `db-tx-end`: `commit` (the default),
+    /// `commit-allow-override` (a request's `Prefer: tx=rollback` rolls it back, for tests),
+    /// `rollback` (nothing is ever kept), `rollback-allow-override` (`tx=commit` keeps it).
+    pub tx_end: TxEnd,
+}
+
+/// `rest.tx_end`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxEnd {
+    /// Every write commits; `Prefer: tx=…` is ignored.
+    #[default]
+    Commit,
+    /// Writes commit unless the request prefers `tx=rollback`.
+    CommitAllowOverride,
+    /// Every write rolls back; `Prefer: tx=…` is ignored.
+    Rollback,
+    /// Writes roll back unless the request prefers `tx=commit`.
+    RollbackAllowOverride,
 }
 
 /// `[limits]`
@@ -547,6 +566,7 @@ impl Default for RestConfig {
             refuse_unfiltered_writes: false,
             server_timing: false,
             aggregates: false,
+            tx_end: TxEnd::Commit,
         }
     }
 }

@@ -101,6 +101,8 @@ pub struct Job {
     pub max_affected: Option<u64>,
     /// Fail (and roll back) unless exactly one row was affected or returned (singular objects).
     pub exactly_one: bool,
+    /// Answer as usual, but roll the write back (`Prefer: tx=rollback`, `rest.tx_end`).
+    pub rollback: bool,
 }
 
 impl Job {
@@ -112,6 +114,7 @@ impl Job {
             format: Format::Json,
             max_affected: None,
             exactly_one: false,
+            rollback: false,
         }
     }
 }

@@ -146,6 +146,16 @@ async fn resource_function_rows_read_as_a_table(b: Backend) {
     .await;
 }
 
+/// Team 1's name, as `[{"name": …}]`.
+async fn first_team_name(s: &TestServer) -> Value {
+    let r = s
+        .get("/team?team_id=eq.1&select=name")
+        .send()
+        .await
+        .expect("get");
+    json_of(r).await.1
+}
+
 /// A resource function whose SQL writes answers POST only, and its write commits.
 async fn resource_function_that_writes(b: Backend) {
     let s = functions_server(b).await;
@@ -169,14 +179,33 @@ async fn resource_function_that_writes(b: Backend) {
         (status, body),
         (200, json!({"team_id": 1, "name": "Silver Arrows"}))
     );
-    let (_, team) = json_of(
-        s.get("/team?team_id=eq.1&select=name")
-            .send()
-            .await
-            .expect("get"),
+    let team = first_team_name(&s).await;
+    assert_eq!(team, json!([{"name": "Silver Arrows"}]));
+}
+
+/// A writing function call honours `Prefer: tx=rollback` where `rest.tx_end` allows it: its
+/// answer as usual, nothing kept.
+async fn function_call_rolled_back(b: Backend) {
+    let s = start(
+        b,
+        "",
+        &format!("[rest]\ntx_end = \"commit-allow-override\"\n{CONFIG}{FUNCTION_RESOURCES}"),
     )
     .await;
-    assert_eq!(team, json!([{"name": "Silver Arrows"}]));
+    let r = s
+        .post("/rpc/rename_team", json!({"id": 1, "name": "Never Kept"}))
+        .header("prefer", "tx=rollback")
+        .send()
+        .await
+        .expect("post");
+    let (status, body) = json_of(r).await;
+    assert_eq!(
+        (status, &body["name"]),
+        (200, &json!("Never Kept")),
+        "{body}"
+    );
+    let team = first_team_name(&s).await;
+    assert_ne!(team, json!([{"name": "Never Kept"}]));
 }
 
 /// An unknown function or argument answers PostgREST's 404 `PGRST202`, with a hint; a function
@@ -458,6 +487,7 @@ functions = ["add_ints"]
 }
 
 backend_tests!(
+    function_call_rolled_back,
     resource_functions_take_arguments_by_name,
     resource_function_rows_read_as_a_table,
     resource_function_that_writes,

@@ -1401,7 +1401,42 @@ async fn write_content_ranges(b: Backend) {
     }
 }
 
+/// `rest.tx_end` as PostgREST's `db-tx-end`: with an override allowed, `Prefer: tx=rollback`
+/// answers the write as usual and keeps nothing (`tx=rollback` applied); without one, `tx=` is
+/// ignored; `rollback` keeps nothing ever, unless `rollback-allow-override` and `tx=commit`.
+async fn transaction_end(b: Backend) {
+    for (end, prefer, kept, applied) in [
+        ("commit", "tx=rollback", true, false),
+        ("commit-allow-override", "tx=rollback", false, true),
+        ("commit-allow-override", "tx=commit", true, true),
+        ("rollback", "tx=commit", false, false),
+        ("rollback-allow-override", "tx=commit", true, true),
+        ("rollback-allow-override", "", false, false),
+    ] {
+        let s = TestServer::start_with(b, |c| {
+            c.rest.tx_end = serde_json::from_value(json!(end)).expect("tx_end");
+        })
+        .await;
+        let r = s
+            .post("/team", json!({"team_id": 81, "name": "Maybe Racing"}))
+            .header("prefer", format!("return=representation, {prefer}"))
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 201, "{end} {prefer}");
+        assert_eq!(
+            header(&r, "preference-applied").is_some_and(|h| h.contains(prefer) && applied),
+            applied,
+            "{end} {prefer}"
+        );
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(body[0]["name"], "Maybe Racing", "answered as usual");
+        assert_eq!(team(&s, 81).is_some(), kept, "{end} {prefer}");
+    }
+}
+
 backend_tests!(
+    transaction_end,
     write_content_ranges,
     one_element_arrays,
     values_checked_before_writing,

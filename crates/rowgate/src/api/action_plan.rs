@@ -561,6 +561,7 @@ fn write_job(steps: Vec<Step>, prefer: &Prefer, media: MediaType) -> Job {
     job.format = format_of(media);
     job.max_affected = prefer.max_affected.filter(|_| prefer.strict);
     job.exactly_one = media == MediaType::SingleObject;
+    job.rollback = prefer.rollback;
     job
 }
 

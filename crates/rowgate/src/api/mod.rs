@@ -77,6 +77,7 @@ async fn handle_once(
     timing: &mut Timing,
 ) -> Result<Reply, ApiError> {
     let mut request = ApiRequest::parse(parts, target.table, target.key, body, &app.config.limits)?;
+    request.prefer.settle_tx(app.config.rest.tx_end);
     timing.mark("parse");
     let schema = app.db.schema();
     let context = app.plan_context(&schema, principal);

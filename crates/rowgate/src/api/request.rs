@@ -232,11 +232,35 @@ pub struct Prefer {
     pub max_affected: Option<u64>,
     /// `params=single-object`: a function call's body is its one JSON argument.
     pub single_object: bool,
+    /// `tx=commit` (`Some(false)`) or `tx=rollback` (`Some(true)`).
+    pub tx_rollback: Option<bool>,
+    /// Whether a write's transaction is rolled back (`rest.tx_end` and `tx=`, see
+    /// [`Prefer::settle_tx`]).
+    pub rollback: bool,
     /// The preferences honoured, for `Preference-Applied`.
     pub applied: Vec<String>,
 }
 
 impl Prefer {
+    /// Decides how a write's transaction ends under `end` (PostgREST's `db-tx-end`): `tx=` is
+    /// honoured, and listed as applied, only where `end` allows an override.
+    pub fn settle_tx(&mut self, end: crate::config::TxEnd) {
+        use crate::config::TxEnd;
+        let (default, overridable) = match end {
+            TxEnd::Commit => (false, false),
+            TxEnd::CommitAllowOverride => (false, true),
+            TxEnd::Rollback => (true, false),
+            TxEnd::RollbackAllowOverride => (true, true),
+        };
+        self.rollback = match self.tx_rollback {
+            Some(asked) if overridable => asked,
+            _ => default,
+        };
+        if !overridable {
+            self.applied.retain(|p| !p.starts_with("tx="));
+        }
+    }
+
     /// Decodes every `Prefer` header. Unknown preferences are ignored, unless `handling=strict`
     /// is given, in which case they are an error (RFC 7240, as PostgREST).
     pub fn parse(headers: &HeaderMap) -> Result<Prefer, ApiError> {
@@ -248,6 +272,8 @@ impl Prefer {
             strict: false,
             max_affected: None,
             single_object: false,
+            tx_rollback: None,
+            rollback: false,
             applied: Vec::new(),
         };
         let mut invalid = Vec::new();
@@ -278,6 +304,8 @@ impl Prefer {
                     "handling=strict" => set(&mut p.strict, true),
                     "handling=lenient" => set(&mut p.strict, false),
                     "params=single-object" => set(&mut p.single_object, true),
+                    "tx=commit" => set(&mut p.tx_rollback, Some(false)),
+                    "tx=rollback" => set(&mut p.tx_rollback, Some(true)),
                     _ => match item.strip_prefix("max-affected=").map(str::parse::<u64>) {
                         Some(Ok(n)) => set(&mut p.max_affected, Some(n)),
                         _ => false,

@@ -376,7 +376,11 @@ impl Postgres {
         }
         let result = run_steps(&client, &job).await;
         if transaction.is_some() {
-            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let end = if result.is_ok() && !job.rollback {
+                "COMMIT"
+            } else {
+                "ROLLBACK"
+            };
             let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
                 return Err(e);

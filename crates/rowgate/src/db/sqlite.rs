@@ -318,13 +318,23 @@ impl Sqlite {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
     {
+        self.write_then(f, true).await
+    }
+
+    /// [`Sqlite::write`], its changes kept (`keep`) or rolled back to its savepoint even when
+    /// `f` succeeds (`Prefer: tx=rollback`): it is answered all the same.
+    pub async fn write_then<T, F>(&self, f: F, keep: bool) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let job: WriteJob = Box::new(move |conn| {
             let result = match conn {
                 Some(conn) => f(conn),
                 None => Err(DbError::unavailable("the database is unavailable")),
             };
-            let ok = result.is_ok();
+            let ok = result.is_ok() && keep;
             let completion: Completion = Box::new(move |commit| {
                 let _ = tx.send(commit.and(result));
             });
@@ -346,7 +356,10 @@ impl Sqlite {
                     .await
             }
             Access::Read => self.read(move |conn| run_job(conn, &job)).await,
-            Access::Write => self.write(move |conn| run_job(conn, &job)).await,
+            Access::Write => {
+                let keep = !job.rollback;
+                self.write_then(move |conn| run_job(conn, &job), keep).await
+            }
         }
     }
 

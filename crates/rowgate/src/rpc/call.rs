@@ -263,6 +263,7 @@ pub fn plan(
     };
     if callee.writes() && !call.read_only {
         planned.job.access = Access::Write;
+        planned.job.rollback = call.prefer.rollback;
     }
     Ok(planned)
 }

@@ -172,7 +172,11 @@ pub async fn handle(
         read_only,
         pairs,
         body,
-        prefer: Prefer::parse(&parts.headers)?,
+        prefer: {
+            let mut prefer = Prefer::parse(&parts.headers)?;
+            prefer.settle_tx(app.config.rest.tx_end);
+            prefer
+        },
         parts,
     };
     timing.mark("parse");
