@@ -53,6 +53,7 @@ error_codes! {
     LimitExceeded => ("RG102", StatusCode::BAD_REQUEST, Plan, "the request exceeds a configured limit (filter nesting, list length)"),
     UnfilteredWrite => ("RG104", StatusCode::BAD_REQUEST, Plan, "PATCH or DELETE without a filter would change every row; refused under rest.refuse_unfiltered_writes"),
     InvalidRange => ("RG103", StatusCode::BAD_REQUEST, Request, "the Range header is malformed"),
+    MaxAffectedNeedsRows => ("PGRST128", StatusCode::BAD_REQUEST, Plan, "Prefer: max-affected with handling=strict on a call that returns no set of rows"),
     PutLimit => ("PGRST114", StatusCode::BAD_REQUEST, Plan, "PUT takes no limit or offset"),
     InvalidPut => ("PGRST105", StatusCode::METHOD_NOT_ALLOWED, Plan, "PUT needs every primary-key column filtered with eq and no limit/offset"),
     UnsupportedMediaType => ("PGRST107", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),

@@ -22,6 +22,12 @@ params.id = { type = "int" }
 params.name = {}
 
 [[resources]]
+roles = ["*"]
+function = "zero_points_upto"
+sql = "UPDATE team SET points = 0 WHERE team_id <= :n RETURNING team_id"
+params.n = { type = "int" }
+
+[[resources]]
 roles = ["writer"]
 function = "writers_only"
 shape = "value"
@@ -181,6 +187,37 @@ async fn resource_function_that_writes(b: Backend) {
     );
     let team = first_team_name(&s).await;
     assert_eq!(team, json!([{"name": "Silver Arrows"}]));
+}
+
+/// `Prefer: handling=strict, max-affected=N` on a writing call counts the rows it returns
+/// (PostgREST's PGRST124, the call rolled back) and needs a set of them (PGRST128).
+async fn function_call_max_affected(b: Backend) {
+    let s = functions_server(b).await;
+    let strict = |n: u64| format!("handling=strict, max-affected={n}");
+    let r = s
+        .post("/rpc/zero_points_upto", json!({"n": 5}))
+        .header("prefer", strict(2))
+        .send()
+        .await
+        .expect("post");
+    let body = assert_error(r, 400, "PGRST124").await;
+    assert_eq!(body["details"], "The query affects 5 rows", "{body}");
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE points = 0"), 0);
+    let r = s
+        .post("/rpc/zero_points_upto", json!({"n": 2}))
+        .header("prefer", strict(2))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 200);
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE points = 0"), 2);
+    let r = s
+        .post("/rpc/rename_team", json!({"id": 1, "name": "Strict"}))
+        .header("prefer", strict(1))
+        .send()
+        .await
+        .expect("post");
+    assert_error(r, 400, "PGRST128").await;
 }
 
 /// A writing function call honours `Prefer: tx=rollback` where `rest.tx_end` allows it: its
@@ -487,6 +524,7 @@ functions = ["add_ints"]
 }
 
 backend_tests!(
+    function_call_max_affected,
     function_call_rolled_back,
     resource_functions_take_arguments_by_name,
     resource_function_rows_read_as_a_table,

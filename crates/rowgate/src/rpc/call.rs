@@ -264,6 +264,18 @@ pub fn plan(
     if callee.writes() && !call.read_only {
         planned.job.access = Access::Write;
         planned.job.rollback = call.prefer.rollback;
+        // max-affected counts the rows a call returns, as PostgREST: it needs a set of them
+        if let Some(max) = call.prefer.max_affected.filter(|_| call.prefer.strict) {
+            match planned.answer {
+                CallAnswer::Rows(_) | CallAnswer::Array => planned.job.max_affected = Some(max),
+                _ => {
+                    return Err(ApiError::new(
+                        ErrorCode::MaxAffectedNeedsRows,
+                        "Function must return SETOF or TABLE when max-affected preference is used with handling=strict",
+                    ))
+                }
+            }
+        }
     }
     Ok(planned)
 }
