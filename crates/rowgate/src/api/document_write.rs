@@ -293,13 +293,8 @@ impl<'c, 'a> Writer<'c, 'a> {
             }
             // a null given for a column that takes none is wrong even where the field is not
             // written (a NOCHECK field of a table the view does not update)
-            let given_null = object.get(&field.name).is_some_and(Json::is_null);
-            if given_null && table.column(&field.column).is_some_and(|c| c.never_null) {
-                return Err(ApiError::new(
-                    ErrorCode::NotNullViolation,
-                    "a NOT NULL constraint was violated",
-                )
-                .details(format!("'{}' may not be null", field.name)));
+            if let Some(given) = object.get(&field.name) {
+                plan::refuse_null(table, &field.column, given, || format!("'{}'", field.name))?;
             }
             set.push((
                 field.column.clone(),

@@ -1069,6 +1069,24 @@ impl RowSink for RowsPlanner<'_> {
     }
 }
 
+/// A null written to a column that takes none is refused before any row is touched, whether or
+/// not a row would change; `what` names the column in the error.
+pub fn refuse_null(
+    table: &Table,
+    column: &str,
+    value: &Json,
+    what: impl FnOnce() -> String,
+) -> Result<(), ApiError> {
+    if value.is_null() && table.column(column).is_some_and(|c| c.never_null) {
+        return Err(ApiError::new(
+            ErrorCode::NotNullViolation,
+            "a NOT NULL constraint was violated",
+        )
+        .details(format!("{} may not be null", what())));
+    }
+    Ok(())
+}
+
 /// The one object of a PATCH or PUT body: the object, or the only element of an array as
 /// PostgREST takes it (`None` for `[]`); 400 for anything else. (PostgREST would apply some one
 /// of several objects; Rowgate refuses the ambiguity.)
@@ -1107,13 +1125,9 @@ pub fn update(
         .map(|(k, v)| {
             let name = column(table, k)?;
             // refused whether or not a row matches: the change is wrong for any row
-            if v.is_null() && table.column(&name).is_some_and(|c| c.never_null) {
-                return Err(ApiError::new(
-                    ErrorCode::NotNullViolation,
-                    "a NOT NULL constraint was violated",
-                )
-                .details(format!("column {name} of {} may not be null", table.name)));
-            }
+            refuse_null(table, &name, v, || {
+                format!("column {name} of {}", table.name)
+            })?;
             // (a simple CHECK bound likewise)
             let bounds = table.column(&name).map(|c| c.bounds).unwrap_or_default();
             if v.as_f64().is_some_and(|n| !bounds.admit(n)) {
