@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Runs PostgREST's own query spec suite against Rowgate on PostgreSQL and reports what passes.
+
+    python3 clients/postgrest-spec/run.py --postgrest ../postgrest [--only REGEX] [--failures F]
+
+`--postgrest` is a checkout of https://github.com/PostgREST/postgrest (the commit the figures in
+docs/postgrest-differences.md were measured on is named there). The runner starts a PostgreSQL
+cluster from the installed binaries, loads PostgREST's fixtures (test/spec/fixtures/load.sql;
+statements needing PostGIS, which is not installed, fail and are skipped), starts Rowgate (one
+server per configuration the specs ask for) with every test role granted everything and
+`rest.tx_end = "rollback-allow-override"` (PostgREST's test setting: nothing a case writes
+persists), and replays each `it` case of test/spec/Feature/Query/*.hs: every request in order,
+each response held to the spec's status, body (JSON compared as JSON, text byte for byte) and
+headers. It prints passes per spec file; `--failures F` writes each failing exchange as JSON lines.
+"""
+
+import argparse
+import collections
+import glob
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hspec  # noqa: E402
+
+JWT_SECRET = "reallyreallyreallyreallyverysafe"  # SpecHelper.baseCfg's jwt-secret
+TEST_ROLES = ["postgrest_test_anonymous", "postgrest_test_author", "postgrest_test_default_role",
+              "postgrest_test_superuser", "postgrest_test", "postgres"]
+PREFIX = "/api"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg_bindir():
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    if not dirs:
+        sys.exit("no PostgreSQL under /usr/lib/postgresql (install the postgresql package)")
+    return dirs[-1]
+
+
+class Postgres:
+    """A throwaway cluster on a free port (run as the postgres user when we are root)."""
+
+    def __init__(self, root):
+        self.bin = pg_bindir()
+        self.dir = os.path.join(root, "pg")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if as_user:
+            shutil.chown(self.dir, "postgres")
+        subprocess.run(as_user + [f"{self.bin}/initdb", "-D", f"{self.dir}/data", "-A", "trust",
+                                  "-U", "postgres"], check=True, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            as_user + [f"{self.bin}/postgres", "-D", f"{self.dir}/data", "-p", str(self.port),
+                       "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                       "-c", "max_connections=200"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "postgres.log"), "w"))
+        for _ in range(200):
+            if subprocess.run([f"{self.bin}/pg_isready", "-h", "127.0.0.1", "-p", str(self.port)],
+                              stdout=subprocess.DEVNULL).returncode == 0:
+                return
+            time.sleep(0.05)
+        sys.exit("PostgreSQL did not start")
+
+    def psql(self, db, *args, **kw):
+        return subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                               "-d", db, *args], **kw)
+
+    def url(self, db):
+        return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def load_fixtures(pg, checkout, root):
+    """PostgREST's fixtures into database postgrest_test; returns the statements that failed."""
+    tree = os.path.join(root, "fixtures")
+    shutil.copytree(os.path.join(checkout, "test", "spec", "fixtures"),
+                    os.path.join(tree, "spec", "fixtures"))
+    shutil.copy(os.path.join(checkout, "test", "orioledb.sql"), os.path.join(tree, "orioledb.sql"))
+    load = os.path.join(tree, "spec", "fixtures", "load.sql")
+    text = open(load).read().replace("\\set ON_ERROR_STOP on", "")
+    open(load, "w").write(text)
+    pg.psql("postgres", "-q", "-c", "CREATE DATABASE postgrest_test", check=True)
+    out = pg.psql("postgrest_test", "-q", "-v", "PGUSER=postgres", "-v", "DBNAME=postgrest_test",
+                  "-f", load, capture_output=True, text=True, cwd=os.path.dirname(load))
+    return [ln for ln in out.stderr.splitlines() if "ERROR" in ln]
+
+
+def variant_of(config_text):
+    """The Rowgate settings a spec's `withConfig baseCfg { … }` asks for (those it has)."""
+    settings = {}
+    m = re.search(r"configDbAggregates\s*=\s*True", config_text)
+    if m:
+        settings["aggregates"] = True
+    m = re.search(r"configDbMaxRows\s*=\s*Just\s+(\d+)", config_text)
+    if m:
+        settings["max_rows"] = int(m.group(1))
+    m = re.search(r"configDbSchemas\s*=\s*fromList\s*\[(.*?)\]", config_text)
+    if m:
+        settings["schemas"] = [hspec.haskell_string(s) for s in re.findall(r'"(?:[^"\\]|\\.)*"', m.group(1))]
+    return tuple(sorted((k, json.dumps(v)) for k, v in settings.items()))
+
+
+class Rowgate:
+    """One `rowgate serve --workers 0` on a free port, configured for the spec suite."""
+
+    def __init__(self, binary, pg, root, variant):
+        settings = {k: json.loads(v) for k, v in variant}
+        name = "rowgate-" + (re.sub(r"[^a-z0-9]+", "-", str(settings)) if settings else "base")
+        self.dir = os.path.join(root, name.strip("-"))
+        os.makedirs(self.dir)
+        self.port = free_port()
+        schemas = ",".join(settings.get("schemas", ["test"]))
+        grants = "".join(
+            f'\n[[grants]]\nrole = "{r}"\ntables = ["*"]\nops = ["select", "insert", "update", "delete"]\n'
+            f'functions = ["*"]\n' for r in TEST_ROLES)
+        config = f"""
+listen = "127.0.0.1:{self.port}"
+log = "warn"
+[db]
+url = "{pg.url('postgrest_test')}"
+schemas = {json.dumps(schemas)}
+schema_poll_ms = 0
+[rest]
+prefix = "{PREFIX}"
+tx_end = "rollback-allow-override"
+aggregates = {str(settings.get("aggregates", False)).lower()}
+max_rows = {settings.get("max_rows", 0)}
+[auth]
+anon_role = "postgrest_test_anonymous"
+[[auth.external]]
+issuer = ""
+secret_file = "jwt.secret"
+[ords]
+enabled = false
+{grants}"""
+        open(os.path.join(self.dir, "rowgate.toml"), "w").write(config)
+        open(os.path.join(self.dir, "jwt.secret"), "w").write(JWT_SECRET)
+        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.proc = subprocess.Popen([binary, "serve", "--config", "rowgate.toml", "--workers", "0"],
+                                     cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            if self.proc.poll() is not None:
+                sys.exit(f"rowgate exited: see {self.dir}/server.log\n" + open(f"{self.dir}/server.log").read())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        sys.exit("rowgate did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def encode_path(path):
+    """The path as bytes on the wire: spaces and non-ASCII percent-encoded, the rest as written."""
+    out = []
+    for b in path.encode("utf-8"):
+        out.append(f"%{b:02X}" if b <= 0x20 or b >= 0x7F else chr(b))
+    return "".join(out)
+
+
+def exchange(port, step):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = step["body"].encode("utf-8")
+    if not body and step["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+        body = None
+    conn.putrequest(step["method"], PREFIX + encode_path(step["path"]), skip_accept_encoding=True)
+    for name, value in step["headers"]:
+        conn.putheader(name, value.encode("utf-8"))
+    if body is not None:
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, resp.getheaders(), data
+
+
+def json_media(value):
+    media, _, params = value.partition(";")
+    return media.strip() == "application/json" and params.strip() in ("", "charset=utf-8")
+
+
+def verdict(step, status, headers, data):
+    """What is wrong with a response, or None."""
+    exp = step["expect"]
+    problems = []
+    if status != exp["status"]:
+        problems.append(f"status {status}, expected {exp['status']}")
+    lower = [(n.lower(), v) for n, v in headers]
+
+    def values(name):
+        return [v for n, v in lower if n == name.lower()]
+
+    if exp["body"] is not None:
+        kind, want = exp["body"]
+        if kind == "json":
+            try:
+                got = json.loads(data) if data else None
+            except ValueError:
+                got = data.decode("utf-8", "replace")
+            if got != want or (got is None and not data):
+                problems.append("body differs")
+        elif data.decode("utf-8", "replace") != want:
+            problems.append("body differs")
+    if exp["json_type"]:
+        ct = values("Content-Type")
+        if not ct or not json_media(ct[0]):
+            problems.append(f"Content-Type {ct}, expected JSON")
+    for m in exp["headers"]:
+        if m[0] == "content-type":
+            ct = values("Content-Type")
+            if ct != [m[1]]:
+                problems.append(f"Content-Type {ct}, expected {m[1]!r}")
+        elif m[0] == "equals":
+            if m[2] not in values(m[1]):
+                problems.append(f"{m[1]} {values(m[1])}, expected {m[2]!r}")
+        elif m[0] == "absent":
+            if values(m[1]):
+                problems.append(f"{m[1]} {values(m[1])}, expected none")
+        elif m[0] == "contains":
+            if not any(m[2] in v for v in values(m[1])):
+                problems.append(f"{m[1]} {values(m[1])}, expected to contain {m[2]!r}")
+    return "; ".join(problems) or None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--postgrest", required=True, help="a checkout of PostgREST's repository")
+    ap.add_argument("--rowgate", default=os.path.join(os.path.dirname(__file__), "..", "..", "target",
+                                                      "debug", "rowgate"))
+    ap.add_argument("--only", help="run cases whose file or name matches this regex")
+    ap.add_argument("--failures", help="write failing exchanges here (JSON lines)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = ap.parse_args()
+
+    spec_dir = os.path.join(args.postgrest, "test", "spec", "Feature", "Query")
+    cases = []
+    for path in sorted(glob.glob(os.path.join(spec_dir, "*.hs"))):
+        module = os.path.basename(path)[:-3]
+        cases.extend(hspec.read_file(path, module))
+    if args.only:
+        only = re.compile(args.only)
+        cases = [c for c in cases if only.search(c["file"]) or only.search(c["name"])]
+
+    root = tempfile.mkdtemp(prefix="rowgate-pgrst-")
+    os.chmod(root, 0o755)
+    pg = Postgres(root)
+    servers = {}
+    failures = open(args.failures, "w") if args.failures else None
+    tally = collections.defaultdict(collections.Counter)
+    try:
+        errors = load_fixtures(pg, args.postgrest, root)
+        print(f"fixtures loaded ({len(errors)} statements failed, PostGIS's among them)")
+        for case in cases:
+            t = tally[case["file"]]
+            t["cases"] += 1
+            if case.get("pending"):
+                t["pending"] += 1
+                continue
+            if "Geo" in case["name"] or case["file"] == "PostGISSpec":
+                t["postgis"] += 1
+                continue
+            if "unsupported" in case:
+                t["unreadable"] += 1
+                continue
+            variant = variant_of(case["config"])
+            if variant not in servers:
+                servers[variant] = Rowgate(os.path.abspath(args.rowgate), pg, root, variant)
+            port = servers[variant].port
+            t["run"] += 1
+            for n, step in enumerate(case["steps"]):
+                try:
+                    status, headers, data = exchange(port, step)
+                    problem = verdict(step, status, headers, data)
+                except (OSError, http.client.HTTPException) as e:
+                    status, headers, data, problem = 0, [], b"", f"no answer: {e}"
+                if problem:
+                    if failures:
+                        failures.write(json.dumps({
+                            "file": case["file"], "line": case["line"], "name": case["name"],
+                            "step": n, "problem": problem, "method": step["method"],
+                            "path": step["path"], "headers": step["headers"], "body": step["body"],
+                            "expected": step["expect"], "status": status,
+                            "response_headers": headers,
+                            "response": data.decode("utf-8", "replace")[:2000],
+                        }, ensure_ascii=False) + "\n")
+                    break
+            else:
+                t["passed"] += 1
+    finally:
+        for s in servers.values():
+            s.stop()
+        pg.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print("kept", root)
+    total = collections.Counter()
+    print(f"{'spec file':28} {'passed':>6} {'run':>5} {'cases':>5} {'unread':>6} {'pending':>7} {'postgis':>7}")
+    for name in sorted(tally):
+        t = tally[name]
+        total.update(t)
+        print(f"{name:28} {t['passed']:6} {t['run']:5} {t['cases']:5} {t['unreadable']:6} "
+              f"{t['pending']:7} {t['postgis']:7}")
+    pct = 100.0 * total["passed"] / max(total["run"], 1)
+    print(f"{'total':28} {total['passed']:6} {total['run']:5} {total['cases']:5} "
+          f"{total['unreadable']:6} {total['pending']:7} {total['postgis']:7}   {pct:.1f}% of the run cases pass")
+
+
+if __name__ == "__main__":
+    main()
