@@ -147,6 +147,7 @@ anon_role = "postgrest_test_anonymous"
 [[auth.external]]
 issuer = ""
 secret_file = "jwt.secret"
+require_exp = false
 [ords]
 enabled = false
 {grants}"""
@@ -200,8 +201,20 @@ def json_media(value):
     return media.strip() == "application/json" and params.strip() in ("", "charset=utf-8")
 
 
-def verdict(step, status, headers, data):
-    """What is wrong with a response, or None."""
+def tolerated(want, got):
+    """`got` as the spec's `want` when they differ only as docs/postgrest-differences.md says
+    Rowgate differs on purpose: a `hint` where PostgREST gives none; a query string's parse
+    error (`PGRST100`) described in Rowgate's words, not PostgREST's parser's."""
+    if isinstance(want, dict) and isinstance(got, dict) and "code" in want and "message" in want:
+        if want.get("code") == "PGRST100" and got.get("code") == "PGRST100":
+            return want
+        if want.get("hint") is None and isinstance(got.get("hint"), str):
+            return dict(got, hint=None)
+    return got
+
+
+def verdict(step, status, headers, data, tolerant=False):
+    """What is wrong with a response, or None (`tolerant`: but for the documented differences)."""
     exp = step["expect"]
     problems = []
     if status != exp["status"]:
@@ -218,6 +231,8 @@ def verdict(step, status, headers, data):
                 got = json.loads(data) if data else None
             except ValueError:
                 got = data.decode("utf-8", "replace")
+            if tolerant:
+                got = tolerated(want, got)
             if got != want or (got is None and not data):
                 problems.append("body differs")
         elif data.decode("utf-8", "replace") != want:
@@ -232,7 +247,10 @@ def verdict(step, status, headers, data):
             if ct != [m[1]]:
                 problems.append(f"Content-Type {ct}, expected {m[1]!r}")
         elif m[0] == "equals":
-            if m[2] not in values(m[1]):
+            want = m[2]
+            if tolerant and m[1].lower() == "location" and want.startswith("/"):
+                want = PREFIX + want  # Location holds the API's prefix
+            if want not in values(m[1]):
                 problems.append(f"{m[1]} {values(m[1])}, expected {m[2]!r}")
         elif m[0] == "absent":
             if values(m[1]):
@@ -288,10 +306,12 @@ def main():
                 servers[variant] = Rowgate(os.path.abspath(args.rowgate), pg, root, variant)
             port = servers[variant].port
             t["run"] += 1
+            strict = True
             for n, step in enumerate(case["steps"]):
                 try:
                     status, headers, data = exchange(port, step)
-                    problem = verdict(step, status, headers, data)
+                    problem = verdict(step, status, headers, data, tolerant=True)
+                    strict = strict and verdict(step, status, headers, data) is None
                 except (OSError, http.client.HTTPException) as e:
                     status, headers, data, problem = 0, [], b"", f"no answer: {e}"
                 if problem:
@@ -307,6 +327,7 @@ def main():
                     break
             else:
                 t["passed"] += 1
+                t["strict"] += strict
     finally:
         for s in servers.values():
             s.stop()
@@ -316,15 +337,19 @@ def main():
         else:
             print("kept", root)
     total = collections.Counter()
-    print(f"{'spec file':28} {'passed':>6} {'run':>5} {'cases':>5} {'unread':>6} {'pending':>7} {'postgis':>7}")
+    print("passed: but for the documented differences; strict: byte for byte as PostgREST")
+    print(f"{'spec file':28} {'passed':>6} {'strict':>6} {'run':>5} {'cases':>5} {'unread':>6} "
+          f"{'pending':>7} {'postgis':>7}")
     for name in sorted(tally):
         t = tally[name]
         total.update(t)
-        print(f"{name:28} {t['passed']:6} {t['run']:5} {t['cases']:5} {t['unreadable']:6} "
-              f"{t['pending']:7} {t['postgis']:7}")
+        print(f"{name:28} {t['passed']:6} {t['strict']:6} {t['run']:5} {t['cases']:5} "
+              f"{t['unreadable']:6} {t['pending']:7} {t['postgis']:7}")
     pct = 100.0 * total["passed"] / max(total["run"], 1)
-    print(f"{'total':28} {total['passed']:6} {total['run']:5} {total['cases']:5} "
-          f"{total['unreadable']:6} {total['pending']:7} {total['postgis']:7}   {pct:.1f}% of the run cases pass")
+    strict = 100.0 * total["strict"] / max(total["run"], 1)
+    print(f"{'total':28} {total['passed']:6} {total['strict']:6} {total['run']:5} {total['cases']:5} "
+          f"{total['unreadable']:6} {total['pending']:7} {total['postgis']:7}")
+    print(f"{pct:.1f}% of the run cases pass ({strict:.1f}% strictly)")
 
 
 if __name__ == "__main__":

@@ -656,12 +656,8 @@ fn spread_value<'a>(
 fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)>, out: &mut Sql) {
     let lv = at.map_or(Level::READ, |(lv, _)| lv);
     out.text.push_str(" FROM ");
-    push_relation(d, &s.table, &mut out.text);
     let aliased = at.is_some() || !s.embeds.is_empty();
-    if aliased {
-        out.text.push_str(" AS ");
-        out.text.push_str(&d.quote_ident(&lv.alias()));
-    }
+    push_source(d, &s.table, aliased.then(|| lv.alias()), &mut out.text);
     let required: Vec<&EmbedStmt> = s.embeds.iter().filter(|e| e.required.is_some()).collect();
     if at.is_none() && s.filters.is_empty() && required.is_empty() {
         return;
@@ -927,7 +923,7 @@ pub fn count_after(d: &dyn Dialect, prelude: Sql, s: &CountStmt) -> Sql {
 fn count_from(d: &dyn Dialect, s: &CountStmt, out: &mut Sql) {
     if s.embeds.is_empty() {
         out.text.push_str(" FROM ");
-        push_relation(d, &s.table, &mut out.text);
+        push_source(d, &s.table, None, &mut out.text);
         where_clause(d, &s.filters, out);
         return;
     }
@@ -1142,6 +1138,45 @@ pub fn delete(d: &dyn Dialect, s: &DeleteStmt) -> Sql {
     where_clause(d, &s.filters, &mut out);
     returning(d, &s.returning, &mut out);
     out
+}
+
+/// A read's source: the relation, or, when it needs computed columns, the relation with them
+/// (`(SELECT _c.*, f(_c) AS f FROM t AS _c) AS t`: PostgreSQL folds the subquery into the
+/// read, calling only the functions the read uses); aliased as `alias` if given.
+fn push_source(d: &dyn Dialect, relation: &Relation, alias: Option<String>, text: &mut String) {
+    if relation.computed.is_empty() {
+        push_relation(d, relation, text);
+    } else {
+        let row = d.quote_ident("_c");
+        text.push_str("(SELECT ");
+        text.push_str(&row);
+        text.push_str(".*");
+        for c in &relation.computed {
+            text.push_str(", ");
+            if let Some(schema) = &c.schema {
+                text.push_str(&d.quote_ident(schema));
+                text.push('.');
+            }
+            text.push_str(&d.quote_ident(&c.name));
+            text.push('(');
+            text.push_str(&row);
+            text.push_str(") AS ");
+            text.push_str(&d.quote_ident(&c.name));
+        }
+        text.push_str(" FROM ");
+        push_relation(d, relation, text);
+        text.push_str(" AS ");
+        text.push_str(&row);
+        text.push(')');
+        if alias.is_none() {
+            text.push_str(" AS ");
+            text.push_str(&d.quote_ident(&relation.name));
+        }
+    }
+    if let Some(alias) = alias {
+        text.push_str(" AS ");
+        text.push_str(&d.quote_ident(&alias));
+    }
 }
 
 /// Appends a relation's quoted name, schema-qualified when it has a schema.

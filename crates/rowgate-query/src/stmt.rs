@@ -12,6 +12,18 @@ pub struct Relation {
     pub schema: Option<String>,
     /// The table or view name.
     pub name: String,
+    /// Computed columns a read needs beside the stored ones (PostgREST's computed fields):
+    /// functions of the row, read as columns of the relation.
+    pub computed: Vec<Computed>,
+}
+
+/// A computed column: `function(row)` read as the column `name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Computed {
+    /// The column's name (the function's).
+    pub name: String,
+    /// The function's schema, where the backend has several.
+    pub schema: Option<String>,
 }
 
 impl From<&str> for Relation {
@@ -19,13 +31,18 @@ impl From<&str> for Relation {
         Relation {
             schema: None,
             name: name.to_string(),
+            computed: Vec::new(),
         }
     }
 }
 
 impl From<String> for Relation {
     fn from(name: String) -> Relation {
-        Relation { schema: None, name }
+        Relation {
+            schema: None,
+            name,
+            computed: Vec::new(),
+        }
     }
 }
 

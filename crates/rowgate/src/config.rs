@@ -242,10 +242,18 @@ pub struct ExternalIssuer {
     /// `jwt-role-claim-key` writes one (`.app_metadata.role`).
     #[serde(default = "default_role_claim")]
     pub role_claim: String,
+    /// Whether a token must carry `exp` (with a shared secret; default true). PostgREST takes
+    /// tokens without one: `false` keeps an existing deployment's never-expiring tokens working.
+    #[serde(default = "default_true")]
+    pub require_exp: bool,
 }
 
 fn default_role_claim() -> String {
     "role".into()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 impl Default for AuthConfig {

@@ -56,8 +56,8 @@ error_codes! {
     MaxAffectedNeedsRows => ("PGRST128", StatusCode::BAD_REQUEST, Plan, "Prefer: max-affected with handling=strict on a call that returns no set of rows"),
     PutLimit => ("PGRST114", StatusCode::BAD_REQUEST, Plan, "PUT takes no limit or offset"),
     InvalidPut => ("PGRST105", StatusCode::METHOD_NOT_ALLOWED, Plan, "PUT needs every primary-key column filtered with eq and no limit/offset"),
-    UnsupportedMediaType => ("PGRST107", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),
-    NotAcceptable => ("PGRST107A", StatusCode::NOT_ACCEPTABLE, Request, "none of the media types in Accept can be produced"),
+    UnsupportedMediaType => ("RG415", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),
+    NotAcceptable => ("PGRST107", StatusCode::NOT_ACCEPTABLE, Request, "none of the media types in Accept can be produced"),
     AggregatesOff => ("PGRST123", StatusCode::BAD_REQUEST, Plan, "aggregate functions in select= are off (rest.aggregates)"),
     AggregateNotImplemented => ("PGRST127", StatusCode::BAD_REQUEST, Plan, "aggregates are not implemented in this place of select= (a spread embed)"),
     GroupingError => ("42803", StatusCode::BAD_REQUEST, Plan, "with aggregates, an ordered column must be one of the selected columns they are grouped by"),
@@ -122,9 +122,33 @@ pub struct ApiError {
     pub sqlstate: Option<Box<str>>,
     /// The methods a 405 allows (its `Allow` header).
     pub allow: Option<Box<str>>,
+    /// What a few errors carry beyond the envelope (boxed, so that every error stays small).
+    pub more: Option<Box<More>>,
+}
+
+/// What a few errors carry beyond the envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum More {
     /// Details that are a JSON value rather than text (PostgREST's list of candidates in a
     /// `PGRST201`); written in place of `details`.
-    pub details_json: Option<Box<serde_json::Value>>,
+    DetailsJson(serde_json::Value),
+    /// For a `PGRST002` (a statement met a table or column the database does not have): the
+    /// database's own error, the answer once a reloaded schema cache shows that the request
+    /// itself (or a function it called) named it.
+    IfCurrent(ApiError),
+}
+
+impl ApiError {
+    /// The database's own error behind a `PGRST002`, if it carries one.
+    pub fn take_if_current(&mut self) -> Option<ApiError> {
+        match self.more.take().map(|m| *m) {
+            Some(More::IfCurrent(genuine)) => Some(genuine),
+            other => {
+                self.more = other.map(Box::new);
+                None
+            }
+        }
+    }
 }
 
 /// `details` as text, or as a JSON value.
@@ -153,7 +177,7 @@ impl ApiError {
             hint: None,
             sqlstate: None,
             allow: None,
-            details_json: None,
+            more: None,
         }
     }
 
@@ -230,7 +254,11 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> Bytes {
-        let details = match (&self.details_json, &self.details) {
+        let json = match self.more.as_deref() {
+            Some(More::DetailsJson(json)) => Some(json),
+            _ => None,
+        };
+        let details = match (json, &self.details) {
             (Some(json), _) => Some(Details::Json(json)),
             (None, Some(text)) => Some(Details::Text(text)),
             (None, None) => None,
@@ -267,7 +295,7 @@ impl From<rowgate_query::ParseError> for ApiError {
             hint: e.hint,
             sqlstate: None,
             allow: None,
-            details_json: None,
+            more: None,
         }
     }
 }
@@ -285,7 +313,6 @@ impl From<DbError> for ApiError {
             Kind::ReadOnly => ErrorCode::ReadOnlyTransaction,
             Kind::Timeout => ErrorCode::StatementTimeout,
             Kind::TooComplex => ErrorCode::QueryTooComplex,
-            Kind::SchemaChanged => ErrorCode::SchemaChanged,
             Kind::StorageFull => ErrorCode::StorageFull,
             Kind::Unavailable => ErrorCode::Unavailable,
             Kind::PreconditionFailed => ErrorCode::PreconditionFailed,
@@ -296,6 +323,16 @@ impl From<DbError> for ApiError {
             Kind::Refused { anonymous: true } => ErrorCode::LoginRequired,
             Kind::Refused { anonymous: false } => ErrorCode::PermissionDenied,
             Kind::Internal => return ApiError::internal(e.message),
+            Kind::SchemaChanged => {
+                let mut genuine = ApiError::database(
+                    e.sqlstate.as_deref().unwrap_or("42P01"),
+                    e.detail.clone().unwrap_or_default(),
+                );
+                genuine.hint = e.hint;
+                let mut err = ApiError::new(ErrorCode::SchemaChanged, e.message);
+                err.more = Some(Box::new(More::IfCurrent(genuine)));
+                return err;
+            }
             Kind::ResourceLimit => {
                 let sqlstate = e.sqlstate.as_deref().unwrap_or("53000");
                 let mut err = ApiError::database(sqlstate, e.message);

@@ -235,7 +235,7 @@ pub fn expect_one(rows: u64) -> Result<(), DbError> {
     } else {
         Err(DbError::new(
             Kind::NotSingular { rows },
-            "JSON object requested, multiple (or no) rows returned",
+            "Cannot coerce the result to a single JSON object",
         )
         .detail(format!("The result contains {rows} rows")))
     }

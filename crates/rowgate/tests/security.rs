@@ -1055,6 +1055,54 @@ ops = ["select", "insert", "update", "delete"]
     let posing = json!({"iss": "rowgate", "aud": "rowgate", "sub": "x", "role": "service_role",
         "gen": 1, "exp": now() + 60});
     assert_eq!(write(sign(posing, secret)).await, 401);
+    // a token that never expires, unless the issuer says it may be one
+    let forever = json!({"app_metadata": {"role": "service_role"}});
+    assert_eq!(write(sign(forever, secret)).await, 401);
+}
+
+/// `require_exp = false` takes a shared-secret issuer's tokens without `exp` (PostgREST's
+/// never-expiring tokens); an `exp` they carry still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_without_exp_when_the_issuer_allows_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = "reallyreallyreallyreallyverysafe";
+    std::fs::write(dir.path().join("jwt.secret"), secret).expect("secret");
+    let toml = r#"
+[[auth.external]]
+issuer = ""
+secret_file = "jwt.secret"
+require_exp = false
+
+[[grants]]
+role = "writer"
+tables = ["team"]
+ops = ["select", "update"]
+"#;
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    let s = TestServer::start_in(Backend::Sqlite, dir, config, |_| {}).await;
+    let status = |claims: Value| {
+        let token = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .expect("sign");
+        let s = &s;
+        async move {
+            s.patch("/team?team_id=eq.1", json!({"points": 1}))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("r")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status(json!({"role": "writer"})).await, 204);
+    assert_eq!(
+        status(json!({"role": "writer", "exp": now() - 600})).await,
+        401
+    );
 }
 
 /// A master secret shorter than 32 bytes is refused; a missing one is created, 32 random bytes

@@ -96,15 +96,9 @@ pub fn plan(request: &ApiRequest<'_>, cx: &Context<'_>) -> Result<ActionPlan, Ap
         Action::Update { .. } | Action::Delete { .. } => modify(request, cx, &tables, item),
         Action::Upsert { key } => put(request, cx, &tables, key),
         Action::Unsupported { .. } => {
-            let allow: &[&str] = if full.is_view {
-                &["GET", "HEAD"]
-            } else if item.is_some() {
-                &["GET", "HEAD", "PUT", "PATCH", "DELETE"]
-            } else {
-                // PUT takes the key's filters (`pk=eq.v`): not this URL as such
-                &["GET", "HEAD", "POST", "PATCH", "DELETE"]
-            };
-            Err(ApiError::method_not_allowed(request.method, allow))
+            let allow = plan::allowed_methods(full, item.is_some());
+            let allow: Vec<&str> = allow.split(", ").collect();
+            Err(ApiError::method_not_allowed(request.method, &allow))
         }
     }
 }
@@ -381,6 +375,13 @@ fn read_from(
     let d = cx.dialect;
     let prefer = &request.prefer;
     let is_item = item.is_some();
+    let table = &*plan::with_computed(
+        table,
+        query.select.as_deref(),
+        &query.filters,
+        &query.order,
+        |f| cx.may_call(f),
+    );
     let mut plan = plan::read(
         table,
         query,
@@ -656,7 +657,12 @@ fn modify(
     let d = cx.dialect;
     let table = tables.full;
     // a view answers 405 before anything about the request is judged
-    plan::writable(table)?;
+    let op = if matches!(request.action, Action::Update { .. }) {
+        Op::Update
+    } else {
+        Op::Delete
+    };
+    plan::writable(table, op)?;
     let (query, prefer) = (&request.query, &request.prefer);
     let returns_rows = prefer.return_ == Return::Representation;
     let mut answer = representation(cx, tables.view, query, prefer)?;
@@ -717,6 +723,9 @@ fn put(
 ) -> Result<ActionPlan, ApiError> {
     let d = cx.dialect;
     let table = tables.full;
+    // a view answers 405 before anything about the request is judged
+    plan::writable(table, Op::Insert)?;
+    plan::writable(table, Op::Update)?;
     let (query, prefer) = (&request.query, &request.prefer);
     let key_values: Vec<(String, String)> = match key {
         Some(k) => {

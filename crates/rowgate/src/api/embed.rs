@@ -155,11 +155,22 @@ impl<'a> Embedder<'a> {
             &[Op::Select],
             self.cx.dialect,
         )?;
-        let view = guard.grant.view(full);
         let key = embed_key(e).to_string();
         let mut here = path.to_vec();
         here.push(key.clone());
         let params = self.query.embedded(&here);
+        let granted = guard.grant.view(full);
+        let with_computed = match plan::with_computed(
+            &granted,
+            Some(&e.select),
+            params.map_or(&[][..], |p| &p.filters[..]),
+            params.map_or(&[][..], |p| &p.order[..]),
+            |f| self.cx.may_call(f),
+        ) {
+            Cow::Owned(t) => Some(t),
+            Cow::Borrowed(_) => None,
+        };
+        let view = with_computed.map_or(granted, Cow::Owned);
         let hidden = e.select.is_empty();
         let count = counted(&view, e);
         let select = if hidden || count.is_some() {
@@ -343,8 +354,8 @@ fn ambiguous(parent: &Table, e: &Embed, candidates: &[Relationship]) -> ApiError
         e.relation,
         hints.join(", ")
     ));
-    err.details_json = Some(Box::new(serde_json::Value::Array(
-        candidates.iter().map(Relationship::describe).collect(),
+    err.more = Some(Box::new(crate::error::More::DetailsJson(
+        serde_json::Value::Array(candidates.iter().map(Relationship::describe).collect()),
     )));
     err
 }

@@ -55,7 +55,16 @@ pub async fn handle(
         (Err(e), kept) if e.code == ErrorCode::SchemaChanged => {
             app.db.reload_schema().await?;
             match kept {
-                Some(body) => handle_once(app, parts, body, &target, principal, timing).await,
+                Some(body) => {
+                    match handle_once(app, parts, body, &target, principal, timing).await {
+                        // still missing with a current cache: the name is the request's own
+                        // (or a function's it called), not a stale plan's
+                        Err(mut again) if again.code == ErrorCode::SchemaChanged => {
+                            Err(again.take_if_current().unwrap_or(e))
+                        }
+                        answer => answer,
+                    }
+                }
                 None => Err(e),
             }
         }

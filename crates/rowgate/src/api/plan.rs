@@ -18,13 +18,13 @@ use serde_json::{Map, Value as Json};
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
 use super::rows::{body_cell, BodyCell, RowSink};
-use crate::auth::policy::Policy;
+use crate::auth::policy::{Op, Policy};
 use crate::auth::Principal;
 use crate::config::RestConfig;
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::OutputShape;
 use crate::schema::input::InputType;
-use crate::schema::{JsonKind, SchemaCache, Table};
+use crate::schema::{JsonKind, SchemaCache, Table, Writes};
 
 /// About the most JSON text one INSERT statement binds: the database copies and parses a
 /// statement's rows whole (SQLite holds them three times over), so the rows of a large body are
@@ -62,6 +62,19 @@ pub struct Context<'a> {
     pub rest: &'a RestConfig,
     /// The duality views, served like tables.
     pub duality: &'a crate::duality::DualityViews,
+}
+
+impl Context<'_> {
+    /// Whether the principal may call the database function `name` (a computed column or
+    /// relationship is one).
+    pub fn may_call(&self, name: &str) -> bool {
+        self.policy
+            .authorize(
+                self.principal,
+                crate::auth::policy::Subject::Function { name },
+            )
+            .is_ok()
+    }
 }
 
 /// Finds a table or view, or answers 404 naming it.
@@ -108,6 +121,44 @@ pub fn column(table: &Table, name: &str) -> Result<String, ApiError> {
     }
 }
 
+/// `table` with the computed columns one level of a read names (in `select`, its filters or
+/// its order) that `may_call` allows (the role's grant of the function), as
+/// [`Table::with_computed`].
+pub fn with_computed<'t>(
+    table: &'t Table,
+    select: Option<&[SelectItem]>,
+    filters: &[Condition],
+    order: &[OrderTerm],
+    may_call: impl Fn(&str) -> bool,
+) -> Cow<'t, Table> {
+    if table.computed.is_empty() {
+        return Cow::Borrowed(table);
+    }
+    fn walk<'c>(c: &'c Condition, out: &mut Vec<&'c str>) {
+        match c {
+            Condition::Pred(p) => out.push(&p.column),
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                items.iter().for_each(|i| walk(i, out))
+            }
+        }
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for item in select.unwrap_or(&[]) {
+        if let SelectItem::Column { name, .. } = item {
+            names.push(name);
+        }
+    }
+    filters.iter().for_each(|c| walk(c, &mut names));
+    names.extend(
+        order
+            .iter()
+            .filter(|o| o.relation.is_none())
+            .map(|o| o.column.as_str()),
+    );
+    names.retain(|n| may_call(n));
+    table.with_computed(names)
+}
+
 /// An embed of `select=` waiting to be resolved (by `api::embed`): its place among the output
 /// columns of its level.
 pub struct Pending<'q> {
@@ -140,7 +191,8 @@ pub fn output<'q>(
     for item in select.unwrap_or(&[SelectItem::Star]) {
         match item {
             SelectItem::Star => {
-                for c in &table.columns {
+                // (computed columns only when named, as PostgREST)
+                for c in table.columns.iter().filter(|c| c.computed.is_none()) {
                     columns.push(OutputColumn::plain(&c.name));
                     kinds.push(c.json_kind);
                 }
@@ -724,7 +776,10 @@ pub fn insert(
     returning: Vec<OutputColumn>,
     shape: OutputShape,
 ) -> Result<InsertPlan, ApiError> {
-    writable(table)?;
+    writable(table, Op::Insert)?;
+    if matches!(prefer.resolution, Some(Resolution::Merge)) {
+        writable(table, Op::Update)?;
+    }
     let (body_len, read) = body;
     let mut rows = RowsPlanner::new(d, table, prefer.missing_default, body_len);
     let count = read(&mut rows)?;
@@ -1116,7 +1171,7 @@ pub fn update(
     body: &Json,
     returning: Vec<OutputColumn>,
 ) -> Result<Option<UpdateStmt>, ApiError> {
-    writable(table)?;
+    writable(table, Op::Update)?;
     let Some(o) = one_object(body, "PATCH")? else {
         return Ok(None); // `[]` changes nothing, as `{}`
     };
@@ -1162,7 +1217,7 @@ pub fn delete(
     filters: Vec<Condition>,
     returning: Vec<OutputColumn>,
 ) -> Result<DeleteStmt, ApiError> {
-    writable(table)?;
+    writable(table, Op::Delete)?;
     Ok(DeleteStmt {
         table: table.relation(),
         filters,
@@ -1181,7 +1236,8 @@ pub fn put(
     body: &Json,
     returning: Vec<OutputColumn>,
 ) -> Result<InsertStmt, ApiError> {
-    writable(table)?;
+    writable(table, Op::Insert)?;
+    writable(table, Op::Update)?;
     let Some(o) = one_object(body, "PUT")? else {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
@@ -1299,14 +1355,46 @@ pub fn put_key(table: &Table, query: &Query) -> Result<Vec<(String, String)>, Ap
     Ok(key)
 }
 
-/// Refuses writes to a view (405, `Allow: GET, HEAD`).
-pub fn writable(table: &Table) -> Result<(), ApiError> {
-    if table.is_view {
-        return Err(ApiError::new(
-            ErrorCode::ReadOnlyResource,
-            format!("'{}' is a view; views are read-only", table.name),
-        )
-        .allow("GET, HEAD"));
+/// Refuses a write a view does not take (405, with the methods it does take in `Allow`).
+pub fn writable(table: &Table, op: Op) -> Result<(), ApiError> {
+    let w = table.writes;
+    let takes = match op {
+        Op::Select => true,
+        Op::Insert => w.insert,
+        Op::Update => w.update,
+        Op::Delete => w.delete,
+    };
+    if takes {
+        return Ok(());
     }
-    Ok(())
+    let what = if w == Writes::NONE {
+        "views are read-only".to_string()
+    } else {
+        format!("it cannot be written by {}", op.verb())
+    };
+    Err(ApiError::new(
+        ErrorCode::ReadOnlyResource,
+        format!("'{}' is a view; {what}", table.name),
+    )
+    .allow(&allowed_methods(table, false)))
+}
+
+/// The methods `table` answers, as `Allow` lists them (`item`: its one-row URL).
+pub fn allowed_methods(table: &Table, item: bool) -> String {
+    let w = table.writes;
+    let mut methods = vec!["GET", "HEAD"];
+    if w.insert && !item {
+        methods.push("POST");
+    }
+    // (PUT takes the key's filters, `pk=eq.v`: not the collection URL as such)
+    if w.insert && w.update && item {
+        methods.push("PUT");
+    }
+    if w.update {
+        methods.push("PATCH");
+    }
+    if w.delete {
+        methods.push("DELETE");
+    }
+    methods.join(", ")
 }

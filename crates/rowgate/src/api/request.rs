@@ -396,9 +396,8 @@ pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType
     }
     Err(ApiError::new(
         ErrorCode::NotAcceptable,
-        "none of these media types are available",
-    )
-    .details(text.to_string()))
+        format!("None of these media types are available: {text}"),
+    ))
 }
 
 /// A `Range: a-b` request header (`Range-Unit: items`), as offset and limit.

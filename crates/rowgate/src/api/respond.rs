@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, StatusCode};
 use http_body_util::Full;
 
-use super::request::{ApiRequest, Count, MediaType, Prefer, Return};
+use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Return};
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::etag;
 use crate::job::{expect_one, unwrap_single, Output};
@@ -365,7 +365,11 @@ pub fn answer(
             Ok(reply
                 .header(
                     header::CONTENT_RANGE,
-                    written_range(prefer, outcome.affected, true),
+                    written_range(
+                        prefer,
+                        outcome.affected,
+                        matches!(request.action, Action::Update { .. }),
+                    ),
                 )
                 .applied_all(&prefer.applied))
         }
@@ -477,8 +481,8 @@ fn document_id(document: &[u8]) -> Option<String> {
 }
 
 /// A write's `Content-Range`, as PostgREST's: with `Prefer: count=…`, `*/N` for the `affected`
-/// rows; else, for an update or delete (`ranged`), `0-(N-1)/*` (`*/*` when none), for an
-/// insert `*/*`.
+/// rows; else, for an update (`ranged`), `0-(N-1)/*` (`*/*` when none), for an insert or a
+/// delete `*/*`.
 fn written_range(prefer: &Prefer, affected: u64, ranged: bool) -> String {
     match (prefer.count, affected) {
         (Some(_), n) => format!("*/{n}"),

@@ -34,6 +34,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// The SQL command it is.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Op::Select => "SELECT",
+            Op::Insert => "INSERT",
+            Op::Update => "UPDATE",
+            Op::Delete => "DELETE",
+        }
+    }
+
     fn parse(s: &str) -> Option<Op> {
         Some(match s.to_ascii_lowercase().as_str() {
             "select" => Op::Select,
@@ -104,6 +114,8 @@ impl Grant {
                 );
                 view.schema = table.schema.clone();
                 view.sources = table.sources.clone();
+                view.unique = table.unique.clone();
+                view.writes = table.writes;
                 view
             }),
         }

@@ -70,6 +70,8 @@ struct External {
     keys: IssuerKeys,
     /// The path to the role claim (one name, or `.a.b` segments).
     role_claim: Vec<String>,
+    /// Whether a token must carry `exp` (shared secrets only; a JWKS issuer's always must).
+    require_exp: bool,
 }
 
 /// How an outside issuer's tokens are checked.
@@ -120,6 +122,12 @@ impl Tokens {
                             e.issuer
                         );
                     }
+                    if !e.require_exp {
+                        anyhow::bail!(
+                            "auth.external {:?}: require_exp = false is for shared secrets only",
+                            e.issuer
+                        );
+                    }
                     let text = std::fs::read_to_string(dir.resolve(file))
                         .with_context(|| format!("reading JWKS file {}", file.display()))?;
                     IssuerKeys::Jwks(
@@ -153,6 +161,7 @@ impl Tokens {
                 audience: e.audience.clone(),
                 keys,
                 role_claim: role_claim_path(&e.role_claim),
+                require_exp: e.require_exp,
             });
         }
         Ok(Tokens {
@@ -273,7 +282,8 @@ fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verif
             } else {
                 validation.set_audience(&[&ext.audience]);
             }
-            validation.set_required_spec_claims(&["exp"]);
+            // an `exp` is checked whenever present; required unless configured otherwise
+            validation.set_required_spec_claims(if ext.require_exp { &["exp"] } else { &[] });
             (DecodingKey::from_secret(secret), validation)
         }
     };

@@ -191,6 +191,7 @@ async fn read_schema(
     let mut schema = crate::schema::postgres::introspect(client, schemas).await?;
     schema.functions =
         crate::schema::functions::introspect(client, schemas, &schema.tables).await?;
+    crate::schema::functions::attach_computed(&mut schema.tables, &schema.functions);
     Ok(schema)
 }
 
@@ -218,6 +219,19 @@ fn max_lifetime_hook(max: Duration) -> deadpool_postgres::Hook {
     })
 }
 
+/// `search_path` for `schemas` (then `public`), escaped for libpq's `options`: each name
+/// quoted as an identifier, spaces and backslashes escaped with a backslash.
+fn search_path(schemas: &[String]) -> String {
+    let mut names: Vec<String> = schemas
+        .iter()
+        .map(|s| format!("\"{}\"", s.replace('"', "\"\"")))
+        .collect();
+    if !schemas.iter().any(|s| s == "public") {
+        names.push("public".into());
+    }
+    names.join(",").replace('\\', "\\\\").replace(' ', "\\ ")
+}
+
 impl Postgres {
     /// Connects the pool to `url` and reads the schema cache.
     pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
@@ -227,6 +241,11 @@ impl Postgres {
         // writes) fails instead of committing.
         let mut options = config.get_options().unwrap_or_default().to_string();
         options.push_str(" -c default_transaction_read_only=on");
+        // The exposed schemas then public are the search path, as PostgREST sets it, so that
+        // functions and views naming tables unqualified find them (unless the URL sets one).
+        if !options.contains("search_path") {
+            options.push_str(&format!(" -c search_path={}", search_path(&opts.schemas)));
+        }
         if !opts.statement_timeout.is_zero() {
             options.push_str(&format!(
                 " -c statement_timeout={}",
@@ -346,7 +365,7 @@ impl Postgres {
                         _ if ["numeric", "float4", "float8", "money"].contains(&ty.name()) => "N",
                         _ => "S",
                     };
-                    crate::schema::functions::result_column(
+                    crate::schema::Column::of_result(
                         c.name().to_string(),
                         ty.name().to_string(),
                         crate::schema::postgres::classify(ty.name(), category),

@@ -31,10 +31,13 @@ impl From<tokio_postgres::Error> for DbError {
             }
             "42P01" | "42703" => {
                 tracing::info!(%message, "the schema changed under a request");
-                return DbError::new(
+                let mut e = DbError::new(
                     Kind::SchemaChanged,
                     "the database schema changed; retry the request",
-                );
+                )
+                .detail(message);
+                e.sqlstate = Some(code.into());
+                return e;
             }
             "42883" | "42804" => {
                 return DbError::new(

@@ -57,6 +57,7 @@ fn schema_changed(message: String) -> DbError {
         Kind::SchemaChanged,
         "the database schema changed; retry the request",
     )
+    .detail(message)
 }
 
 fn invalid_regex(detail: String) -> DbError {

@@ -371,14 +371,16 @@ fn collection(table: &Table) -> Value {
             "responses": {"200": rows_response(table), "206": rows_response(table)}
         }),
     );
-    if !table.is_view {
+    let w = table.writes;
+    {
         let written = read_params(table, false);
         // the conflict targets an upsert may name: the primary key and unique columns
         let targets: Vec<String> = std::iter::once(table.primary_key.join(","))
             .chain(table.unique.iter().map(|u| u.join(",")))
             .filter(|t| !t.is_empty())
             .collect();
-        ops.insert(
+        if w.insert {
+            ops.insert(
             "post".into(),
             json!({
                 "summary": format!("insert into {}", table.name),
@@ -389,7 +391,9 @@ fn collection(table: &Table) -> Value {
                 "responses": {"201": written_response("created")}
             }),
         );
-        ops.insert(
+        }
+        if w.update {
+            ops.insert(
             "patch".into(),
             json!({
                 "summary": format!("update {}", table.name), "parameters": written,
@@ -397,13 +401,16 @@ fn collection(table: &Table) -> Value {
                 "responses": {"200": written_response("updated"), "204": {"description": "updated"}}
             }),
         );
-        ops.insert(
+        }
+        if w.delete {
+            ops.insert(
             "delete".into(),
             json!({
                 "summary": format!("delete from {}", table.name), "parameters": written,
                 "responses": {"200": written_response("deleted"), "204": {"description": "deleted"}}
             }),
         );
+        }
     }
     Value::Object(ops)
 }
@@ -420,7 +427,8 @@ fn item(table: &Table) -> Value {
         "parameters": [key], "responses": {"200": one, "304": {"description": "not modified"},
         "404": {"description": "no such row"}}}),
     );
-    if !table.is_view {
+    let w = table.writes;
+    {
         // the key comes from the URL: the body holds the other columns
         let mut others = table.clone();
         others.columns.retain(|c| c.pk_position == 0);
@@ -430,6 +438,14 @@ fn item(table: &Table) -> Value {
             ("patch", "update", Some(row_body(&others, false))),
             ("delete", "delete", None),
         ] {
+            let takes = match verb {
+                "put" => w.insert && w.update,
+                "patch" => w.update,
+                _ => w.delete,
+            };
+            if !takes {
+                continue;
+            }
             let mut op = json!({"summary": format!("{what} one {}", table.name),
                 "parameters": [key, prefer], "responses": {"200": written_response("done"),
                 "201": written_response("inserted"), "204": {"description": "done"},

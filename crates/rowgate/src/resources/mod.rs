@@ -446,7 +446,7 @@ fn compile_one(
                     .iter()
                     .map(|c| {
                         let decl = c.decl_type().unwrap_or_default();
-                        crate::schema::functions::result_column(
+                        crate::schema::Column::of_result(
                             c.name().to_string(),
                             decl.to_string(),
                             crate::schema::classify(decl),

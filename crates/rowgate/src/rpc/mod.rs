@@ -203,7 +203,19 @@ pub async fn handle(
     let cx = app.plan_context(&schema, principal);
     let planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
     timing.mark("plan");
-    let outcome = app.db.run(planned.job).await?;
+    let outcome = match app.db.run(planned.job).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let mut e = ApiError::from(e);
+            if e.code != ErrorCode::SchemaChanged {
+                return Err(e);
+            }
+            // a table or column missing in a call: the function's own SQL names it (a call
+            // plans no table but the function's return type); the cache is reloaded in case
+            app.db.reload_schema().await?;
+            return Err(e.take_if_current().unwrap_or(e));
+        }
+    };
     timing.mark("db");
     let reply = planned.answer.respond(&api_request, outcome);
     timing.mark("respond");

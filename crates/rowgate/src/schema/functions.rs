@@ -53,6 +53,8 @@ pub enum Returns {
         json_kind: JsonKind,
         /// Its OpenAPI/JSON type.
         json_type: &'static str,
+        /// Its type as PostgreSQL prints it.
+        decl_type: String,
     },
     /// Rows: of a table, a composite type, `OUT` parameters or `RETURNS TABLE`, one (an
     /// object) or a set (an array that takes filters, order, limits and `select`).
@@ -188,7 +190,7 @@ pub async fn introspect(
         let kind = format!("{}:{}", r.get::<_, String>(4), r.get::<_, String>(5));
         entry
             .1
-            .push(result_column(r.get(2), r.get(3), classify(&kind)));
+            .push(Column::of_result(r.get(2), r.get(3), classify(&kind)));
     }
     let mut out: BTreeMap<String, Vec<Function>> = BTreeMap::new();
     for f in found {
@@ -243,7 +245,7 @@ fn resolve(
         .filter(|(_, m)| matches!(m.as_str(), "o" | "b" | "t"))
         .filter_map(|(i, _)| {
             let (decl, kind) = f.all_types.get(i)?;
-            Some(result_column(
+            Some(Column::of_result(
                 f.all_names.get(i)?.clone(),
                 decl.clone(),
                 classify(kind),
@@ -263,6 +265,7 @@ fn resolve(
                 set: f.set,
                 json_kind,
                 json_type,
+                decl_type: ret_decl.clone(),
             }
         } else {
             rows(Table::new(
@@ -296,6 +299,7 @@ fn resolve(
             set: f.set,
             json_kind,
             json_type,
+            decl_type: ret_decl.clone(),
         }
     };
     Some(Function {
@@ -307,25 +311,45 @@ fn resolve(
     })
 }
 
-/// A result column of a function (or of a custom resource's SQL), with its JSON type and
-/// writing rule.
-pub fn result_column(
-    name: String,
-    decl_type: String,
-    (json_type, json_kind): (&'static str, JsonKind),
-) -> Column {
-    Column {
-        name,
-        decl_type,
-        json_type,
-        json_kind,
-        nullable: true,
-        default: None,
-        pk_position: 0,
-        generated: false,
-        never_null: false,
-        bounds: super::checks::Bounds::default(),
-        input: super::input::InputType::Native,
+/// Whether `decl_type` (a parameter's type as PostgreSQL prints it) is `table`'s row type.
+fn is_row_of(decl_type: &str, table: &Table) -> bool {
+    let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let name_forms = [table.name.clone(), quoted(&table.name)];
+    name_forms.iter().any(|n| decl_type == n)
+        || table.schema.as_deref().is_some_and(|schema| {
+            [schema.to_string(), quoted(schema)]
+                .iter()
+                .any(|s| name_forms.iter().any(|n| decl_type == format!("{s}.{n}")))
+        })
+}
+
+/// Gives each table its computed columns: the functions taking only its row and returning one
+/// value (PostgREST's computed fields), read as columns when a request names them.
+pub fn attach_computed(
+    tables: &mut BTreeMap<String, Table>,
+    functions: &BTreeMap<String, Vec<Function>>,
+) {
+    for f in functions.values().flatten() {
+        let [param] = f.params.as_slice() else {
+            continue;
+        };
+        let Returns::Scalar {
+            set: false,
+            json_kind,
+            json_type,
+            decl_type,
+        } = &f.returns
+        else {
+            continue;
+        };
+        for table in tables.values_mut() {
+            if is_row_of(&param.decl_type, table) && table.column(&f.name).is_none() {
+                let mut column =
+                    Column::of_result(f.name.clone(), decl_type.clone(), (json_type, *json_kind));
+                column.computed = Some(f.schema.clone());
+                table.computed.push(column);
+            }
+        }
     }
 }
 

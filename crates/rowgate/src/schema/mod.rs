@@ -53,9 +53,36 @@ pub struct Column {
     pub never_null: bool,
     /// The bounds its simple `CHECK` constraints set (described in OpenAPI).
     pub bounds: checks::Bounds,
+    /// For a computed column (a function of the table's row, PostgreSQL): the function's
+    /// schema. Such a column is read only when named (`*` leaves it out) and never written.
+    #[serde(skip)]
+    pub computed: Option<String>,
 }
 
 impl Column {
+    /// A result column (of a function, a custom resource's SQL, or a relation known only by
+    /// its column names), with its JSON type and writing rule.
+    pub fn of_result(
+        name: String,
+        decl_type: String,
+        (json_type, json_kind): (&'static str, JsonKind),
+    ) -> Column {
+        Column {
+            name,
+            decl_type,
+            json_type,
+            json_kind,
+            nullable: true,
+            default: None,
+            pk_position: 0,
+            generated: false,
+            never_null: false,
+            bounds: checks::Bounds::default(),
+            computed: None,
+            input: input::InputType::Native,
+        }
+    }
+
     /// The values an integer column holds: its type's range (PostgreSQL's `smallint`,
     /// `integer`, `bigint`; SQLite's integers are 64-bit); `None` for other columns.
     pub fn integer_range(&self) -> Option<(i64, i64)> {
@@ -90,6 +117,44 @@ pub struct ForeignKey {
     pub ref_columns: Vec<String>,
 }
 
+/// The writes a relation takes: all of them for a table; for a view, those PostgreSQL passes
+/// through to its base table (an auto-updatable view, or INSTEAD OF triggers or rules), as
+/// `pg_relation_is_updatable` says. SQLite views take none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Writes {
+    /// POST (and PUT's insert).
+    pub insert: bool,
+    /// PATCH (and PUT's or an upsert's update).
+    pub update: bool,
+    /// DELETE.
+    pub delete: bool,
+}
+
+impl Writes {
+    /// A table's: every write.
+    pub const ALL: Writes = Writes {
+        insert: true,
+        update: true,
+        delete: true,
+    };
+    /// A read-only view's.
+    pub const NONE: Writes = Writes {
+        insert: false,
+        update: false,
+        delete: false,
+    };
+
+    /// From `pg_relation_is_updatable`'s bit mask (`1 << CMD_UPDATE | 1 << CMD_INSERT | 1 <<
+    /// CMD_DELETE`: 4, 8, 16).
+    pub fn from_pg_mask(mask: i32) -> Writes {
+        Writes {
+            insert: mask & 8 != 0,
+            update: mask & 4 != 0,
+            delete: mask & 16 != 0,
+        }
+    }
+}
+
 /// A table or a view.
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {
@@ -98,11 +163,14 @@ pub struct Table {
     /// The schema the table lives in where the backend has several (PostgreSQL); SQL names it
     /// qualified by it. `None` on SQLite.
     pub schema: Option<String>,
-    /// True for views (read-only).
+    /// True for views.
     pub is_view: bool,
+    /// The writes it takes (a view's may be none).
+    pub writes: Writes,
     /// Columns in declaration order.
     pub columns: Vec<Column>,
-    /// Primary-key columns in key order (empty for views and keyless tables).
+    /// Primary-key columns in key order (empty for keyless tables; a PostgreSQL view's is its
+    /// base table's key, where the view shows all of it).
     pub primary_key: Vec<String>,
     /// Foreign keys.
     pub foreign_keys: Vec<ForeignKey>,
@@ -115,6 +183,10 @@ pub struct Table {
     /// makes a one-to-one relationship.
     #[serde(skip)]
     pub unique: Vec<Vec<String>>,
+    /// Its computed columns (PostgreSQL functions taking its row and returning a value), read
+    /// when a request names them.
+    #[serde(skip)]
+    pub computed: Vec<Column>,
     #[serde(skip)]
     by_name: HashMap<String, usize>,
 }
@@ -137,11 +209,13 @@ impl Table {
             name,
             schema: None,
             is_view,
+            writes: if is_view { Writes::NONE } else { Writes::ALL },
             columns,
             primary_key,
             foreign_keys,
             sources: Vec::new(),
             unique: Vec::new(),
+            computed: Vec::new(),
             by_name,
         }
     }
@@ -157,7 +231,42 @@ impl Table {
         rowgate_query::stmt::Relation {
             schema: self.schema.clone(),
             name: self.name.clone(),
+            computed: self
+                .columns
+                .iter()
+                .filter_map(|c| {
+                    Some(rowgate_query::stmt::Computed {
+                        name: c.name.clone(),
+                        schema: Some(c.computed.clone()?),
+                    })
+                })
+                .collect(),
         }
+    }
+
+    /// The table with those of its computed columns that `names` name added to its columns
+    /// (borrowed as it is when it needs none): what a read of them plans against.
+    pub fn with_computed<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> std::borrow::Cow<'_, Table> {
+        let mut extra: Vec<Column> = Vec::new();
+        for name in names {
+            if self.column(name).is_none() && !extra.iter().any(|c| c.name == name) {
+                if let Some(c) = self.computed.iter().find(|c| c.name == name) {
+                    extra.push(c.clone());
+                }
+            }
+        }
+        if extra.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut table = self.clone();
+        for c in extra {
+            table.by_name.insert(c.name.clone(), table.columns.len());
+            table.columns.push(c);
+        }
+        std::borrow::Cow::Owned(table)
     }
 
     /// The column with this exact name.
@@ -176,12 +285,21 @@ pub struct SchemaCache {
     /// The schema's version when the cache was read: SQLite's `PRAGMA schema_version`, on
     /// PostgreSQL a digest of the exposed relations and columns. It changes when they do.
     pub version: i64,
+    /// Tables outside the exposed schemas that exposed views show (PostgreSQL), keyed
+    /// `schema.name`: their keys relate the views as PostgREST relates them. Never served.
+    #[serde(skip)]
+    pub hidden: std::collections::BTreeMap<String, Table>,
 }
 
 impl SchemaCache {
     /// The table or view with this exact name.
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.get(name)
+    }
+
+    /// A base table of relationships: an exposed one, or a hidden one a view shows.
+    pub fn base_table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name).or_else(|| self.hidden.get(name))
     }
 
     /// Reads the schema of the `main` database through `conn`.
@@ -203,12 +321,57 @@ impl SchemaCache {
             }
             tables.insert(name, table);
         }
+        // a view showing all of a table's key columns has that key (as on PostgreSQL)
+        let keys: Vec<(String, Vec<String>)> = tables
+            .values()
+            .filter(|t| t.is_view)
+            .map(|v| (v.name.clone(), view_key(v, &tables)))
+            .collect();
+        for (name, key) in keys {
+            if let Some(view) = tables.get_mut(&name) {
+                for (position, column) in (1u32..).zip(&key) {
+                    if let Some(c) = view.columns.iter_mut().find(|c| c.name == *column) {
+                        c.pk_position = position;
+                    }
+                }
+                view.primary_key = key;
+            }
+        }
         Ok(SchemaCache {
             tables,
             functions: Default::default(),
             version,
+            hidden: Default::default(),
         })
     }
+}
+
+/// A view's key: the key of the first table it shows every key column of (by `sources`).
+fn view_key(view: &Table, tables: &std::collections::BTreeMap<String, Table>) -> Vec<String> {
+    let mut bases: Vec<&str> = Vec::new();
+    for (_, base, _) in &view.sources {
+        if !bases.contains(&base.as_str()) {
+            bases.push(base);
+        }
+    }
+    bases
+        .iter()
+        .filter_map(|base| {
+            let key = &tables.get(*base)?.primary_key;
+            if key.is_empty() {
+                return None;
+            }
+            key.iter()
+                .map(|k| {
+                    view.sources
+                        .iter()
+                        .find(|(_, b, c)| b == base && c == k)
+                        .map(|(own, _, _)| own.clone())
+                })
+                .collect::<Option<Vec<String>>>()
+        })
+        .next()
+        .unwrap_or_default()
 }
 
 /// Where a view's columns come from, as SQLite's column metadata says (the columns that are a
@@ -256,6 +419,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             generated: hidden == 2 || hidden == 3,
             never_null: notnull == 1,
             bounds: checks::Bounds::default(),
+            computed: None,
         });
     }
     if !is_view {

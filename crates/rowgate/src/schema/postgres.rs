@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use tokio_postgres::Client;
 
-use super::{Column, ForeignKey, JsonKind, SchemaCache, Table};
+use super::{Column, ForeignKey, JsonKind, SchemaCache, Table, Writes};
 
 /// Reads every table and view of `schemas` (names are unique across them: the first schema
 /// listed wins, like a search path).
@@ -18,7 +18,8 @@ pub async fn introspect(
 ) -> Result<SchemaCache, tokio_postgres::Error> {
     let relations = client
         .query(
-            "SELECT c.oid, c.relname, c.relkind IN ('v', 'm'), array_position($1::text[], n.nspname::text), n.nspname::text
+            "SELECT c.oid, c.relname, c.relkind IN ('v', 'm'), array_position($1::text[], n.nspname::text), n.nspname::text,
+                    CASE WHEN c.relkind = 'v' THEN pg_relation_is_updatable(c.oid::regclass, true) ELSE 0 END
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
              ORDER BY 4, c.relname",
@@ -27,11 +28,13 @@ pub async fn introspect(
         .await?;
     let mut chosen: Vec<(u32, String, bool)> = Vec::new();
     let mut schema_of: HashMap<u32, String> = HashMap::new();
+    let mut view_writes: HashMap<u32, Writes> = HashMap::new();
     for r in &relations {
         let name: String = r.get(1);
         if !chosen.iter().any(|(_, n, _)| *n == name) {
             chosen.push((r.get(0), name, r.get(2)));
             schema_of.insert(r.get(0), r.get(4));
+            view_writes.insert(r.get(0), Writes::from_pg_mask(r.get(5)));
         }
     }
     let oids: Vec<u32> = chosen.iter().map(|(oid, _, _)| *oid).collect();
@@ -69,6 +72,7 @@ pub async fn introspect(
                 generated,
                 never_null: not_null,
                 bounds: super::checks::Bounds::default(),
+                computed: None,
                 input: super::input::InputType::Native,
             },
         ));
@@ -91,35 +95,8 @@ pub async fn introspect(
         }
     }
 
-    let mut primary: HashMap<u32, Vec<i16>> = HashMap::new();
-    let mut unique: HashMap<u32, Vec<Vec<i16>>> = HashMap::new();
-    let mut foreign: HashMap<u32, Vec<CatalogForeignKey>> = HashMap::new();
-    for r in client
-        .query(
-            "SELECT conrelid, contype::text, conkey, confrelid, confkey, conname::text
-             FROM pg_constraint
-             WHERE conrelid = ANY($1) AND contype IN ('p', 'u', 'f')
-             ORDER BY conrelid, conname",
-            &[&oids],
-        )
-        .await?
-    {
-        let table: u32 = r.get(0);
-        let kind: String = r.get(1);
-        let keys: Vec<i16> = r.get(2);
-        if kind == "p" {
-            primary.insert(table, keys);
-        } else if kind == "u" {
-            unique.entry(table).or_default().push(keys);
-        } else {
-            foreign.entry(table).or_default().push((
-                keys,
-                r.get(3),
-                r.get::<_, Option<Vec<i16>>>(4).unwrap_or_default(),
-                r.get(5),
-            ));
-        }
-    }
+    let mut keys = CatalogKeys::default();
+    keys.read(client, &oids).await?;
 
     // where each view's columns come from: the `_RETURN` rule's target list, as PostgREST reads
     // it (`resorigtbl`/`resorigcol` of each entry; the last entry of a name is the view's own,
@@ -159,40 +136,125 @@ pub async fn introspect(
         }
     }
 
+    // the primary keys of the tables views show (exposed or not): a view showing all of one's
+    // key columns has that key, as PostgREST takes it (Location, PUT, upserts)
+    let base_oids: Vec<u32> = origins
+        .values()
+        .flatten()
+        .map(|(_, table, _)| *table)
+        .collect();
+    let mut base_keys: HashMap<u32, Vec<i16>> = HashMap::new();
+    if !base_oids.is_empty() {
+        for r in client
+            .query(
+                "SELECT conrelid, conkey FROM pg_constraint WHERE contype = 'p' AND conrelid = ANY($1)",
+                &[&base_oids],
+            )
+            .await?
+        {
+            base_keys.insert(r.get(0), r.get(1));
+        }
+    }
+    let view_key = |view: u32| -> Vec<String> {
+        let Some(list) = origins.get(&view) else {
+            return Vec::new();
+        };
+        let mut bases: Vec<u32> = Vec::new();
+        for (_, table, _) in list {
+            if !bases.contains(table) {
+                bases.push(*table);
+            }
+        }
+        bases
+            .iter()
+            .filter_map(|base| {
+                let key = base_keys.get(base)?;
+                key.iter()
+                    .map(|k| {
+                        list.iter()
+                            .find(|(_, t, c)| t == base && c == k)
+                            .map(|(own, _, _)| own.clone())
+                    })
+                    .collect::<Option<Vec<String>>>()
+            })
+            .next()
+            .unwrap_or_default()
+    };
+
+    // the tables views show from outside the exposed schemas (PostgREST's private schema
+    // behind API views): their names, columns and keys, so that the views relate as theirs do
+    let mut hidden_oids: Vec<u32> = Vec::new();
+    for (_, table, _) in origins.values().flatten() {
+        if !oids.contains(table) && !hidden_oids.contains(table) {
+            hidden_oids.push(*table);
+        }
+    }
+    let mut hidden_names: HashMap<u32, String> = HashMap::new();
+    let mut hidden_columns: HashMap<u32, Vec<(i16, String)>> = HashMap::new();
+    if !hidden_oids.is_empty() {
+        for r in client
+            .query(
+                "SELECT c.oid, n.nspname::text || '.' || c.relname::text
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE c.oid = ANY($1) AND c.relkind IN ('r', 'p', 'f')",
+                &[&hidden_oids],
+            )
+            .await?
+        {
+            hidden_names.insert(r.get(0), r.get(1));
+        }
+        hidden_oids.retain(|oid| hidden_names.contains_key(oid));
+        for r in client
+            .query(
+                "SELECT attrelid, attnum, attname::text FROM pg_attribute
+                 WHERE attrelid = ANY($1) AND attnum > 0 AND NOT attisdropped
+                 ORDER BY attrelid, attnum",
+                &[&hidden_oids],
+            )
+            .await?
+        {
+            hidden_columns
+                .entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2)));
+        }
+        keys.read(client, &hidden_oids).await?;
+    }
+    let CatalogKeys {
+        primary,
+        unique,
+        foreign,
+    } = keys;
+
     let name_of = |oid: u32| {
         chosen
             .iter()
             .find(|(o, _, _)| *o == oid)
             .map(|(_, n, _)| n.clone())
+            .or_else(|| hidden_names.get(&oid).cloned())
     };
     let column_name = |oid: u32, attnum: i16| {
         columns
             .get(&oid)
             .and_then(|cs| cs.iter().find(|(n, _)| *n == attnum))
             .map(|(_, c)| c.name.clone())
+            .or_else(|| {
+                hidden_columns
+                    .get(&oid)
+                    .and_then(|cs| cs.iter().find(|(n, _)| *n == attnum))
+                    .map(|(_, name)| name.clone())
+            })
     };
-    let mut tables = BTreeMap::new();
-    for (oid, name, is_view) in &chosen {
-        let mut cols: Vec<Column> = columns
-            .get(oid)
-            .map(|cs| cs.iter().map(|(_, c)| c.clone()).collect())
-            .unwrap_or_default();
-        let keys = primary.get(oid).cloned().unwrap_or_default();
-        let primary_key: Vec<String> = keys.iter().filter_map(|k| column_name(*oid, *k)).collect();
-        for (position, key) in (1u32..).zip(&primary_key) {
-            if let Some(c) = cols.iter_mut().find(|c| c.name == *key) {
-                c.pk_position = position;
-            }
-        }
-        let foreign_keys = foreign
-            .get(oid)
+    let foreign_keys_of = |oid: u32| -> Vec<ForeignKey> {
+        foreign
+            .get(&oid)
             .into_iter()
             .flatten()
             .filter_map(|(from, ref_oid, to, constraint)| {
                 Some(ForeignKey {
                     name: constraint.clone(),
-                    columns: from.iter().filter_map(|k| column_name(*oid, *k)).collect(),
-                    // A key to a table outside the exposed schemas is not followed.
+                    columns: from.iter().filter_map(|k| column_name(oid, *k)).collect(),
+                    // A key to a table neither exposed nor shown by a view is not followed.
                     ref_table: name_of(*ref_oid)?,
                     ref_columns: to
                         .iter()
@@ -200,7 +262,59 @@ pub async fn introspect(
                         .collect(),
                 })
             })
+            .collect()
+    };
+    let unique_of = |oid: u32| -> Vec<Vec<String>> {
+        unique
+            .get(&oid)
+            .into_iter()
+            .flatten()
+            .map(|keys| keys.iter().filter_map(|k| column_name(oid, *k)).collect())
+            .collect()
+    };
+    let mut hidden = BTreeMap::new();
+    for oid in &hidden_oids {
+        let columns: Vec<Column> = hidden_columns
+            .get(oid)
+            .into_iter()
+            .flatten()
+            .map(|(_, name)| Column::of_result(name.clone(), String::new(), ("", JsonKind::Auto)))
             .collect();
+        let primary_key = primary
+            .get(oid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| column_name(*oid, *k))
+            .collect();
+        let name = hidden_names[oid].clone();
+        let mut table = Table::new(
+            name.clone(),
+            false,
+            columns,
+            primary_key,
+            foreign_keys_of(*oid),
+        );
+        table.unique = unique_of(*oid);
+        hidden.insert(name, table);
+    }
+    let mut tables = BTreeMap::new();
+    for (oid, name, is_view) in &chosen {
+        let mut cols: Vec<Column> = columns
+            .get(oid)
+            .map(|cs| cs.iter().map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default();
+        let keys = primary.get(oid).cloned().unwrap_or_default();
+        let primary_key: Vec<String> = if *is_view {
+            view_key(*oid)
+        } else {
+            keys.iter().filter_map(|k| column_name(*oid, *k)).collect()
+        };
+        for (position, key) in (1u32..).zip(&primary_key) {
+            if let Some(c) = cols.iter_mut().find(|c| c.name == *key) {
+                c.pk_position = position;
+            }
+        }
+        let foreign_keys = foreign_keys_of(*oid);
         cols.shrink_to_fit();
         let sources = origins
             .get(oid)
@@ -214,24 +328,63 @@ pub async fn introspect(
         let mut table = Table::new(name.clone(), *is_view, cols, primary_key, foreign_keys)
             .in_schema(schema_of.get(oid).cloned().unwrap_or_default());
         table.sources = sources;
-        table.unique = unique
-            .get(oid)
-            .into_iter()
-            .flatten()
-            .map(|keys| keys.iter().filter_map(|k| column_name(*oid, *k)).collect())
-            .collect();
+        if *is_view {
+            table.writes = view_writes.get(oid).copied().unwrap_or(Writes::NONE);
+        }
+        table.unique = unique_of(*oid);
         tables.insert(name.clone(), table);
     }
     Ok(SchemaCache {
         tables,
         functions: Default::default(),
         version: 0,
+        hidden,
     })
 }
 
 /// A foreign key as the catalog has it: column numbers, referenced table, its column numbers,
 /// the constraint's name.
 type CatalogForeignKey = (Vec<i16>, u32, Vec<i16>, String);
+
+/// The keys of relations as the catalog has them, by relation: primary, unique, foreign.
+#[derive(Default)]
+struct CatalogKeys {
+    primary: HashMap<u32, Vec<i16>>,
+    unique: HashMap<u32, Vec<Vec<i16>>>,
+    foreign: HashMap<u32, Vec<CatalogForeignKey>>,
+}
+
+impl CatalogKeys {
+    /// Adds the keys of the relations `oids`.
+    async fn read(&mut self, client: &Client, oids: &[u32]) -> Result<(), tokio_postgres::Error> {
+        for r in client
+            .query(
+                "SELECT conrelid, contype::text, conkey, confrelid, confkey, conname::text
+                 FROM pg_constraint
+                 WHERE conrelid = ANY($1) AND contype IN ('p', 'u', 'f')
+                 ORDER BY conrelid, conname",
+                &[&oids],
+            )
+            .await?
+        {
+            let table: u32 = r.get(0);
+            let keys: Vec<i16> = r.get(2);
+            match r.get::<_, String>(1).as_str() {
+                "p" => {
+                    self.primary.insert(table, keys);
+                }
+                "u" => self.unique.entry(table).or_default().push(keys),
+                _ => self.foreign.entry(table).or_default().push((
+                    keys,
+                    r.get(3),
+                    r.get::<_, Option<Vec<i16>>>(4).unwrap_or_default(),
+                    r.get(5),
+                )),
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A PostgreSQL type (its name and category) as a JSON type and writing rule.
 pub(crate) fn classify(type_name: &str, category: &str) -> (&'static str, JsonKind) {

@@ -189,13 +189,13 @@ fn bases(table: &Table) -> Vec<String> {
 pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
     let mut out = Vec::new();
     for base_name in bases(origin) {
-        let Some(base) = schema.table(&base_name) else {
+        let Some(base) = schema.base_table(&base_name) else {
             continue;
         };
         let origin_shows = shown(origin, &base_name);
         // the base table's foreign keys: to-one
         for fk in &base.foreign_keys {
-            let Some(referenced_table) = schema.table(&fk.ref_table) else {
+            let Some(referenced_table) = schema.base_table(&fk.ref_table) else {
                 continue;
             };
             let Some(own) = mapped(&origin_shows, &fk.columns) else {
@@ -218,7 +218,8 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
             ));
         }
         // other tables' foreign keys to the base table: to-many
-        for other in schema.tables.values().filter(|t| !t.is_view) {
+        let tables = schema.tables.values().filter(|t| !t.is_view);
+        for other in tables.chain(schema.hidden.values()) {
             for fk in other
                 .foreign_keys
                 .iter()

@@ -1,0 +1,275 @@
+//! What PostgREST reads off the database's schema, through a real server: writes through
+//! views PostgreSQL can write through (and 405 for those it cannot), a view's key taken from
+//! its table, computed columns (functions of a row, granted as functions), the exposed schemas
+//! as the search path, GET calling a VOLATILE function read-only, and a missing table named by
+//! a function's own SQL answered as the database's error.
+
+mod common;
+
+use common::{assert_error, write_config, Backend, TestServer};
+use serde_json::{json, Value};
+
+const VIEWS: &str = r#"
+CREATE VIEW team_names AS SELECT team_id, name FROM team;
+CREATE VIEW team_totals AS SELECT team_id, sum(points) AS total FROM team GROUP BY team_id;
+CREATE FUNCTION shout(team) RETURNS text LANGUAGE sql STABLE AS $$ SELECT upper($1.name) $$;
+CREATE FUNCTION hidden_len(team) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT length($1.name) $$;
+CREATE FUNCTION team_count() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM team $$;
+CREATE FUNCTION reset_points() RETURNS void LANGUAGE sql AS $$ UPDATE team SET points = 0 $$;
+CREATE FUNCTION broken() RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RETURN (SELECT count(*) FROM no_such_table); END $$;
+"#;
+
+/// Every table to anon; of the functions, those the tests call and `shout` (not `hidden_len`).
+const GRANTS: &str = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+functions = ["shout", "team_count", "reset_points", "broken"]
+"#;
+
+async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    TestServer::start_prepared(b, dir, config, setup, |_| {}).await
+}
+
+async fn json_of(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A simple view takes inserts, updates, upserts and deletes as its table would (PostgreSQL
+/// writes through it), with its table's key for `Location` and PUT; a view it cannot write
+/// through answers 405 naming the methods it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_writes_through_views() {
+    let s = start(Backend::Postgres, VIEWS, GRANTS).await;
+    let r = s
+        .post("/team_names", json!({"team_id": 90, "name": "Viewed"}))
+        .header("prefer", "return=headers-only")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(r.headers()["location"], "/api/team_names?team_id=eq.90");
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE name = 'Viewed'"), 1);
+    let (status, body) = json_of(
+        s.patch("/team_names?team_id=eq.90", json!({"name": "Renamed"}))
+            .header("prefer", "return=representation")
+            .send()
+            .await
+            .expect("patch"),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"team_id": 90, "name": "Renamed"}]))
+    );
+    // the key came from the table: PUT to an item URL upserts
+    let r = s
+        .put("/team_names/91", json!({"name": "Put"}))
+        .send()
+        .await
+        .expect("put");
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE team_id = 91"), 1);
+    let r = s
+        .delete("/team_names?team_id=gte.90")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE team_id >= 90"), 0);
+
+    let teams = s.int("SELECT count(*) FROM team");
+    let r = s
+        .post("/team_totals", json!({"team_id": 92, "total": 1}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+    assert_error(r, 405, "RG405").await;
+    let r = s
+        .delete("/team_totals?team_id=eq.1")
+        .send()
+        .await
+        .expect("delete");
+    assert_error(r, 405, "RG405").await;
+    assert_eq!(s.int("SELECT count(*) FROM team"), teams, "nothing written");
+}
+
+/// SQLite views are read; a view showing its table's key has that key (item URLs), as on
+/// PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_views_are_read_only_with_their_tables_keys() {
+    let s = start(
+        Backend::Sqlite,
+        "CREATE VIEW team_names AS SELECT team_id, name FROM team;",
+        GRANTS,
+    )
+    .await;
+    let (status, body) = json_of(s.get("/team_names/1").send().await.expect("get")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["team_id"], 1);
+    let r = s
+        .post("/team_names", json!({"team_id": 90, "name": "X"}))
+        .send()
+        .await
+        .expect("post");
+    assert_error(r, 405, "RG405").await;
+}
+
+/// A function taking a table's row is a computed column of it: read, filtered and ordered
+/// when named, left out of `*`, and only for roles granted the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_computed_columns() {
+    let s = start(Backend::Postgres, VIEWS, GRANTS).await;
+    let (status, body) = json_of(
+        s.get("/team?select=team_id,shout&team_id=lte.2&order=team_id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, plain) = json_of(
+        s.get("/team?select=team_id,name&team_id=lte.2&order=team_id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    let upper = |i: usize| plain[i]["name"].as_str().expect("name").to_uppercase();
+    assert_eq!(
+        body,
+        json!([
+            {"team_id": 1, "shout": upper(0)},
+            {"team_id": 2, "shout": upper(1)}
+        ])
+    );
+    // a filter and an order on it, and `*` without it
+    let first = upper(0);
+    let (_, body) = json_of(
+        s.get(&format!("/team?shout=eq.{first}&order=shout.desc"))
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    let rows = body.as_array().expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["team_id"], 1);
+    assert!(rows[0].get("shout").is_none(), "{body}");
+    // in an embedded resource too
+    let (status, body) = json_of(
+        s.get("/driver?select=driver_id,team(shout)&driver_id=eq.1")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body[0]["team"]["shout"].is_string(), "{body}");
+    // a function the role was not granted is no column of it
+    let r = s
+        .get("/team?select=team_id,hidden_len")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 400, "PGRST204").await;
+}
+
+/// GET may call a VOLATILE function, read-only: one that reads answers, one that writes fails
+/// (405 `25006`) and writes nothing. A table missing in a function's own SQL is the
+/// database's error (404 `42P01`), not a stale schema cache's 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_volatile_functions_by_get_and_missing_tables() {
+    let s = start(Backend::Postgres, VIEWS, GRANTS).await;
+    let teams = s.int("SELECT count(*) FROM team");
+    let (status, body) = json_of(s.get("/rpc/team_count").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!(teams)));
+    let points = s.int("SELECT sum(points) FROM team");
+    let r = s.get("/rpc/reset_points").send().await.expect("get");
+    assert_error(r, 405, "25006").await;
+    assert_eq!(s.int("SELECT sum(points) FROM team"), points);
+    let r = s.post("/rpc/broken", json!({})).send().await.expect("post");
+    let body = assert_error(r, 404, "42P01").await;
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no_such_table")),
+        "{body}"
+    );
+}
+
+/// The exposed schemas are the search path (then public), as PostgREST sets it: a function
+/// naming a table of its schema unqualified finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_search_path_is_the_exposed_schemas() {
+    let setup = r#"
+CREATE SCHEMA api;
+CREATE TABLE api.notes (id integer PRIMARY KEY, body text);
+INSERT INTO api.notes VALUES (1, 'a'), (2, 'b');
+CREATE FUNCTION api.note_count() RETURNS bigint LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT count(*) FROM notes); END $$;
+"#;
+    let toml = r#"
+[db]
+schemas = "api"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    let (status, body) = json_of(s.get("/rpc/note_count").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!(2)));
+    let (status, body) = json_of(s.get("/notes?select=id").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!([{"id": 1}, {"id": 2}])));
+}
+
+/// Views over tables of a schema that is not exposed relate as their tables do (PostgREST's
+/// private schema behind API views): both ways, with the views' own column names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_views_over_unexposed_tables_embed() {
+    let setup = r#"
+CREATE SCHEMA private;
+CREATE TABLE private.writers (id integer PRIMARY KEY, name text);
+CREATE TABLE private.works (id integer PRIMARY KEY, title text,
+                            writer_id integer REFERENCES private.writers (id));
+INSERT INTO private.writers VALUES (1, 'Ann'), (2, 'Bo');
+INSERT INTO private.works VALUES (1, 'One', 1), (2, 'Two', 1), (3, 'Three', 2);
+CREATE VIEW writers AS SELECT id, name FROM private.writers;
+CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    let (status, body) = json_of(
+        s.get("/works?select=title,writers(name)&order=id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([
+            {"title": "One", "writers": {"name": "Ann"}},
+            {"title": "Two", "writers": {"name": "Ann"}},
+            {"title": "Three", "writers": {"name": "Bo"}}
+        ])
+    );
+    let (status, body) = json_of(
+        s.get("/writers?select=name,works(title)&id=eq.1&works.order=id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"name": "Ann", "works": [{"title": "One"}, {"title": "Two"}]}])
+    );
+}
