@@ -273,7 +273,8 @@ def main():
 
     spec_dir = os.path.join(args.postgrest, "test", "spec", "Feature", "Query")
     cases = []
-    for path in sorted(glob.glob(os.path.join(spec_dir, "*.hs"))):
+    paths = glob.glob(os.path.join(spec_dir, "*.hs")) + glob.glob(os.path.join(spec_dir, "*", "*.hs"))
+    for path in sorted(paths):
         module = os.path.basename(path)[:-3]
         cases.extend(hspec.read_file(path, module))
     if args.only:

@@ -452,7 +452,14 @@ fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)
     }
     from_where(d, s, at, out);
     group_by(d, s, true, out);
-    order_by(d, s, lv, out);
+    // order by the table's columns, not by output keys of the same names
+    let aliased = at.is_some() || !s.embeds.is_empty();
+    let table = if aliased {
+        lv.alias()
+    } else {
+        s.table.name.clone()
+    };
+    order_by(d, s, lv, &table, out);
     out.text.push_str(&d.limit_offset(s.limit, s.offset));
 }
 
@@ -605,6 +612,16 @@ fn output_list(
         }
         match item {
             Item::Column(_, c) => output_columns(d, std::slice::from_ref(c), out),
+            Item::Embed(e) if e.spread && e.many => {
+                for (m, key) in spread_keys(e).into_iter().enumerate() {
+                    if m > 0 {
+                        out.text.push_str(", ");
+                    }
+                    spread_many_value(d, e, lv.next(), key, out);
+                    out.text.push_str(" AS ");
+                    out.text.push_str(&d.quote_ident(key));
+                }
+            }
             Item::Embed(e) if e.spread => {
                 for (m, inner) in items(&e.select).into_iter().enumerate() {
                     if m > 0 {
@@ -621,6 +638,45 @@ fn output_list(
                 out.text.push_str(&d.quote_ident(&e.key));
             }
         }
+    }
+}
+
+/// The keys a spread embed puts into its parent: its columns' and embeds', a nested spread's
+/// own keys in its place.
+fn spread_keys(e: &EmbedStmt) -> Vec<&str> {
+    let mut keys = Vec::new();
+    for item in items(&e.select) {
+        match item {
+            Item::Column(_, c) => keys.push(c.key.as_str()),
+            Item::Embed(n) if n.spread => keys.extend(spread_keys(n)),
+            Item::Embed(n) => keys.push(n.key.as_str()),
+        }
+    }
+    keys
+}
+
+/// One key of a to-many spread (PostgREST's `...rel(cols)` of a one-to-many or many-to-many
+/// relationship): the JSON array of that key's values over the related rows, in their order
+/// (`[]` when there are none), read off the embed's own array of objects.
+fn spread_many_value(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, key: &str, out: &mut Sql) {
+    let each = d.quote_ident(&format!("_s{}", lv.depth));
+    if d.builds_json_from_rows() {
+        let key = bind(d, out, Value::Text(key.to_string()));
+        let cast = if d.types_parameters() { "::text" } else { "" };
+        out.text.push_str(&format!(
+            "(SELECT coalesce(json_agg({each}.value -> {key}{cast} ORDER BY {each}.n), '[]') FROM json_array_elements("
+        ));
+        embedded(d, e, lv, out);
+        out.text
+            .push_str(&format!(") WITH ORDINALITY AS {each}(value, n))"));
+    } else {
+        let path = format!("$.\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""));
+        let path = bind(d, out, Value::Text(path));
+        out.text.push_str(&format!(
+            "(SELECT coalesce(json_group_array(json({each}.value -> {path})), '[]') FROM json_each("
+        ));
+        embedded(d, e, lv, out);
+        out.text.push_str(&format!(") AS {each})"));
     }
 }
 
@@ -759,7 +815,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         out.text.push_str(&row);
         from_where(d, &e.select, Some((lv, e)), out);
         group_by(d, &e.select, false, out);
-        order_by(d, &e.select, lv, out);
+        order_by(d, &e.select, lv, &lv.alias(), out);
         out.text
             .push_str(&d.limit_offset(e.select.limit, e.select.offset));
         out.text.push_str("))");
@@ -811,6 +867,14 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
                 pair(&c.key, out);
                 let value = column_value(d, c, out);
                 out.text.push_str(&json_value(kind_of(e, i), &value));
+            }
+            Item::Embed(spread) if spread.spread && spread.many => {
+                for key in spread_keys(spread) {
+                    pair(key, out);
+                    out.text.push_str("json(");
+                    spread_many_value(d, spread, lv.next(), key, out);
+                    out.text.push(')');
+                }
             }
             Item::Embed(spread) if spread.spread => {
                 for inner in items(&spread.select) {
@@ -1199,7 +1263,11 @@ fn push_idents(d: &dyn Dialect, ids: &[String], text: &mut String) {
 
 /// `"c"` or, with a JSON path, `("c" -> ?1 ->> ?2)`, binding the path's keys.
 fn field(d: &dyn Dialect, column: &str, path: &[JsonStep], out: &mut Sql) -> String {
-    let mut expr = d.quote_ident(column);
+    json_path(d, d.quote_ident(column), path, out)
+}
+
+/// `expr` followed by a JSON path's steps (bound keys and indexes).
+fn json_path(d: &dyn Dialect, mut expr: String, path: &[JsonStep], out: &mut Sql) -> String {
     if path.is_empty() {
         return expr;
     }
@@ -1250,8 +1318,9 @@ fn where_clause(d: &dyn Dialect, filters: &[Condition], out: &mut Sql) {
     }
 }
 
-/// ` ORDER BY "c" ASC NULLS LAST, …`, nothing when there are no terms.
-fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, out: &mut Sql) {
+/// ` ORDER BY "t"."c" ASC NULLS LAST, …` (the level's `table` qualifying its own columns, so
+/// that an output key of the same name never stands for one), nothing when there are no terms.
+fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, table: &str, out: &mut Sql) {
     let (terms, not_null) = (&s.order, &s.not_null);
     if terms.is_empty() {
         return;
@@ -1261,7 +1330,12 @@ fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, out: &mut Sql) {
         if i > 0 {
             out.text.push_str(", ");
         }
-        let mut col = field(d, &t.column, &t.path, out);
+        let own = format!("{}.{}", d.quote_ident(table), d.quote_ident(&t.column));
+        let mut col = if t.relation.is_none() {
+            json_path(d, own, &t.path, out)
+        } else {
+            field(d, &t.column, &t.path, out)
+        };
         // a column of an embedded to-one row: its value, NULL when no row relates
         let embed = t
             .relation

@@ -726,7 +726,7 @@ fn never_null_columns_get_no_null_placement() {
     };
     let sql = render::select(&Sqlite, &s).text;
     assert!(
-        sql.ends_with(r#"ORDER BY "a" ASC, "b" DESC NULLS FIRST"#),
+        sql.ends_with(r#"ORDER BY "items"."a" ASC, "items"."b" DESC NULLS FIRST"#),
         "{sql}"
     );
 }

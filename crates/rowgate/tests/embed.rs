@@ -401,12 +401,85 @@ async fn spread_to_one(b: Backend) {
             {"id": 2, "home": "Red Bull", "sponsor": []}
         ])
     );
-    let (status, body) = get_json(&s, "/team?select=name,...driver(name)").await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (400, Some("PGRST100")),
-        "{body}"
+}
+
+/// A to-many spread (PostgREST 13): each of the related rows' keys becomes an array in the
+/// parent, in the embed's order, `[]` when nothing relates; a to-one spread inside it adds its
+/// keys as arrays too. The same values as the embed's rows, column by column.
+async fn spread_to_many(b: Backend) {
+    let s = server(b).await;
+    let rows = ok(
+        &s,
+        "/team?select=team_id,driver(name,points)&order=team_id&driver.order=driver_id.desc",
+    )
+    .await;
+    let spread = ok(
+        &s,
+        "/team?select=team_id,...driver(driver:name,points)&order=team_id&driver.order=driver_id.desc",
+    )
+    .await;
+    let column = |team: &Value, key: &str| {
+        Value::Array(
+            team["driver"]
+                .as_array()
+                .expect("drivers")
+                .iter()
+                .map(|d| d[key].clone())
+                .collect(),
+        )
+    };
+    let expected: Vec<Value> = rows
+        .as_array()
+        .expect("teams")
+        .iter()
+        .map(|t| {
+            json!({"team_id": t["team_id"], "driver": column(t, "name"),
+                "points": column(t, "points")})
+        })
+        .collect();
+    assert_eq!(spread, Value::Array(expected));
+    assert!(
+        spread
+            .as_array()
+            .expect("teams")
+            .iter()
+            .any(|t| t["driver"].as_array().is_some_and(|d| d.len() > 1)),
+        "{spread}"
     );
+    // nothing related: empty arrays; a to-one spread inside: its keys as arrays
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,...driver(id:driver_id)&team_id=eq.999"
+        )
+        .await,
+        json!([])
+    );
+    let body = ok(
+        &s,
+        "/team?select=team_id,...driver(d:driver_id,...team(t:name))&team_id=eq.1&driver.order=driver_id",
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!([{"team_id": 1, "d": [1, 2], "t": ["Mercedes", "Mercedes"]}])
+    );
+}
+
+/// `order=` names the table's column even where an output key has its name
+/// (`select=name:points&order=name` orders by the name, as PostgREST).
+async fn order_by_a_column_an_alias_shadows(b: Backend) {
+    let s = server(b).await;
+    let by_name = ok(&s, "/team?select=points&order=name,team_id").await;
+    let aliased = ok(&s, "/team?select=name:points&order=name,team_id").await;
+    let points = |v: &Value, key: &str| -> Vec<Value> {
+        v.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r[key].clone())
+            .collect()
+    };
+    assert_eq!(points(&aliased, "name"), points(&by_name, "points"));
 }
 
 /// Rows ordered by a column of an embedded to-one resource (`order=team(name).desc`); a
@@ -656,6 +729,8 @@ backend_tests!(
     values_are_written_as_at_the_top_level,
     order_by_a_to_one_embed,
     spread_to_one,
+    spread_to_many,
+    order_by_a_column_an_alias_shadows,
     to_one_and_to_many,
     many_to_many,
     embed_parameters,

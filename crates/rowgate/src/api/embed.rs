@@ -90,9 +90,12 @@ impl<'a> Embedder<'a> {
         // JSON value each, or a spread embed's own keys
         for (e, inner) in out.iter().zip(shapes).rev().filter(|(e, _)| !e.hidden) {
             if e.spread {
+                // a to-many spread's keys are arrays of the related rows' values
                 for (key, kind) in inner.keys.into_iter().zip(inner.kinds).rev() {
                     shape.keys.insert(e.position, key);
-                    shape.kinds.insert(e.position, kind);
+                    shape
+                        .kinds
+                        .insert(e.position, if e.many { JsonKind::Json } else { kind });
                 }
             } else {
                 shape.keys.insert(e.position, e.key.clone());
@@ -136,16 +139,6 @@ impl<'a> Embedder<'a> {
                 "Feature not implemented",
             )
             .details(details));
-        }
-        if e.spread && rel.is_many() {
-            return Err(ApiError::new(
-                ErrorCode::QueryParse,
-                format!(
-                    "'{}' is a to-many relationship of '{}': only a to-one relationship can be spread",
-                    e.relation, parent.name
-                ),
-            )
-            .hint(format!("embed it as an array: {}(…)", e.relation)));
         }
         let full = plan::table(self.cx.schema, &rel.related)?;
         let guard = Guard::new(
@@ -216,7 +209,8 @@ impl<'a> Embedder<'a> {
             &mut order,
             &mut shape,
         )?;
-        if e.spread && embeds.iter().any(|n| n.spread) {
+        // (inside a to-many spread, whose rows are read as an embed's, any spread is fine)
+        if e.spread && !rel.is_many() && embeds.iter().any(|n| n.spread) {
             return Err(ApiError::new(
                 ErrorCode::QueryParse,
                 "a spread embed inside a spread embed is not supported",
