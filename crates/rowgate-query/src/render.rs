@@ -713,7 +713,14 @@ fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt
     let lv = at.map_or(Level::READ, |(lv, _)| lv);
     out.text.push_str(" FROM ");
     let aliased = at.is_some() || !s.embeds.is_empty();
-    push_source(d, &s.table, aliased.then(|| lv.alias()), &mut out.text);
+    let parent = at.map(|(lv, _)| lv.parent().alias());
+    push_source(
+        d,
+        &s.table,
+        aliased.then(|| lv.alias()),
+        parent.as_deref(),
+        &mut out.text,
+    );
     let required: Vec<&EmbedStmt> = s.embeds.iter().filter(|e| e.required.is_some()).collect();
     if at.is_none() && s.filters.is_empty() && required.is_empty() {
         return;
@@ -753,6 +760,11 @@ fn join_to_parent(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) 
         format!("{a}.{} = {b}.{}", d.quote_ident(x), d.quote_ident(y))
     };
     let Some(j) = &e.through else {
+        if e.on.is_empty() {
+            // the rows of a function of the parent's row: related as they come
+            out.text.push_str("TRUE");
+            return;
+        }
         let terms: Vec<String> =
             e.on.iter()
                 .map(|(related, parent_col)| pair(&here, related, &parent, parent_col))
@@ -987,7 +999,7 @@ pub fn count_after(d: &dyn Dialect, prelude: Sql, s: &CountStmt) -> Sql {
 fn count_from(d: &dyn Dialect, s: &CountStmt, out: &mut Sql) {
     if s.embeds.is_empty() {
         out.text.push_str(" FROM ");
-        push_source(d, &s.table, None, &mut out.text);
+        push_source(d, &s.table, None, None, &mut out.text);
         where_clause(d, &s.filters, out);
         return;
     }
@@ -1204,12 +1216,27 @@ pub fn delete(d: &dyn Dialect, s: &DeleteStmt) -> Sql {
     out
 }
 
-/// A read's source: the relation, or, when it needs computed columns, the relation with them
-/// (`(SELECT _c.*, f(_c) AS f FROM t AS _c) AS t`: PostgreSQL folds the subquery into the
-/// read, calling only the functions the read uses); aliased as `alias` if given.
-fn push_source(d: &dyn Dialect, relation: &Relation, alias: Option<String>, text: &mut String) {
-    if relation.computed.is_empty() {
+/// A read's source: the relation (a function of the `parent` row's for a computed
+/// relationship), or, when it needs computed columns, the relation with them (`(SELECT _c.*,
+/// f(_c) AS f FROM t AS _c) AS t`: PostgreSQL folds the subquery into the read, calling only
+/// the functions the read uses); aliased as `alias` if given.
+fn push_source(
+    d: &dyn Dialect,
+    relation: &Relation,
+    alias: Option<String>,
+    parent: Option<&str>,
+    text: &mut String,
+) {
+    let push_relation = |text: &mut String| {
         push_relation(d, relation, text);
+        if let (true, Some(parent)) = (relation.of_parent_row, parent) {
+            text.push('(');
+            text.push_str(&d.quote_ident(parent));
+            text.push(')');
+        }
+    };
+    if relation.computed.is_empty() {
+        push_relation(text);
     } else {
         let row = d.quote_ident("_c");
         text.push_str("(SELECT ");
@@ -1228,7 +1255,7 @@ fn push_source(d: &dyn Dialect, relation: &Relation, alias: Option<String>, text
             text.push_str(&d.quote_ident(&c.name));
         }
         text.push_str(" FROM ");
-        push_relation(d, relation, text);
+        push_relation(text);
         text.push_str(" AS ");
         text.push_str(&row);
         text.push(')');

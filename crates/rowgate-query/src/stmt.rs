@@ -15,6 +15,9 @@ pub struct Relation {
     /// Computed columns a read needs beside the stored ones (PostgREST's computed fields):
     /// functions of the row, read as columns of the relation.
     pub computed: Vec<Computed>,
+    /// The relation is a function called with the parent level's row (an embedded computed
+    /// relationship): `schema.name(parent)`.
+    pub of_parent_row: bool,
 }
 
 /// A computed column: `function(row)` read as the column `name`.
@@ -32,6 +35,7 @@ impl From<&str> for Relation {
             schema: None,
             name: name.to_string(),
             computed: Vec::new(),
+            of_parent_row: false,
         }
     }
 }
@@ -42,6 +46,7 @@ impl From<String> for Relation {
             schema: None,
             name,
             computed: Vec::new(),
+            of_parent_row: false,
         }
     }
 }

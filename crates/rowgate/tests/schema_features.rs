@@ -17,15 +17,18 @@ CREATE FUNCTION hidden_len(team) RETURNS integer LANGUAGE sql STABLE AS $$ SELEC
 CREATE FUNCTION team_count() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM team $$;
 CREATE FUNCTION reset_points() RETURNS void LANGUAGE sql AS $$ UPDATE team SET points = 0 $$;
 CREATE FUNCTION broken() RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RETURN (SELECT count(*) FROM no_such_table); END $$;
+CREATE FUNCTION crew(team) RETURNS SETOF driver LANGUAGE sql STABLE AS $$ SELECT * FROM driver WHERE team_id = $1.team_id $$;
+CREATE FUNCTION employer(driver) RETURNS SETOF team ROWS 1 LANGUAGE sql STABLE AS $$ SELECT * FROM team WHERE team_id = $1.team_id $$;
+CREATE FUNCTION rivals(team) RETURNS SETOF team LANGUAGE sql STABLE AS $$ SELECT * FROM team WHERE team_id <> $1.team_id $$;
 "#;
 
-/// Every table to anon; of the functions, those the tests call and `shout` (not `hidden_len`).
+/// Every table to anon; of the functions, those the tests call (not `hidden_len`, `rivals`).
 const GRANTS: &str = r#"
 [[grants]]
 role = "anon"
 tables = ["*"]
 ops = ["select", "insert", "update", "delete"]
-functions = ["shout", "team_count", "reset_points", "broken"]
+functions = ["shout", "team_count", "reset_points", "broken", "crew", "employer"]
 "#;
 
 async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
@@ -272,4 +275,68 @@ CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
         body,
         json!([{"name": "Ann", "works": [{"title": "One"}, {"title": "Two"}]}])
     );
+}
+
+/// A function of a row returning rows of a table is a relationship embedded by its name
+/// (PostgREST's computed relationship): `SETOF` an array, `ROWS 1` an object, with filters,
+/// order and `!inner` as any embed, for roles granted the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_computed_relationships() {
+    let s = start(Backend::Postgres, VIEWS, GRANTS).await;
+    let (status, by_key) = json_of(
+        s.get("/team?select=name,c:driver(name)&team_id=lte.2&order=team_id&c.order=driver_id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, computed) = json_of(
+        s.get("/team?select=name,c:crew(name)&team_id=lte.2&order=team_id&c.order=driver_id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{computed}");
+    assert_eq!(computed, by_key);
+    assert!(by_key[0]["c"].as_array().is_some_and(|a| !a.is_empty()));
+    let (status, body) = json_of(
+        s.get("/driver?select=driver_id,employer(team_id)&driver_id=eq.1")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let team = s.int("SELECT team_id FROM driver WHERE driver_id = 1");
+    assert_eq!(
+        body,
+        json!([{"driver_id": 1, "employer": {"team_id": team}}])
+    );
+    // !inner with a filter on it: only the teams that have such a driver
+    let name = by_key[0]["c"][0]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let (status, body) = json_of(
+        s.get("/team?select=name,crew!inner(name)")
+            .query(&[("crew.name", format!("eq.{name}"))])
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"name": by_key[0]["name"], "crew": [{"name": name}]}])
+    );
+    // a function the role was not granted relates nothing
+    let r = s
+        .get("/team?select=name,rivals(name)")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 400, "PGRST200").await;
 }

@@ -126,8 +126,14 @@ impl<'a> Embedder<'a> {
         path: &[String],
     ) -> Result<(EmbedStmt, OutputShape, Cow<'a, Table>), ApiError> {
         let e = p.embed;
-        let rel = relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
-            .map_err(|why| self.not_found(parent, e, why))?;
+        // a function of the row (granted to the role) first, then the foreign keys
+        let computed = relationships::find_computed(parent, &e.relation)
+            .filter(|r| e.hint.is_none() && self.cx.may_call(&r.constraint));
+        let rel = match computed {
+            Some(rel) => rel,
+            None => relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
+                .map_err(|why| self.not_found(parent, e, why))?,
+        };
         if e.spread && plan::has_aggregates(&e.select) {
             let details = if rel.is_many() {
                 "Aggregates are not implemented for one-to-many or many-to-many spreads."
@@ -234,17 +240,28 @@ impl<'a> Embedder<'a> {
                 None,
             ),
         };
+        let mut table = view.relation();
+        if let Cardinality::Computed { schema, .. } = &rel.cardinality {
+            // the rows come from the function called with the parent's row
+            table.schema = Some(schema.clone());
+            table.name = rel.constraint.clone();
+            table.of_parent_row = true;
+        }
         let stmt = EmbedStmt {
             key,
             position: p.position,
             many: rel.is_many(),
             select: SelectStmt {
-                table: view.relation(),
+                table,
                 not_null: plan::never_null(&view),
                 columns: selection.columns,
                 filters,
                 order,
-                limit: params.and_then(|p| p.limit),
+                // (a function declared `ROWS 1` may still return more: the first counts)
+                limit: match rel.cardinality {
+                    Cardinality::Computed { many: false, .. } => Some(1),
+                    _ => params.and_then(|p| p.limit),
+                },
                 offset: params.and_then(|p| p.offset),
                 embeds,
             },

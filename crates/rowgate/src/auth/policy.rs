@@ -116,6 +116,8 @@ impl Grant {
                 view.sources = table.sources.clone();
                 view.unique = table.unique.clone();
                 view.writes = table.writes;
+                view.computed = table.computed.clone();
+                view.computed_rels = table.computed_rels.clone();
                 view
             }),
         }

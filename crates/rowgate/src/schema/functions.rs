@@ -25,6 +25,8 @@ pub struct Function {
     /// `VOLATILE` (may write: POST only, in a write transaction); else `STABLE` or `IMMUTABLE`
     /// (GET too, in a read-only transaction).
     pub volatile: bool,
+    /// Declared `ROWS 1`: a set that holds one row (a computed relationship to one row).
+    pub single_row: bool,
 }
 
 /// One input parameter.
@@ -115,6 +117,7 @@ struct CatalogFunction {
     all_modes: Vec<String>,
     all_types: Vec<(String, String)>,
     returns: (String, String, String, u32),
+    rows: f32,
 }
 
 /// Reads the functions of `schemas` (plain functions, not procedures, aggregates or window
@@ -132,7 +135,7 @@ pub async fn introspect(
                 p.pronargdefaults::int4, {}, coalesce(p.proargnames, '{{}}'::text[]),
                 coalesce(p.proargmodes::text[], '{{}}'::text[]), {},
                 format_type(p.prorettype, NULL), rt.typname::text || ':' || rt.typcategory::text,
-                rt.typtype::text, rt.typrelid
+                rt.typtype::text, rt.typrelid, p.prorows
          FROM pg_proc p
          JOIN pg_namespace n ON n.oid = p.pronamespace
          JOIN pg_type rt ON rt.oid = p.prorettype
@@ -163,6 +166,7 @@ pub async fn introspect(
             all_modes: r.get(7),
             all_types: split(r.get(8)),
             returns: (r.get(9), r.get(10), r.get(11), r.get(12)),
+            rows: r.get(13),
         });
     }
     // the columns of returned composite types that are not exposed tables
@@ -308,6 +312,7 @@ fn resolve(
         params,
         returns,
         volatile: f.volatile,
+        single_row: f.set && f.rows == 1.0,
     })
 }
 
@@ -323,8 +328,10 @@ fn is_row_of(decl_type: &str, table: &Table) -> bool {
         })
 }
 
-/// Gives each table its computed columns: the functions taking only its row and returning one
-/// value (PostgREST's computed fields), read as columns when a request names them.
+/// Gives each table its computed columns (the functions taking only its row and returning one
+/// value: PostgREST's computed fields, read as columns when a request names them) and its
+/// computed relationships (those returning rows of an exposed table or view, embedded by the
+/// function's name).
 pub fn attach_computed(
     tables: &mut BTreeMap<String, Table>,
     functions: &BTreeMap<String, Vec<Function>>,
@@ -333,6 +340,22 @@ pub fn attach_computed(
         let [param] = f.params.as_slice() else {
             continue;
         };
+        if let Returns::Rows { set, table: rows } = &f.returns {
+            if !tables.contains_key(&rows.name) {
+                continue;
+            }
+            for table in tables.values_mut() {
+                if is_row_of(&param.decl_type, table) {
+                    table.computed_rels.push(super::ComputedRelationship {
+                        name: f.name.clone(),
+                        schema: f.schema.clone(),
+                        related: rows.name.clone(),
+                        many: *set && !f.single_row,
+                    });
+                }
+            }
+            continue;
+        }
         let Returns::Scalar {
             set: false,
             json_kind,

@@ -155,6 +155,20 @@ impl Writes {
     }
 }
 
+/// A function of a table's row returning rows of another (PostgREST's computed relationship):
+/// embedded by its name, the function called with each row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputedRelationship {
+    /// The function's name (the embed's).
+    pub name: String,
+    /// The function's schema.
+    pub schema: String,
+    /// The table or view whose rows it returns.
+    pub related: String,
+    /// `SETOF` (without `ROWS 1`): any number of rows, else at most one.
+    pub many: bool,
+}
+
 /// A table or a view.
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {
@@ -187,6 +201,9 @@ pub struct Table {
     /// when a request names them.
     #[serde(skip)]
     pub computed: Vec<Column>,
+    /// Its computed relationships (functions taking its row and returning rows of a table).
+    #[serde(skip)]
+    pub computed_rels: Vec<ComputedRelationship>,
     #[serde(skip)]
     by_name: HashMap<String, usize>,
 }
@@ -216,6 +233,7 @@ impl Table {
             sources: Vec::new(),
             unique: Vec::new(),
             computed: Vec::new(),
+            computed_rels: Vec::new(),
             by_name,
         }
     }
@@ -241,6 +259,7 @@ impl Table {
                     })
                 })
                 .collect(),
+            of_parent_row: false,
         }
     }
 

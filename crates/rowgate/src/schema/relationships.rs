@@ -18,6 +18,14 @@ pub enum Cardinality {
     OneToOne,
     /// Rows of a junction table link the two: any number of related rows.
     ManyToMany(Junction),
+    /// A function of the origin's row returns the related rows (PostgREST's computed
+    /// relationship; `constraint` is its name).
+    Computed {
+        /// The function's schema.
+        schema: String,
+        /// Any number of rows (`SETOF`), else at most one.
+        many: bool,
+    },
 }
 
 /// The junction of a many-to-many relationship.
@@ -51,7 +59,9 @@ impl Relationship {
     pub fn is_many(&self) -> bool {
         matches!(
             self.cardinality,
-            Cardinality::OneToMany | Cardinality::ManyToMany(_)
+            Cardinality::OneToMany
+                | Cardinality::ManyToMany(_)
+                | Cardinality::Computed { many: true, .. }
         )
     }
 
@@ -77,7 +87,9 @@ impl Relationship {
             ),
             other => (
                 match other {
-                    Cardinality::ManyToOne => "many-to-one",
+                    Cardinality::ManyToOne | Cardinality::Computed { many: false, .. } => {
+                        "many-to-one"
+                    }
                     Cardinality::OneToOne => "one-to-one",
                     _ => "one-to-many",
                 },
@@ -315,6 +327,22 @@ fn through(schema: &SchemaCache, origin: &Table, junction: &Table) -> Vec<Relati
         }
     }
     out
+}
+
+/// The computed relationship of `origin` that `target` names (its function's name): it comes
+/// before any a foreign key makes, as in PostgREST, where it is how a relationship is chosen.
+pub fn find_computed(origin: &Table, target: &str) -> Option<Relationship> {
+    let c = origin.computed_rels.iter().find(|c| c.name == target)?;
+    Some(Relationship {
+        origin: origin.name.clone(),
+        related: c.related.clone(),
+        constraint: c.name.clone(),
+        columns: Vec::new(),
+        cardinality: Cardinality::Computed {
+            schema: c.schema.clone(),
+            many: c.many,
+        },
+    })
 }
 
 /// The one relationship of `origin` that `target` names (a related table, a foreign-key column
