@@ -25,6 +25,9 @@ pub enum Access {
 pub enum Format {
     /// A JSON array of objects.
     Json,
+    /// A JSON array of objects without their null members, at any depth (PostgreSQL's
+    /// `json_strip_nulls`: `Accept: application/vnd.pgrst.array+json;nulls=stripped`).
+    JsonNullsStripped,
     /// CSV with a header line.
     Csv,
 }
@@ -120,6 +123,13 @@ impl Job {
 }
 
 impl Job {
+    /// Rows as JSON objects without their null members (when they are JSON at all).
+    pub fn strip_nulls(&mut self) {
+        if self.format == Format::Json {
+            self.format = Format::JsonNullsStripped;
+        }
+    }
+
     /// The checks after the steps: `max_affected` and `exactly_one` against the rows affected.
     pub fn check(&self, affected: u64) -> Result<(), DbError> {
         if let Some(max) = self.max_affected {

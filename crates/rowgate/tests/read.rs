@@ -1218,7 +1218,53 @@ async fn the_app_answers_as_a_service(b: Backend) {
     assert_eq!(error["code"], "PGRST205");
 }
 
+/// `Accept: application/vnd.pgrst.array+json;nulls=stripped` (and the singular object's): the
+/// rows without their null members, said so in `Content-Type`, as PostgREST.
+async fn nulls_stripped(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = TestServer::start_prepared(
+        b,
+        dir,
+        rowgate::config::Config::default(),
+        "INSERT INTO driver (driver_id, name, points) VALUES (90, 'Free Agent', 0)",
+        |_| {},
+    )
+    .await;
+    let path =
+        "/driver?select=driver_id,name,team_id,team(name)&driver_id=in.(1,90)&order=driver_id";
+    let (_, plain) = get_json(&s, path).await;
+    assert_eq!(plain[1]["team_id"], Value::Null, "{plain}");
+    let r = s
+        .get(path)
+        .header("accept", "application/vnd.pgrst.array+json;nulls=stripped")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        header(&r, "content-type"),
+        "application/vnd.pgrst.array+json;nulls=stripped; charset=utf-8"
+    );
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body[0], plain[0], "no nulls there: as it was");
+    assert_eq!(body[1], json!({"driver_id": 90, "name": "Free Agent"}));
+    let r = s
+        .get("/driver?select=driver_id,team_id&driver_id=eq.90")
+        .header("accept", "application/vnd.pgrst.object+json;nulls=stripped")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        header(&r, "content-type"),
+        "application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8"
+    );
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"driver_id": 90})
+    );
+}
+
 backend_tests!(
+    nulls_stripped,
     the_app_answers_as_a_service,
     server_timing_names_the_stages,
     json_paths,

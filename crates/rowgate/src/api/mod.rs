@@ -90,13 +90,17 @@ async fn handle_once(
     timing.mark("parse");
     let schema = app.db.schema();
     let context = app.plan_context(&schema, principal);
-    let plan = action_plan::plan(&request, &context)?;
+    let mut plan = action_plan::plan(&request, &context)?;
+    if request.nulls_stripped {
+        plan.job.strip_nulls();
+    }
     // planned: the job holds the body's values (a large body is not kept beside them)
     request.body = Bytes::new();
     timing.mark("plan");
     let outcome = app.db.run(plan.job).await?;
     timing.mark("db");
-    let reply = respond::answer(&request, plan.answer, outcome);
+    let reply =
+        respond::answer(&request, plan.answer, outcome).map(|r| r.nulls_stripped_if(&request));
     timing.mark("respond");
     reply
 }

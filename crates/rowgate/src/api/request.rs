@@ -104,6 +104,9 @@ pub struct ApiRequest<'a> {
     pub prefer: Prefer,
     /// The media type of the answer.
     pub media: MediaType,
+    /// `nulls=stripped` on it (`application/vnd.pgrst.array+json;nulls=stripped`): objects
+    /// without their null members.
+    pub nulls_stripped: bool,
     /// `Range` (reads).
     pub range: Option<ItemRange>,
     /// The method, as sent.
@@ -128,6 +131,7 @@ impl<'a> ApiRequest<'a> {
         let prefer = Prefer::parse(&parts.headers)?;
         let action = Action::of(&parts.method, key);
         let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
+        let nulls_stripped = negotiation(&parts.headers, &offered).is_ok_and(|(_, strip)| strip);
         let (media, range) = match action {
             Action::Read { .. } => (
                 negotiate(&parts.headers, &offered)?,
@@ -150,6 +154,7 @@ impl<'a> ApiRequest<'a> {
             query,
             prefer,
             media,
+            nulls_stripped,
             range,
             method: &parts.method,
             headers: &parts.headers,
@@ -361,28 +366,46 @@ impl MediaType {
 
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
 pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType, ApiError> {
+    negotiation(headers, offered).map(|(media, _)| media)
+}
+
+/// [`negotiate`], and whether the chosen range asks for `nulls=stripped` (PostgREST's
+/// `application/vnd.pgrst.array+json;nulls=stripped`, or of a singular object).
+pub fn negotiation(
+    headers: &HeaderMap,
+    offered: &[MediaType],
+) -> Result<(MediaType, bool), ApiError> {
     let Some(accept) = headers.get(header::ACCEPT) else {
-        return Ok(offered[0]);
+        return Ok((offered[0], false));
     };
     let text = accept.to_str().unwrap_or("");
-    let mut ranges: Vec<(f32, usize, &str)> = Vec::new();
+    let mut ranges: Vec<(f32, usize, &str, bool)> = Vec::new();
     for (i, part) in text.split(',').enumerate() {
         let mut params = part.split(';');
         let media = params.next().unwrap_or("").trim();
+        let params: Vec<&str> = params.map(str::trim).collect();
         let q = params
-            .filter_map(|p| p.trim().strip_prefix("q="))
+            .iter()
+            .filter_map(|p| p.strip_prefix("q="))
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
+        let stripped = params
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case("nulls=stripped"));
         if q > 0.0 && !media.is_empty() {
-            ranges.push((q, i, media));
+            ranges.push((q, i, media, stripped));
         }
     }
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, _, media) in &ranges {
+    for (_, _, media, stripped) in &ranges {
         let media = media.to_ascii_lowercase();
+        let pgrst = media.starts_with("application/vnd.pgrst.");
         let found = match media.as_str() {
             "*/*" | "application/*" => Some(offered[0]),
             "application/json" => Some(MediaType::Json),
+            "application/vnd.pgrst.array+json" | "application/vnd.pgrst.array" => {
+                Some(MediaType::Json)
+            }
             "application/vnd.pgrst.object+json" | "application/vnd.pgrst.object" => {
                 Some(MediaType::SingleObject)
             }
@@ -391,7 +414,7 @@ pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType
             _ => None,
         };
         if let Some(m) = found.filter(|m| offered.contains(m)) {
-            return Ok(m);
+            return Ok((m, *stripped && pgrst));
         }
     }
     Err(ApiError::new(

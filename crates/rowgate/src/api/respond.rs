@@ -56,6 +56,25 @@ impl Reply {
         }
     }
 
+    /// Says `nulls=stripped` in the JSON `Content-Type` of an answer to a request that asked
+    /// for it (its rows were written without nulls: [`crate::job::Format::JsonNullsStripped`]).
+    pub fn nulls_stripped_if(mut self, request: &ApiRequest<'_>) -> Reply {
+        if !request.nulls_stripped {
+            return self;
+        }
+        let stripped = match self.content_type.as_ref().map(HeaderValue::as_bytes) {
+            Some(t) if t == MediaType::Json.content_type().as_bytes() => {
+                "application/vnd.pgrst.array+json;nulls=stripped; charset=utf-8"
+            }
+            Some(t) if t == MediaType::SingleObject.content_type().as_bytes() => {
+                "application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8"
+            }
+            _ => return self,
+        };
+        self.content_type = Some(HeaderValue::from_static(stripped));
+        self
+    }
+
     /// An answer with a fixed content type.
     pub fn raw(status: StatusCode, content_type: &'static str, body: Bytes) -> Reply {
         Reply::typed(status, HeaderValue::from_static(content_type), body)

@@ -419,7 +419,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             Step::Document {
                 sql, nocheck, tags, ..
             } => {
-                let (json, n) = json_rows(client, sql).await?;
+                let (json, n) = json_rows(client, sql, false).await?;
                 crate::job::check_document(n, json.as_bytes(), nocheck, tags.as_deref())?
             }
             Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
@@ -435,7 +435,8 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                             .collect(),
                     );
                 }
-                let (json, n) = json_rows(client, sql).await?;
+                let strip = job.format == Format::JsonNullsStripped;
+                let (json, n) = json_rows(client, sql, strip).await?;
                 append_json_array(&mut rows, &json);
                 tally.returned(job.access, n);
             }
@@ -473,7 +474,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
         rows.push_str("[]");
     }
     let rows = match job.format {
-        Format::Json => rows.into_bytes(),
+        Format::Json | Format::JsonNullsStripped => rows.into_bytes(),
         Format::Csv => json_to_csv(&rows, &csv_columns.unwrap_or_default())?,
     };
     tally.finish(job, rows)
@@ -502,13 +503,20 @@ fn append_json_array(acc: &mut String, json: &str) {
     acc.push(']');
 }
 
-/// The statement's rows as one compact JSON array built by PostgreSQL, and how many there are.
+/// The statement's rows as one compact JSON array built by PostgreSQL (without null members,
+/// at any depth, when `strip_nulls`), and how many there are.
 async fn json_rows(
     client: &deadpool_postgres::Object,
     sql: &Sql,
+    strip_nulls: bool,
 ) -> Result<(String, u64), DbError> {
+    let row = if strip_nulls {
+        "json_strip_nulls(row_to_json(_r))"
+    } else {
+        "row_to_json(_r)"
+    };
     let text = format!(
-        "WITH _r AS ({}) SELECT coalesce('[' || string_agg(row_to_json(_r)::text, ',') || ']', '[]'), count(*) FROM _r",
+        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ',') || ']', '[]'), count(*) FROM _r",
         sql.text
     );
     let row = query_one(client, &text, &sql.params).await?;
@@ -522,7 +530,7 @@ async fn check_if_match(
     _shape: &OutputShape,
     tags: &[String],
 ) -> Result<(), DbError> {
-    let (json, n) = json_rows(client, current).await?;
+    let (json, n) = json_rows(client, current, false).await?;
     crate::job::check_if_match(n, json.as_bytes(), tags)
 }
 

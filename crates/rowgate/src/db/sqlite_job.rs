@@ -189,7 +189,7 @@ fn encode_rows(
 ) -> Result<(), DbError> {
     let mut rows = stmt.raw_query();
     let keys: Vec<Vec<u8>> = match format {
-        Format::Json => shape
+        Format::Json | Format::JsonNullsStripped => shape
             .keys
             .iter()
             .map(|k| {
@@ -218,6 +218,25 @@ fn encode_rows(
                 }
                 out.body.push(b'}');
             }
+            Format::JsonNullsStripped => {
+                out.body.push(if out.rows == 0 { b'[' } else { b',' });
+                out.body.push(b'{');
+                let mut first = true;
+                for (i, key) in keys.iter().enumerate() {
+                    let value = row.get_ref(i)?;
+                    if value == ValueRef::Null {
+                        continue;
+                    }
+                    if !std::mem::take(&mut first) {
+                        out.body.push(b',');
+                    }
+                    out.body.extend_from_slice(key);
+                    let mut written = Vec::new();
+                    write_json_value(&mut written, value, shape.kinds[i]);
+                    out.body.extend_from_slice(&strip_nested_nulls(written));
+                }
+                out.body.push(b'}');
+            }
             Format::Csv => {
                 let mut fields = Vec::with_capacity(shape.keys.len());
                 for i in 0..shape.keys.len() {
@@ -231,9 +250,34 @@ fn encode_rows(
     Ok(())
 }
 
+/// A JSON value with the null members of its objects left out, at any depth (SQLite's values
+/// are 64-bit integers and doubles, which go through `serde_json` unchanged); a scalar as it is.
+fn strip_nested_nulls(json: Vec<u8>) -> Vec<u8> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|_, v| !v.is_null());
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    if !matches!(json.first(), Some(b'{' | b'[')) {
+        return json;
+    }
+    match serde_json::from_slice::<serde_json::Value>(&json) {
+        Ok(mut value) => {
+            strip(&mut value);
+            serde_json::to_vec(&value).unwrap_or(json)
+        }
+        Err(_) => json,
+    }
+}
+
 /// Closes a JSON array started by [`query_into`] (or writes `[]` when there were no rows).
 pub fn finish(out: &mut Encoded, format: Format) {
-    if format == Format::Json {
+    if format != Format::Csv {
         if out.rows == 0 {
             out.body.extend_from_slice(b"[]");
         } else {

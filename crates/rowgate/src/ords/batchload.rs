@@ -154,6 +154,7 @@ async fn insert(
         query: Query::default(),
         prefer: Prefer::parse(&HeaderMap::new())?,
         media: MediaType::Json,
+        nulls_stripped: false,
         range: None,
         method: &Method::POST,
         headers: &headers,

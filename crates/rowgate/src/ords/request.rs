@@ -123,6 +123,7 @@ pub fn parse<'a>(
             query,
             prefer,
             media: MediaType::Json,
+            nulls_stripped: false,
             range: None,
             method: &parts.method,
             headers: &parts.headers,

@@ -195,13 +195,17 @@ pub async fn handle(
         query: modifiers,
         prefer: call.prefer.clone(),
         media: request::negotiate(&parts.headers, &offered)?,
+        nulls_stripped: request::negotiation(&parts.headers, &offered).is_ok_and(|(_, s)| s),
         range: request::parse_range(&parts.headers)?,
         method: &parts.method,
         headers: &parts.headers,
         body: Bytes::new(),
     };
     let cx = app.plan_context(&schema, principal);
-    let planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
+    let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
+    if api_request.nulls_stripped {
+        planned.job.strip_nulls();
+    }
     timing.mark("plan");
     let outcome = match app.db.run(planned.job).await {
         Ok(outcome) => outcome,
@@ -217,7 +221,10 @@ pub async fn handle(
         }
     };
     timing.mark("db");
-    let reply = planned.answer.respond(&api_request, outcome);
+    let reply = planned
+        .answer
+        .respond(&api_request, outcome)
+        .map(|r| r.nulls_stripped_if(&api_request));
     timing.mark("respond");
     reply
 }
