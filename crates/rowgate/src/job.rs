@@ -59,6 +59,9 @@ pub enum Step {
     },
     /// Changes rows; their number adds to [`Output::affected`].
     Execute(Sql),
+    /// Sets up the transaction (`SELECT set_config(…, true)`: the caller's claims, the time
+    /// zone): run for its effect, counting nothing (PostgreSQL).
+    Setting(Sql),
     /// Rows into [`Output::rows`] (and, in a write, into `affected`): with `shape`, or, when
     /// `None`, with the statement's own column names and declared types.
     Rows {

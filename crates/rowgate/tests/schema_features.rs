@@ -37,6 +37,11 @@ async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
     TestServer::start_prepared(b, dir, config, setup, |_| {}).await
 }
 
+/// A GET's status and JSON body.
+async fn get(s: &TestServer, path: &str) -> (u16, Value) {
+    json_of(s.get(path).send().await.expect("get")).await
+}
+
 async fn json_of(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
@@ -112,7 +117,7 @@ async fn sqlite_views_are_read_only_with_their_tables_keys() {
         GRANTS,
     )
     .await;
-    let (status, body) = json_of(s.get("/team_names/1").send().await.expect("get")).await;
+    let (status, body) = get(&s, "/team_names/1").await;
     assert_eq!(status, 200);
     assert_eq!(body["team_id"], 1);
     let r = s
@@ -128,21 +133,9 @@ async fn sqlite_views_are_read_only_with_their_tables_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_computed_columns() {
     let s = start(Backend::Postgres, VIEWS, GRANTS).await;
-    let (status, body) = json_of(
-        s.get("/team?select=team_id,shout&team_id=lte.2&order=team_id")
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
+    let (status, body) = get(&s, "/team?select=team_id,shout&team_id=lte.2&order=team_id").await;
     assert_eq!(status, 200);
-    let (_, plain) = json_of(
-        s.get("/team?select=team_id,name&team_id=lte.2&order=team_id")
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
+    let (_, plain) = get(&s, "/team?select=team_id,name&team_id=lte.2&order=team_id").await;
     let upper = |i: usize| plain[i]["name"].as_str().expect("name").to_uppercase();
     assert_eq!(
         body,
@@ -153,25 +146,13 @@ async fn postgres_computed_columns() {
     );
     // a filter and an order on it, and `*` without it
     let first = upper(0);
-    let (_, body) = json_of(
-        s.get(&format!("/team?shout=eq.{first}&order=shout.desc"))
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
+    let (_, body) = get(&s, &format!("/team?shout=eq.{first}&order=shout.desc")).await;
     let rows = body.as_array().expect("rows");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["team_id"], 1);
     assert!(rows[0].get("shout").is_none(), "{body}");
     // in an embedded resource too
-    let (status, body) = json_of(
-        s.get("/driver?select=driver_id,team(shout)&driver_id=eq.1")
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
+    let (status, body) = get(&s, "/driver?select=driver_id,team(shout)&driver_id=eq.1").await;
     assert_eq!(status, 200, "{body}");
     assert!(body[0]["team"]["shout"].is_string(), "{body}");
     // a function the role was not granted is no column of it
@@ -190,7 +171,7 @@ async fn postgres_computed_columns() {
 async fn postgres_volatile_functions_by_get_and_missing_tables() {
     let s = start(Backend::Postgres, VIEWS, GRANTS).await;
     let teams = s.int("SELECT count(*) FROM team");
-    let (status, body) = json_of(s.get("/rpc/team_count").send().await.expect("get")).await;
+    let (status, body) = get(&s, "/rpc/team_count").await;
     assert_eq!((status, body), (200, json!(teams)));
     let points = s.int("SELECT sum(points) FROM team");
     let r = s.get("/rpc/reset_points").send().await.expect("get");
@@ -226,9 +207,9 @@ ops = ["select"]
 functions = ["*"]
 "#;
     let s = start(Backend::Postgres, setup, toml).await;
-    let (status, body) = json_of(s.get("/rpc/note_count").send().await.expect("get")).await;
+    let (status, body) = get(&s, "/rpc/note_count").await;
     assert_eq!((status, body), (200, json!(2)));
-    let (status, body) = json_of(s.get("/notes?select=id").send().await.expect("get")).await;
+    let (status, body) = get(&s, "/notes?select=id").await;
     assert_eq!((status, body), (200, json!([{"id": 1}, {"id": 2}])));
 }
 
@@ -247,13 +228,7 @@ CREATE VIEW writers AS SELECT id, name FROM private.writers;
 CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
 "#;
     let s = start(Backend::Postgres, setup, GRANTS).await;
-    let (status, body) = json_of(
-        s.get("/works?select=title,writers(name)&order=id")
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
+    let (status, body) = get(&s, "/works?select=title,writers(name)&order=id").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
@@ -263,11 +238,9 @@ CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
             {"title": "Three", "writers": {"name": "Bo"}}
         ])
     );
-    let (status, body) = json_of(
-        s.get("/writers?select=name,works(title)&id=eq.1&works.order=id")
-            .send()
-            .await
-            .expect("get"),
+    let (status, body) = get(
+        &s,
+        "/writers?select=name,works(title)&id=eq.1&works.order=id",
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -283,29 +256,23 @@ CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_computed_relationships() {
     let s = start(Backend::Postgres, VIEWS, GRANTS).await;
-    let (status, by_key) = json_of(
-        s.get("/team?select=name,c:driver(name)&team_id=lte.2&order=team_id&c.order=driver_id")
-            .send()
-            .await
-            .expect("get"),
+    let (status, by_key) = get(
+        &s,
+        "/team?select=name,c:driver(name)&team_id=lte.2&order=team_id&c.order=driver_id",
     )
     .await;
     assert_eq!(status, 200);
-    let (status, computed) = json_of(
-        s.get("/team?select=name,c:crew(name)&team_id=lte.2&order=team_id&c.order=driver_id")
-            .send()
-            .await
-            .expect("get"),
+    let (status, computed) = get(
+        &s,
+        "/team?select=name,c:crew(name)&team_id=lte.2&order=team_id&c.order=driver_id",
     )
     .await;
     assert_eq!(status, 200, "{computed}");
     assert_eq!(computed, by_key);
     assert!(by_key[0]["c"].as_array().is_some_and(|a| !a.is_empty()));
-    let (status, body) = json_of(
-        s.get("/driver?select=driver_id,employer(team_id)&driver_id=eq.1")
-            .send()
-            .await
-            .expect("get"),
+    let (status, body) = get(
+        &s,
+        "/driver?select=driver_id,employer(team_id)&driver_id=eq.1",
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -339,4 +306,80 @@ async fn postgres_computed_relationships() {
         .await
         .expect("get");
     assert_error(r, 400, "PGRST200").await;
+}
+
+/// `Prefer: timezone=…` writes timestamps with time zone in that zone (the transaction's
+/// `TimeZone`, as PostgREST), listed in `Preference-Applied`; a zone PostgreSQL does not know
+/// is its 400 `22023`. A function call sees the request (`request.method`, `request.path`,
+/// `request.headers`, `request.cookies`) as under PostgREST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_time_zones_and_request_settings() {
+    let setup = r#"
+CREATE TABLE stamps (id integer PRIMARY KEY, t timestamptz);
+INSERT INTO stamps VALUES (1, '2023-10-18 12:37:59.611+00');
+CREATE FUNCTION seen() RETURNS json LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'method', current_setting('request.method', true),
+    'path', current_setting('request.path', true),
+    'header', current_setting('request.headers', true)::json ->> 'x-test',
+    'cookie', current_setting('request.cookies', true)::json ->> 'sid') $$;
+"#;
+    let toml = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    let r = s
+        .get("/stamps?select=t")
+        .header("prefer", "handling=strict, timezone=America/Los_Angeles")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        r.headers()["preference-applied"],
+        "handling=strict, timezone=America/Los_Angeles"
+    );
+    let (status, body) = json_of(r).await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"t": "2023-10-18T05:37:59.611-07:00"}]))
+    );
+    let r = s
+        .get("/stamps?select=t")
+        .header("prefer", "timezone=Not/AZone")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 400, "22023").await;
+    let (status, body) = json_of(
+        s.get("/rpc/seen")
+            .header("x-test", "hello")
+            .header("cookie", "sid=abc; other=1")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"method": "GET", "path": "/api/rpc/seen", "header": "hello", "cookie": "abc"})
+    );
+}
+
+/// SQLite has no time zones: `timezone=` is neither honoured nor listed as applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_leaves_time_zones_alone() {
+    let s = start(Backend::Sqlite, "", GRANTS).await;
+    let r = s
+        .get("/team?select=team_id&limit=1")
+        .header("prefer", "timezone=America/Los_Angeles")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers().get("preference-applied").is_none());
 }

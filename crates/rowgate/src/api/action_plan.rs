@@ -860,6 +860,7 @@ mod tests {
             .map(|s| match s {
                 Step::Rows { sql, .. }
                 | Step::Execute(sql)
+                | Step::Setting(sql)
                 | Step::Count(sql)
                 | Step::Value(sql)
                 | Step::Forbid { sql, .. } => sql.text.clone(),

@@ -91,6 +91,10 @@ async fn handle_once(
     let schema = app.db.schema();
     let context = app.plan_context(&schema, principal);
     let mut plan = action_plan::plan(&request, &context)?;
+    let settings = request.prefer.settings(context.dialect);
+    if let Some(step) = plan::settings(context.dialect, &settings) {
+        plan.job.steps.insert(0, step);
+    }
     if request.nulls_stripped {
         plan.job.strip_nulls();
     }

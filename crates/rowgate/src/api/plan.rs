@@ -77,6 +77,25 @@ impl Context<'_> {
     }
 }
 
+/// `SELECT set_config(name, value, true), …`: settings for the job's transaction (names and
+/// values bound), run first and counting nothing; `None` for no settings.
+pub fn settings(d: &dyn Dialect, pairs: &[(&str, String)]) -> Option<crate::job::Step> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut sql = rowgate_query::stmt::Sql::default();
+    let calls: Vec<String> = pairs
+        .iter()
+        .map(|(name, value)| {
+            let name = rowgate_query::render::bind(d, &mut sql, Value::Text(name.to_string()));
+            let value = rowgate_query::render::bind(d, &mut sql, Value::Text(value.clone()));
+            format!("set_config({name}, {value}, true)")
+        })
+        .collect();
+    sql.text = format!("SELECT {}", calls.join(", "));
+    Some(crate::job::Step::Setting(sql))
+}
+
 /// Finds a table or view, or answers 404 naming it.
 pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiError> {
     schema.table(name).ok_or_else(|| {

@@ -239,6 +239,9 @@ pub struct Prefer {
     pub single_object: bool,
     /// `tx=commit` (`Some(false)`) or `tx=rollback` (`Some(true)`).
     pub tx_rollback: Option<bool>,
+    /// `timezone=…`: the time zone timestamps with time zone are written in (PostgreSQL's
+    /// `TimeZone` for the transaction; the database judges the name).
+    pub timezone: Option<String>,
     /// Whether a write's transaction is rolled back (`rest.tx_end` and `tx=`, see
     /// [`Prefer::settle_tx`]).
     pub rollback: bool,
@@ -247,6 +250,23 @@ pub struct Prefer {
 }
 
 impl Prefer {
+    /// The transaction settings the preferences ask for, for [`crate::api::plan::settings`]:
+    /// the time zone, where the database has one (on SQLite `timezone=` is neither honoured nor
+    /// listed as applied).
+    pub fn settings(
+        &mut self,
+        d: &dyn rowgate_query::render::Dialect,
+    ) -> Vec<(&'static str, String)> {
+        match &self.timezone {
+            Some(zone) if d.has_schemas() => vec![("TimeZone", zone.clone())],
+            Some(_) => {
+                self.applied.retain(|p| !p.starts_with("timezone="));
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// Decides how a write's transaction ends under `end` (PostgREST's `db-tx-end`): `tx=` is
     /// honoured, and listed as applied, only where `end` allows an override.
     pub fn settle_tx(&mut self, end: crate::config::TxEnd) {
@@ -278,6 +298,7 @@ impl Prefer {
             max_affected: None,
             single_object: false,
             tx_rollback: None,
+            timezone: None,
             rollback: false,
             applied: Vec::new(),
         };
@@ -313,7 +334,12 @@ impl Prefer {
                     "tx=rollback" => set(&mut p.tx_rollback, Some(true)),
                     _ => match item.strip_prefix("max-affected=").map(str::parse::<u64>) {
                         Some(Ok(n)) => set(&mut p.max_affected, Some(n)),
-                        _ => false,
+                        _ => match item.strip_prefix("timezone=") {
+                            Some(zone) if !zone.is_empty() => {
+                                set(&mut p.timezone, Some(zone.to_string()))
+                            }
+                            _ => false,
+                        },
                     },
                 };
                 if ok {

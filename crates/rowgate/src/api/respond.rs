@@ -351,6 +351,12 @@ pub fn answer(
                     Count::Estimated => "count=estimated",
                 });
             }
+            // of the others, those a read honours
+            for p in &prefer.applied {
+                if p.starts_with("handling=") || p.starts_with("timezone=") {
+                    reply = reply.applied(p);
+                }
+            }
             Ok(reply)
         }
         Answer::Insert { location, key } => {

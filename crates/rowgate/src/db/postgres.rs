@@ -423,6 +423,9 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 crate::job::check_document(n, json.as_bytes(), nocheck, tags.as_deref())?
             }
             Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
+            Step::Setting(sql) => {
+                execute(client, &sql.text, &sql.params).await?;
+            }
             // the keys and JSON types come from the statement itself (its aliases and
             // PostgreSQL's types): the shape SQLite needs to type its values is not needed here
             Step::Rows { sql, .. } => {

@@ -75,6 +75,9 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
                 crate::job::check_document(doc.rows, &doc.body, nocheck, tags.as_deref())?
             }
             Step::Execute(sql) => tally.executed(execute(conn, sql)?),
+            Step::Setting(sql) => {
+                execute(conn, sql)?;
+            }
             Step::Rows { sql, shape } => {
                 let before = out.rows;
                 match shape {

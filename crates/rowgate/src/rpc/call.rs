@@ -254,7 +254,9 @@ pub fn plan(
     let mut planned = match callee {
         Callee::Function(f) => {
             let mut planned = plan_function(f, request, arguments, cx)?;
-            planned.job.steps.insert(0, claims_setting(cx));
+            if let Some(step) = crate::api::plan::settings(cx.dialect, &call_settings(call, cx)) {
+                planned.job.steps.insert(0, step);
+            }
             planned
         }
         Callee::Resource(r) => plan_resource(r, request, arguments, cx)?,
@@ -278,22 +280,39 @@ pub fn plan(
     Ok(planned)
 }
 
-/// `request.jwt.claims` for the call's transaction, as PostgREST sets it: the token's claims
-/// (and the role), so that a function may read who calls it
-/// (`current_setting('request.jwt.claims', true)::json ->> 'sub'`, Supabase's `auth.uid()`).
-fn claims_setting(cx: &Context<'_>) -> Step {
+/// The settings of a function call's transaction, as PostgREST makes them: the token's claims
+/// (and the role) in `request.jwt.claims`, so that a function may read who calls it
+/// (`current_setting('request.jwt.claims', true)::json ->> 'sub'`, Supabase's `auth.uid()`);
+/// and `request.method`, `request.path`, `request.headers` and `request.cookies` (JSON objects
+/// keyed by lower-case names).
+fn call_settings(call: &CallRequest<'_>, cx: &Context<'_>) -> Vec<(&'static str, String)> {
     let mut claims = (*cx.principal.claims).clone();
     claims
         .entry("role")
         .or_insert_with(|| Json::String(cx.principal.role.clone()));
-    let mut sql = Sql::default();
-    let placeholder = render::bind(
-        cx.dialect,
-        &mut sql,
-        Value::Text(Json::Object(claims).to_string()),
-    );
-    sql.text = format!("SELECT set_config('request.jwt.claims', {placeholder}, true)");
-    Step::Execute(sql)
+    let parts = call.parts;
+    let mut headers = serde_json::Map::new();
+    let mut cookies = serde_json::Map::new();
+    for (name, value) in &parts.headers {
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        if name == http::header::COOKIE {
+            for pair in value.split(';') {
+                if let Some((k, v)) = pair.trim().split_once('=') {
+                    cookies.insert(k.to_string(), Json::String(v.to_string()));
+                }
+            }
+        }
+        headers.insert(name.as_str().to_string(), Json::String(value.to_string()));
+    }
+    vec![
+        ("request.jwt.claims", Json::Object(claims).to_string()),
+        ("request.method", parts.method.to_string()),
+        ("request.path", parts.uri.path().to_string()),
+        ("request.headers", Json::Object(headers).to_string()),
+        ("request.cookies", Json::Object(cookies).to_string()),
+    ]
 }
 
 /// Refuses result modifiers where the result is not rows.

@@ -189,7 +189,7 @@ pub async fn handle(
     let modifiers = call.modifiers(&params)?;
     request::check_limits(&modifiers.filters, &app.config.limits)?;
     let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
-    let api_request = ApiRequest {
+    let mut api_request = ApiRequest {
         action: request::Action::Read { key: None },
         table: name,
         query: modifiers,
@@ -203,6 +203,10 @@ pub async fn handle(
     };
     let cx = app.plan_context(&schema, principal);
     let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
+    let zone = api_request.prefer.settings(cx.dialect);
+    if let Some(step) = crate::api::plan::settings(cx.dialect, &zone) {
+        planned.job.steps.insert(0, step);
+    }
     if api_request.nulls_stripped {
         planned.job.strip_nulls();
     }
