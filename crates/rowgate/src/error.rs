@@ -58,6 +58,7 @@ error_codes! {
     InvalidPut => ("PGRST105", StatusCode::METHOD_NOT_ALLOWED, Plan, "PUT needs every primary-key column filtered with eq and no limit/offset"),
     UnsupportedMediaType => ("RG415", StatusCode::UNSUPPORTED_MEDIA_TYPE, Request, "the Content-Type is not supported"),
     NotAcceptable => ("PGRST107", StatusCode::NOT_ACCEPTABLE, Request, "none of the media types in Accept can be produced"),
+    InvalidProfile => ("PGRST106", StatusCode::NOT_ACCEPTABLE, Request, "the schema named by Accept-Profile or Content-Profile is not exposed"),
     AggregatesOff => ("PGRST123", StatusCode::BAD_REQUEST, Plan, "aggregate functions in select= are off (rest.aggregates)"),
     AggregateNotImplemented => ("PGRST127", StatusCode::BAD_REQUEST, Plan, "aggregates are not implemented in this place of select= (a spread embed)"),
     GroupingError => ("42803", StatusCode::BAD_REQUEST, Plan, "with aggregates, an ordered column must be one of the selected columns they are grouped by"),

@@ -383,3 +383,84 @@ async fn sqlite_leaves_time_zones_alone() {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.headers().get("preference-applied").is_none());
 }
+
+/// Several exposed schemas are PostgREST's profiles: the first by default, another by
+/// `Accept-Profile` (reads) or `Content-Profile` (writes), named back in `Content-Profile`;
+/// its functions find its tables unqualified; a schema not exposed is 406 `PGRST106`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_schemas_as_profiles() {
+    let setup = r#"
+CREATE SCHEMA v1;
+CREATE SCHEMA v2;
+CREATE TABLE v1.parents (id integer PRIMARY KEY, name text);
+CREATE TABLE v2.parents (id integer PRIMARY KEY, name text);
+INSERT INTO v1.parents VALUES (1, 'one');
+INSERT INTO v2.parents VALUES (2, 'two');
+CREATE FUNCTION v2.parent_count() RETURNS bigint LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT count(*) FROM parents); END $$;
+"#;
+    let toml = r#"
+[db]
+schemas = "v1,v2"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    let r = s.get("/parents").send().await.expect("get");
+    assert_eq!(r.headers()["content-profile"], "v1");
+    assert_eq!(json_of(r).await, (200, json!([{"id": 1, "name": "one"}])));
+    let r = s
+        .get("/parents")
+        .header("accept-profile", "v2")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-profile"], "v2");
+    assert_eq!(json_of(r).await, (200, json!([{"id": 2, "name": "two"}])));
+    let r = s
+        .post("/parents", json!({"id": 3, "name": "three"}))
+        .header("content-profile", "v2")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(s.int("SELECT count(*) FROM v2.parents"), 2);
+    assert_eq!(s.int("SELECT count(*) FROM v1.parents"), 1);
+    let r = s
+        .get("/rpc/parent_count")
+        .header("accept-profile", "v2")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(json_of(r).await, (200, json!(2)));
+    let r = s
+        .get("/parents")
+        .header("accept-profile", "v3")
+        .send()
+        .await
+        .expect("get");
+    let body = assert_error(r, 406, "PGRST106").await;
+    assert_eq!(
+        body["hint"],
+        "Only the following schemas are exposed: v1, v2"
+    );
+}
+
+/// One schema: no `Content-Profile`; SQLite takes any profile (supabase-js sends
+/// `Accept-Profile: public`), having one namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_schema_has_no_profiles() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let s = start(b, "", GRANTS).await;
+        let r = s
+            .get("/team?select=team_id&limit=1")
+            .header("accept-profile", "public")
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status().as_u16(), 200, "{b:?}");
+        assert!(r.headers().get("content-profile").is_none(), "{b:?}");
+    }
+}

@@ -88,10 +88,12 @@ async fn handle_once(
     let mut request = ApiRequest::parse(parts, target.table, target.key, body, &app.config.limits)?;
     request.prefer.settle_tx(app.config.rest.tx_end);
     timing.mark("parse");
-    let schema = app.db.schema();
-    let context = app.plan_context(&schema, principal);
+    let cache = app.db.schema();
+    let schema = cache.profile(request::profile(parts))?;
+    let (mut settings, profile) = request::profile_settings(&cache, schema);
+    let context = app.plan_context(schema, principal);
     let mut plan = action_plan::plan(&request, &context)?;
-    let settings = request.prefer.settings(context.dialect);
+    settings.extend(request.prefer.settings(context.dialect));
     if let Some(step) = plan::settings(context.dialect, &settings) {
         plan.job.steps.insert(0, step);
     }
@@ -103,8 +105,8 @@ async fn handle_once(
     timing.mark("plan");
     let outcome = app.db.run(plan.job).await?;
     timing.mark("db");
-    let reply =
-        respond::answer(&request, plan.answer, outcome).map(|r| r.nulls_stripped_if(&request));
+    let reply = respond::answer(&request, plan.answer, outcome)
+        .map(|r| r.nulls_stripped_if(&request).profile(profile));
     timing.mark("respond");
     reply
 }

@@ -390,6 +390,40 @@ impl MediaType {
     }
 }
 
+/// The schema a request names (PostgREST's profiles): `Accept-Profile` for GET and HEAD,
+/// `Content-Profile` for the other methods; `None` when it names none.
+pub fn profile(parts: &http::request::Parts) -> Option<&str> {
+    let name = if matches!(parts.method, Method::GET | Method::HEAD) {
+        "accept-profile"
+    } else {
+        "content-profile"
+    };
+    parts.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The settings and header of a request answered from `schema`'s profile `name` where there
+/// are several: the search path led by it (PostgREST's), and `Content-Profile` naming it.
+pub fn profile_settings(
+    cache: &crate::schema::SchemaCache,
+    chosen: &crate::schema::SchemaCache,
+) -> (Vec<(&'static str, String)>, Option<String>) {
+    if cache.profiles.len() < 2 {
+        return (Vec::new(), None);
+    }
+    let name = cache
+        .others
+        .iter()
+        .find(|(_, c)| std::ptr::eq(c.as_ref(), chosen))
+        .map_or(cache.profiles[0].clone(), |(n, _)| n.clone());
+    let settings = if std::ptr::eq(cache, chosen) {
+        Vec::new()
+    } else {
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        vec![("search_path", format!("{quoted}, public"))]
+    };
+    (settings, Some(name))
+}
+
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
 pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType, ApiError> {
     negotiation(headers, offered).map(|(media, _)| media)

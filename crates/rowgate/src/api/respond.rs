@@ -75,6 +75,14 @@ impl Reply {
         self
     }
 
+    /// Names the schema it was answered from in `Content-Profile` (where there are several).
+    pub fn profile(self, name: Option<String>) -> Reply {
+        match name {
+            Some(name) => self.header(HeaderName::from_static("content-profile"), name),
+            None => self,
+        }
+    }
+
     /// An answer with a fixed content type.
     pub fn raw(status: StatusCode, content_type: &'static str, body: Bytes) -> Reply {
         Reply::typed(status, HeaderValue::from_static(content_type), body)

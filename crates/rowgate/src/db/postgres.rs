@@ -183,16 +183,31 @@ impl ToSql for AsText {
     tokio_postgres::types::to_sql_checked!();
 }
 
-/// The schema cache of `schemas`: their tables and views, then their functions.
+/// The schema cache of `schemas`, one profile each (PostgREST's `Accept-Profile`): their
+/// tables and views, then their functions; the first schema's is the default, holding the
+/// others.
 async fn read_schema(
     client: &tokio_postgres::Client,
     schemas: &[String],
 ) -> Result<crate::schema::SchemaCache, tokio_postgres::Error> {
-    let mut schema = crate::schema::postgres::introspect(client, schemas).await?;
-    schema.functions =
-        crate::schema::functions::introspect(client, schemas, &schema.tables).await?;
-    crate::schema::functions::attach_computed(&mut schema.tables, &schema.functions);
-    Ok(schema)
+    let mut profiles = Vec::with_capacity(schemas.len());
+    for name in schemas {
+        let one = std::slice::from_ref(name);
+        let mut schema = crate::schema::postgres::introspect(client, one).await?;
+        schema.functions =
+            crate::schema::functions::introspect(client, one, &schema.tables).await?;
+        crate::schema::functions::attach_computed(&mut schema.tables, &schema.functions);
+        profiles.push((name.clone(), schema));
+    }
+    let mut profiles = profiles.into_iter();
+    let Some((_, mut first)) = profiles.next() else {
+        return Ok(crate::schema::SchemaCache::default());
+    };
+    first.profiles = schemas.to_vec();
+    first.others = profiles
+        .map(|(name, schema)| (name, Arc::new(schema)))
+        .collect();
+    Ok(first)
 }
 
 fn as_text(v: &Value) -> AsText {

@@ -29,8 +29,10 @@ pub use ords::ords_catalog;
 /// Answers `GET /{prefix}/` and `/openapi.json` with what `principal` may use.
 pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Reply, ApiError> {
     let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
+    let cache = app.db.schema();
+    let profile = headers.get("accept-profile").and_then(|v| v.to_str().ok());
     let doc = document(
-        &app.db.schema(),
+        cache.profile(profile)?,
         &app.config.rest.prefix,
         &app.resources.load(),
         &app.duality,

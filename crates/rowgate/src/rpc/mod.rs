@@ -180,9 +180,11 @@ pub async fn handle(
         parts,
     };
     timing.mark("parse");
-    let schema = app.db.schema();
+    let cache = app.db.schema();
+    let schema = cache.profile(request::profile(parts))?;
+    let (mut settings, profile) = request::profile_settings(&cache, schema);
     let resources = app.resources.load_full();
-    let callee = call::resolve(&call, &schema, &resources)?;
+    let callee = call::resolve(&call, schema, &resources)?;
     app.auth.policy.authorize(principal, callee.subject())?;
     let params = callee.param_names();
     let arguments = call.arguments(callee.takes_whole_body(&call), &params)?;
@@ -201,10 +203,10 @@ pub async fn handle(
         headers: &parts.headers,
         body: Bytes::new(),
     };
-    let cx = app.plan_context(&schema, principal);
+    let cx = app.plan_context(schema, principal);
     let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
-    let zone = api_request.prefer.settings(cx.dialect);
-    if let Some(step) = crate::api::plan::settings(cx.dialect, &zone) {
+    settings.extend(api_request.prefer.settings(cx.dialect));
+    if let Some(step) = crate::api::plan::settings(cx.dialect, &settings) {
         planned.job.steps.insert(0, step);
     }
     if api_request.nulls_stripped {
@@ -228,7 +230,7 @@ pub async fn handle(
     let reply = planned
         .answer
         .respond(&api_request, outcome)
-        .map(|r| r.nulls_stripped_if(&api_request));
+        .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
     timing.mark("respond");
     reply
 }

@@ -308,12 +308,43 @@ pub struct SchemaCache {
     /// `schema.name`: their keys relate the views as PostgREST relates them. Never served.
     #[serde(skip)]
     pub hidden: std::collections::BTreeMap<String, Table>,
+    /// The exposed schemas, the default (this cache's) first, when there are several to
+    /// choose from (PostgreSQL's `db.schemas`); empty on SQLite.
+    #[serde(skip)]
+    pub profiles: Vec<String>,
+    /// The other schemas' caches, by name (the default cache holds them).
+    #[serde(skip)]
+    pub others: Vec<(String, std::sync::Arc<SchemaCache>)>,
 }
 
 impl SchemaCache {
     /// The table or view with this exact name.
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.get(name)
+    }
+
+    /// The cache of the schema a request names (`Accept-Profile` for reads, `Content-Profile`
+    /// for writes; none: the default), or PostgREST's 406 `PGRST106` naming the exposed ones.
+    /// Where there is only one schema (SQLite, or one on PostgreSQL) a profile naming another
+    /// is refused too, but SQLite takes any (it has one namespace).
+    pub fn profile(&self, name: Option<&str>) -> Result<&SchemaCache, crate::error::ApiError> {
+        let Some(name) = name else {
+            return Ok(self);
+        };
+        if self.profiles.is_empty() || self.profiles.first().is_some_and(|p| p == name) {
+            return Ok(self);
+        }
+        match self.others.iter().find(|(n, _)| n == name) {
+            Some((_, cache)) => Ok(cache),
+            None => Err(crate::error::ApiError::new(
+                crate::error::ErrorCode::InvalidProfile,
+                format!("Invalid schema: {name}"),
+            )
+            .hint(format!(
+                "Only the following schemas are exposed: {}",
+                self.profiles.join(", ")
+            ))),
+        }
     }
 
     /// A base table of relationships: an exposed one, or a hidden one a view shows.
@@ -361,6 +392,8 @@ impl SchemaCache {
             functions: Default::default(),
             version,
             hidden: Default::default(),
+            profiles: Vec::new(),
+            others: Vec::new(),
         })
     }
 }

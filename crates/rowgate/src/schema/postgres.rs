@@ -339,6 +339,8 @@ pub async fn introspect(
         functions: Default::default(),
         version: 0,
         hidden,
+        profiles: Vec::new(),
+        others: Vec::new(),
     })
 }
 
