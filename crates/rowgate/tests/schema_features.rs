@@ -464,3 +464,37 @@ async fn one_schema_has_no_profiles() {
         assert!(r.headers().get("content-profile").is_none(), "{b:?}");
     }
 }
+
+/// A table with a foreign key to itself: embedding it by its own name gives its children
+/// (PostgREST's recursive one-to-many); the key's column names its parent; both nest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_references_embed_children_by_name_and_parents_by_column() {
+    let setup = r#"
+CREATE TABLE family (id integer PRIMARY KEY, name text, parent integer REFERENCES family (id));
+INSERT INTO family VALUES (1, 'root', NULL), (2, 'kid one', 1), (3, 'kid two', 1), (4, 'grandkid', 2);
+"#;
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let s = start(b, setup, GRANTS).await;
+        let (status, body) = get(
+            &s,
+            "/family?select=name,family(name,family(name))&id=eq.1&family.order=id",
+        )
+        .await;
+        assert_eq!(status, 200, "{b:?}: {body}");
+        assert_eq!(
+            body,
+            json!([{"name": "root", "family": [
+                {"name": "kid one", "family": [{"name": "grandkid"}]},
+                {"name": "kid two", "family": []}
+            ]}]),
+            "{b:?}"
+        );
+        let (status, body) = get(&s, "/family?select=name,parent(name,parent(name))&id=eq.4").await;
+        assert_eq!(status, 200, "{b:?}: {body}");
+        assert_eq!(
+            body,
+            json!([{"name": "grandkid", "parent": {"name": "kid one", "parent": {"name": "root"}}}]),
+            "{b:?}"
+        );
+    }
+}

@@ -384,6 +384,11 @@ pub fn find(
             }
         })
         .collect();
+    // a table naming itself means its children (PostgREST's recursive one-to-many): its
+    // parent is named by the foreign key's column or constraint
+    if found.len() > 1 && target == origin.name {
+        found.retain(|r| !(r.related == origin.name && r.cardinality == Cardinality::ManyToOne));
+    }
     match found.len() {
         0 => Err(NotFound::None),
         1 => Ok(found.remove(0)),
