@@ -141,6 +141,12 @@ def quasi_value(name, body):
             raise Unsupported(f"JSON the reader cannot parse: {e}")
         return ("json", value)
     if name in ("str", "here", "hereLit"):
+        lines = body.split("\n")
+        margins = [ln for ln in lines[1:] if ln.strip()]
+        if margins and all(re.match(r"^\s*\|", ln) for ln in margins):
+            # Text.Heredoc's margins: each line after the first starts at its `|`
+            rest = [ln.split("|", 1)[1] if "|" in ln else "" for ln in lines[1:]]
+            return ("text", "\n".join([lines[0]] + rest))
         text = body
         if text.startswith("\n"):
             text = text[1:]

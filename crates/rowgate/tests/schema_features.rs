@@ -498,3 +498,61 @@ INSERT INTO family VALUES (1, 'root', NULL), (2, 'kid one', 1), (3, 'kid two', 1
         );
     }
 }
+
+/// A function's value of a media type (a domain named after one, `xml`, `bytea`) is answered
+/// raw when `Accept` asks for that type, JSON otherwise; a type it does not have is 406.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_raw_values_by_media_type() {
+    let setup = r#"
+CREATE DOMAIN "text/plain" AS text;
+CREATE FUNCTION hello() RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT 'Hello'::"text/plain" $$;
+CREATE FUNCTION tag() RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT '<a/>'::xml $$;
+CREATE FUNCTION blob() RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT '\x00ff41'::bytea $$;
+"#;
+    let toml = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    let raw = |path: &'static str, accept: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .get(path)
+                .header("accept", accept)
+                .send()
+                .await
+                .expect("get");
+            let status = r.status().as_u16();
+            let ct = r.headers()["content-type"]
+                .to_str()
+                .expect("ct")
+                .to_string();
+            (status, ct, r.bytes().await.expect("body").to_vec())
+        }
+    };
+    assert_eq!(
+        raw("/rpc/hello", "text/plain").await,
+        (200, "text/plain; charset=utf-8".into(), b"Hello".to_vec())
+    );
+    assert_eq!(
+        raw("/rpc/tag", "text/xml").await,
+        (200, "text/xml; charset=utf-8".into(), b"<a/>".to_vec())
+    );
+    assert_eq!(
+        raw("/rpc/blob", "application/octet-stream").await,
+        (200, "application/octet-stream".into(), vec![0, 255, 65])
+    );
+    let (status, ct, body) = raw("/rpc/hello", "application/json").await;
+    assert_eq!((status, body), (200, b"\"Hello\"".to_vec()), "{ct}");
+    let r = s
+        .get("/rpc/hello")
+        .header("accept", "text/xml")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 406, "PGRST107").await;
+}

@@ -424,6 +424,37 @@ pub fn profile_settings(
     (settings, Some(name))
 }
 
+/// Whether `Accept` asks for `media` before anything else it takes: `media` itself (or
+/// `type/*`) at the highest weight, not after `*/*` or JSON; `*/*` (a value of any media type)
+/// whatever it asks.
+pub fn prefers(headers: &HeaderMap, media: &str) -> bool {
+    if media == "*/*" {
+        return true; // PostgREST's domain of any media type: whatever is asked
+    }
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mut best: Option<(f32, usize, String)> = None;
+    for (i, part) in accept.split(',').enumerate() {
+        let mut params = part.split(';');
+        let range = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = params
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q > 0.0 && best.as_ref().is_none_or(|(bq, _, _)| q > *bq) {
+            best = Some((q, i, range));
+        }
+    }
+    let media = media.to_ascii_lowercase();
+    best.is_some_and(|(_, _, range)| {
+        range == media
+            || range
+                .strip_suffix("/*")
+                .is_some_and(|t| media.starts_with(&format!("{t}/")) && t != "application")
+    })
+}
+
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
 pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType, ApiError> {
     negotiation(headers, offered).map(|(media, _)| media)

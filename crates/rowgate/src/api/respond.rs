@@ -75,6 +75,36 @@ impl Reply {
         self
     }
 
+    /// The answer's one JSON value as raw bytes of `media` (a function's media type handler):
+    /// a string as its text (a `bytea`'s `\\x…` hex as its bytes), `null` as nothing, another
+    /// value as its JSON text. The known text types say `charset=utf-8`, as PostgREST's.
+    pub fn raw_value(mut self, media: &str) -> Result<Reply, ApiError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(&self.body).map_err(ApiError::internal)?;
+        let bytes = match value {
+            serde_json::Value::Null => Vec::new(),
+            // bytes (a bytea, or a domain of any media type over one) as PostgreSQL's hex
+            serde_json::Value::String(s) if matches!(media, "application/octet-stream" | "*/*") => {
+                match s.strip_prefix("\\x").map(hex_bytes) {
+                    Some(Some(bytes)) => bytes,
+                    _ => s.into_bytes(),
+                }
+            }
+            serde_json::Value::String(s) => s.into_bytes(),
+            other => other.to_string().into_bytes(),
+        };
+        let content_type = match media {
+            "text/plain" | "text/xml" | "text/csv" | "application/json" => {
+                format!("{media}; charset=utf-8")
+            }
+            "*/*" => "application/octet-stream".to_string(),
+            _ => media.to_string(),
+        };
+        self.content_type = Some(HeaderValue::from_str(&content_type).map_err(ApiError::internal)?);
+        self.body = Bytes::from(bytes);
+        Ok(self)
+    }
+
     /// Names the schema it was answered from in `Content-Profile` (where there are several).
     pub fn profile(self, name: Option<String>) -> Reply {
         match name {
@@ -533,6 +563,17 @@ pub fn content_range(offset: u64, rows: u64, total: Option<u64>) -> String {
     } else {
         format!("{offset}-{}/{total}", offset + rows - 1)
     }
+}
+
+/// Hex digits as bytes (`None` unless every pair is hex).
+fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 #[cfg(test)]

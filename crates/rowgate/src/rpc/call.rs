@@ -35,6 +35,32 @@ pub enum Callee<'a> {
 }
 
 impl Callee<'_> {
+    /// The media type its one value may be answered in raw (PostgREST's media type handlers
+    /// of scalars): a domain named after one (`CREATE DOMAIN "text/plain" AS text`), `xml` as
+    /// `text/xml`, `bytea` as `application/octet-stream`; `None` for the rest.
+    pub fn raw_media(&self) -> Option<String> {
+        let Callee::Function(f) = self else {
+            return None;
+        };
+        let Returns::Scalar {
+            set: false,
+            decl_type,
+            ..
+        } = &f.returns
+        else {
+            return None;
+        };
+        // the type as PostgreSQL prints it: `"text/plain"`, or schema-qualified
+        let name = decl_type.rsplit("\".").next().unwrap_or(decl_type);
+        let name = name.trim_matches('"');
+        match name {
+            "xml" => Some("text/xml".into()),
+            "bytea" => Some("application/octet-stream".into()),
+            n if n.contains('/') => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
     /// What calling it asks of the policy.
     pub fn subject(&self) -> Subject<'_> {
         match self {

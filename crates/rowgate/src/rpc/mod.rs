@@ -191,12 +191,20 @@ pub async fn handle(
     let modifiers = call.modifiers(&params)?;
     request::check_limits(&modifiers.filters, &app.config.limits)?;
     let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
+    // a value of a media type's domain (or xml, bytea), asked for by Accept: answered raw
+    let raw = callee
+        .raw_media()
+        .filter(|m| request::prefers(&parts.headers, m));
+    let media = match raw {
+        Some(_) => MediaType::Json,
+        None => request::negotiate(&parts.headers, &offered)?,
+    };
     let mut api_request = ApiRequest {
         action: request::Action::Read { key: None },
         table: name,
         query: modifiers,
         prefer: call.prefer.clone(),
-        media: request::negotiate(&parts.headers, &offered)?,
+        media,
         nulls_stripped: request::negotiation(&parts.headers, &offered).is_ok_and(|(_, s)| s),
         range: request::parse_range(&parts.headers)?,
         method: &parts.method,
@@ -230,6 +238,10 @@ pub async fn handle(
     let reply = planned
         .answer
         .respond(&api_request, outcome)
+        .and_then(|r| match raw {
+            Some(media) => r.raw_value(&media),
+            None => Ok(r),
+        })
         .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
     timing.mark("respond");
     reply
