@@ -105,6 +105,8 @@ error_codes! {
     StorageFull => ("53100", StatusCode::INSUFFICIENT_STORAGE, Execute, "the database could not write (disk full, file size limit); nothing was written, reads go on"),
     Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
     Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
+    ResponseHeadersInvalid => ("PGRST111", StatusCode::INTERNAL_SERVER_ERROR, Execute, "response.headers set by a function or trigger is not a JSON array of one-key objects with string values"),
+    ResponseStatusInvalid => ("PGRST112", StatusCode::INTERNAL_SERVER_ERROR, Execute, "response.status set by a function or trigger is not a status code"),
 }
 
 /// An error answer: a code plus human text.

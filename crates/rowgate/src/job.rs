@@ -62,6 +62,10 @@ pub enum Step {
     /// Sets up the transaction (`SELECT set_config(…, true)`: the caller's claims, the time
     /// zone): run for its effect, counting nothing (PostgreSQL).
     Setting(Sql),
+    /// Reads the `response.headers` and `response.status` settings a function or trigger made
+    /// in the transaction (PostgreSQL; PostgREST's response settings) into
+    /// [`Output::response`].
+    ResponseSettings,
     /// Rows into [`Output::rows`] (and, in a write, into `affected`): with `shape`, or, when
     /// `None`, with the statement's own column names and declared types.
     Rows {
@@ -216,6 +220,18 @@ pub struct Output {
     pub affected: u64,
     /// The `Value` step's JSON.
     pub value: Option<Vec<u8>>,
+    /// The `ResponseSettings` step's `response.headers` and `response.status`, as set.
+    pub response: ResponseSettings,
+}
+
+/// What a function or trigger asked of the answer through `response.headers` (a JSON array
+/// of one-key objects) and `response.status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseSettings {
+    /// `response.headers`, unless empty.
+    pub headers: Option<String>,
+    /// `response.status`, unless empty.
+    pub status: Option<String>,
 }
 
 /// How to write one output column to JSON.

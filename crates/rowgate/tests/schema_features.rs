@@ -556,3 +556,68 @@ functions = ["*"]
         .expect("get");
     assert_error(r, 406, "PGRST107").await;
 }
+
+/// A function or a write's trigger shapes the answer through `response.headers` and
+/// `response.status` (PostgREST's settings): headers added or replacing Rowgate's (two
+/// `Set-Cookie` both sent), the status replaced; settings not of their shape are 500
+/// `PGRST111`/`PGRST112`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_response_settings() {
+    let setup = r#"
+CREATE FUNCTION refuse() RETURNS json LANGUAGE sql AS $$
+  SELECT set_config('response.status', '403', true);
+  SELECT json_build_object('message', 'no') $$;
+CREATE FUNCTION cookies() RETURNS void LANGUAGE sql AS $$
+  SELECT set_config('response.headers', '[{"Set-Cookie": "a=1; Path=/"}, {"Set-Cookie": "b=2"}, {"Cache-Control": "no-store"}]', true) $$;
+CREATE FUNCTION bad_headers() RETURNS int LANGUAGE sql AS $$
+  SELECT set_config('response.headers', '{"not": "an array"}', true); SELECT 1 $$;
+CREATE FUNCTION bad_status() RETURNS int LANGUAGE sql AS $$
+  SELECT set_config('response.status', 'teapot', true); SELECT 1 $$;
+CREATE FUNCTION mark_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  PERFORM set_config('response.headers', '[{"X-Written": "yes"}]', true); RETURN NEW; END $$;
+CREATE TRIGGER mark BEFORE INSERT ON team FOR EACH ROW EXECUTE FUNCTION mark_write();
+"#;
+    let toml = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    let r = s.post("/rpc/refuse", json!({})).send().await.expect("post");
+    assert_eq!(json_of(r).await, (403, json!({"message": "no"})));
+    let r = s
+        .post("/rpc/cookies", json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 204);
+    let cookies: Vec<&str> = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().expect("ascii"))
+        .collect();
+    assert_eq!(cookies, ["a=1; Path=/", "b=2"]);
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let r = s
+        .post("/rpc/bad_headers", json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_error(r, 500, "PGRST111").await;
+    let r = s
+        .post("/rpc/bad_status", json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_error(r, 500, "PGRST112").await;
+    let r = s
+        .post("/team", json!({"team_id": 95, "name": "Triggered"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(r.headers()["x-written"], "yes");
+}

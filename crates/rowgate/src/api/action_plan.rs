@@ -865,6 +865,7 @@ mod tests {
                 | Step::Value(sql)
                 | Step::Forbid { sql, .. } => sql.text.clone(),
                 Step::IfMatch { sql, .. } => format!("if-match {}", sql.text),
+                Step::ResponseSettings => "response settings".to_string(),
                 Step::Document { sql, .. } => format!("document {}", sql.text),
                 Step::Estimate { count, .. } => count.text.clone(),
             })

@@ -97,6 +97,10 @@ async fn handle_once(
     if let Some(step) = plan::settings(context.dialect, &settings) {
         plan.job.steps.insert(0, step);
     }
+    // a write's triggers may set the answer's headers and status (PostgREST's settings)
+    if plan.job.access == crate::job::Access::Write && context.dialect.has_schemas() {
+        plan.job.steps.push(crate::job::Step::ResponseSettings);
+    }
     if request.nulls_stripped {
         plan.job.strip_nulls();
     }
@@ -105,7 +109,9 @@ async fn handle_once(
     timing.mark("plan");
     let outcome = app.db.run(plan.job).await?;
     timing.mark("db");
+    let response = outcome.response.clone();
     let reply = respond::answer(&request, plan.answer, outcome)
+        .and_then(|r| r.with_settings(&response))
         .map(|r| r.nulls_stripped_if(&request).profile(profile));
     timing.mark("respond");
     reply

@@ -105,6 +105,60 @@ impl Reply {
         Ok(self)
     }
 
+    /// The answer as the transaction's `response.headers` and `response.status` settings ask
+    /// (PostgREST's): each header replaces the answer's own of that name (several of one name,
+    /// such as two `Set-Cookie`, all go out), the status replaces the answer's; 500 `PGRST111` /
+    /// `PGRST112` when a setting is not of their shape.
+    pub fn with_settings(
+        mut self,
+        settings: &crate::job::ResponseSettings,
+    ) -> Result<Reply, ApiError> {
+        if let Some(text) = &settings.headers {
+            let invalid = || {
+                ApiError::new(
+                    ErrorCode::ResponseHeadersInvalid,
+                    "response.headers guc must be a JSON array composed of objects with a single key and a string value",
+                )
+            };
+            let list: Vec<serde_json::Map<String, serde_json::Value>> =
+                serde_json::from_str(text).map_err(|_| invalid())?;
+            let mut replaced: Vec<HeaderName> = Vec::new();
+            for object in list {
+                let mut pairs = object.into_iter();
+                let (Some((name, serde_json::Value::String(value))), None) =
+                    (pairs.next(), pairs.next())
+                else {
+                    return Err(invalid());
+                };
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+                let value = HeaderValue::from_str(&value).map_err(|_| invalid())?;
+                if name == header::CONTENT_TYPE {
+                    self.content_type = Some(value);
+                    continue;
+                }
+                if !replaced.contains(&name) {
+                    self.headers.retain(|(n, _)| *n != name);
+                    replaced.push(name.clone());
+                }
+                self.headers.push((name, value));
+            }
+        }
+        if let Some(text) = &settings.status {
+            self.status = text
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .and_then(|code| StatusCode::from_u16(code).ok())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::ResponseStatusInvalid,
+                        "response.status guc must be a valid status code",
+                    )
+                })?;
+        }
+        Ok(self)
+    }
+
     /// Names the schema it was answered from in `Content-Profile` (where there are several).
     pub fn profile(self, name: Option<String>) -> Reply {
         match name {

@@ -441,6 +441,18 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             Step::Setting(sql) => {
                 execute(client, &sql.text, &sql.params).await?;
             }
+            Step::ResponseSettings => {
+                let row = query_one(
+                    client,
+                    "SELECT nullif(current_setting('response.headers', true), ''), nullif(current_setting('response.status', true), '')",
+                    &[],
+                )
+                .await?;
+                tally.responded(crate::job::ResponseSettings {
+                    headers: row.get(0),
+                    status: row.get(1),
+                });
+            }
             // the keys and JSON types come from the statement itself (its aliases and
             // PostgreSQL's types): the shape SQLite needs to type its values is not needed here
             Step::Rows { sql, .. } => {

@@ -78,6 +78,8 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
             Step::Setting(sql) => {
                 execute(conn, sql)?;
             }
+            // (SQLite has no settings: nothing can have been asked)
+            Step::ResponseSettings => {}
             Step::Rows { sql, shape } => {
                 let before = out.rows;
                 match shape {

@@ -3,7 +3,7 @@
 //! and PostgreSQL interpreters differ in how they run a statement, not in what they count.
 
 use super::error::DbError;
-use crate::job::{Access, Job, Output};
+use crate::job::{Access, Job, Output, ResponseSettings};
 
 /// The running totals of one job.
 #[derive(Debug, Default)]
@@ -12,6 +12,7 @@ pub(super) struct Tally {
     row_count: u64,
     count: Option<u64>,
     value: Option<Vec<u8>>,
+    response: ResponseSettings,
 }
 
 impl Tally {
@@ -38,6 +39,11 @@ impl Tally {
         self.value = Some(json);
     }
 
+    /// The `ResponseSettings` step's settings.
+    pub fn responded(&mut self, settings: ResponseSettings) {
+        self.response = settings;
+    }
+
     /// A `Forbid` step: its refusal unless no row breaks the rule.
     pub fn forbid(violations: u64, refusal: &DbError) -> Result<(), DbError> {
         if violations > 0 {
@@ -56,6 +62,7 @@ impl Tally {
             count: self.count,
             affected: self.affected,
             value: self.value,
+            response: self.response,
         })
     }
 }

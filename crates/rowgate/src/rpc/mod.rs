@@ -220,6 +220,10 @@ pub async fn handle(
     if api_request.nulls_stripped {
         planned.job.strip_nulls();
     }
+    // a database function may set the answer's headers and status (PostgREST's settings)
+    if matches!(callee, call::Callee::Function(_)) {
+        planned.job.steps.push(crate::job::Step::ResponseSettings);
+    }
     timing.mark("plan");
     let outcome = match app.db.run(planned.job).await {
         Ok(outcome) => outcome,
@@ -235,9 +239,11 @@ pub async fn handle(
         }
     };
     timing.mark("db");
+    let response = outcome.response.clone();
     let reply = planned
         .answer
         .respond(&api_request, outcome)
+        .and_then(|r| r.with_settings(&response))
         .and_then(|r| match raw {
             Some(media) => r.raw_value(&media),
             None => Ok(r),
