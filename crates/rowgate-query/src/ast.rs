@@ -123,6 +123,9 @@ pub struct JsonStep {
     pub key: JsonKey,
     /// `->>`: the value as text rather than JSON.
     pub as_text: bool,
+    /// (On a path's first step, set by the planner) the column is not JSON: its value is read
+    /// as JSON first (PostgreSQL's `to_jsonb`, as PostgREST reads composite and array columns).
+    pub to_json: bool,
 }
 
 /// The output key PostgREST gives a selected JSON path: its last field name, or the column's

@@ -801,7 +801,11 @@ fn parse_path(cur: &mut Cur<'_>) -> Result<Vec<JsonStep>, Fail> {
                 JsonKey::Field(word.to_owned())
             }
         };
-        path.push(JsonStep { key, as_text });
+        path.push(JsonStep {
+            key,
+            as_text,
+            to_json: false,
+        });
     }
 }
 

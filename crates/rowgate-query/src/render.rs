@@ -77,6 +77,11 @@ pub trait Dialect: Send + Sync {
     /// `index`.
     fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String;
 
+    /// A value that is not JSON as JSON, for a path into it (PostgreSQL: `to_jsonb`).
+    fn as_json(&self, expr: &str) -> String {
+        expr.to_owned()
+    }
+
     /// A JSON value (a path ending in `->`, or a bound literal) as the database compares and
     /// sorts JSON: PostgreSQL's jsonb compares numbers as numbers by itself; SQLite's `->`
     /// gives JSON text, so its SQL value (`->> '$'`) is compared instead, on both sides.
@@ -372,6 +377,10 @@ impl Dialect for Postgres {
     }
 
     /// Keys are cast so that `->` picks the object (text) or array (int) form.
+    fn as_json(&self, expr: &str) -> String {
+        format!("to_jsonb({expr})")
+    }
+
     fn json_step(&self, lhs: &str, key: &str, index: bool, as_text: bool) -> String {
         let arrow = if as_text { "->>" } else { "->" };
         let ty = if index { "int4" } else { "text" };
@@ -1295,6 +1304,9 @@ fn field(d: &dyn Dialect, column: &str, path: &[JsonStep], out: &mut Sql) -> Str
 
 /// `expr` followed by a JSON path's steps (bound keys and indexes).
 fn json_path(d: &dyn Dialect, mut expr: String, path: &[JsonStep], out: &mut Sql) -> String {
+    if path.first().is_some_and(|s| s.to_json) {
+        expr = d.as_json(&expr);
+    }
     if path.is_empty() {
         return expr;
     }

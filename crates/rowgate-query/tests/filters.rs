@@ -50,6 +50,7 @@ fn with_path(mut c: Condition, steps: &[(JsonKey, bool)]) -> Condition {
             .map(|(key, as_text)| JsonStep {
                 key: key.clone(),
                 as_text: *as_text,
+                to_json: false,
             })
             .collect();
     }
@@ -939,10 +940,12 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                         JsonStep {
                             key: field("0"),
                             as_text: false,
+                            to_json: false,
                         },
                         JsonStep {
                             key: field("b"),
                             as_text: true,
+                            to_json: false,
                         },
                     ],
                     alias: Some("x".into()),
@@ -954,6 +957,7 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                     path: vec![JsonStep {
                         key: JsonKey::Index(1),
                         as_text: false,
+                        to_json: false,
                     }],
                     alias: None,
                     cast: None,
@@ -968,6 +972,7 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                 path: vec![JsonStep {
                     key: field("a"),
                     as_text: true,
+                    to_json: false,
                 }],
                 ..ord("data", Some(Direction::Desc), Some(Nulls::Last))
             }]),

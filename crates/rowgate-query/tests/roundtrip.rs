@@ -73,6 +73,7 @@ fn path() -> impl Strategy<Value = Vec<JsonStep>> {
                 .map(|(i, key)| JsonStep {
                     key,
                     as_text: last_text && i + 1 == n,
+                    to_json: false,
                 })
                 .collect()
         }),

@@ -1128,19 +1128,20 @@ async fn json_paths(b: Backend) {
     assert_error(r, 400, "PGRST100").await;
     let r = s.get("/docs?select=nope->a").send().await.expect("request");
     assert_error(r, 400, "PGRST204").await;
-    // A path into a column that is not JSON: refused by the planner on PostgreSQL, by SQLite's
-    // JSON functions when the text does not parse.
+    // A path into a column that is not JSON: PostgreSQL reads it as JSON first (as PostgREST:
+    // a text is a JSON string, with no key `a`); SQLite's JSON functions refuse text that does
+    // not parse.
     let r = s
-        .get("/docs?select=label->a")
+        .get("/docs?select=label->a&order=id")
         .send()
         .await
         .expect("request");
-    let code = if b == Backend::Postgres {
-        "PGRST100"
+    if b == Backend::Postgres {
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(body, json!([{"a": null}, {"a": null}, {"a": null}]));
     } else {
-        "22P02"
-    };
-    assert_error(r, 400, code).await;
+        assert_error(r, 400, "22P02").await;
+    }
 }
 
 /// `rest.server_timing`: each table answer names its stages and their durations in

@@ -621,3 +621,23 @@ functions = ["*"]
     assert_eq!(r.status().as_u16(), 201);
     assert_eq!(r.headers()["x-written"], "yes");
 }
+
+/// JSON paths into columns that are not JSON (a composite, an array) read them as JSON first,
+/// as PostgREST: in `select`, filters and `order`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_json_paths_into_composites_and_arrays() {
+    let setup = r#"
+CREATE TYPE complex AS (r double precision, i double precision);
+CREATE TABLE shapes (id integer PRIMARY KEY, c complex, xs integer[]);
+INSERT INTO shapes VALUES (1, ROW(1.5, 2)::complex, '{10,20}'), (2, ROW(0.5, -1)::complex, '{30,40}');
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    let (status, body) = get(&s, "/shapes?select=id,i:c->i,second:xs->1&order=c->>r.desc").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"id": 1, "i": 2, "second": 20}, {"id": 2, "i": -1, "second": 40}])
+    );
+    let (status, body) = get(&s, "/shapes?select=id&xs->>0=eq.30").await;
+    assert_eq!((status, body), (200, json!([{"id": 2}])));
+}

@@ -243,7 +243,7 @@ pub fn output<'q>(
                 aggregate,
             } => {
                 let name = column(table, name)?;
-                json_path_allowed(table, &name, path, dialect)?;
+                let json = json_path(table, &name, path, dialect);
                 let cast = cast_to(cast.as_deref(), dialect)?;
                 let aggregate = match aggregate {
                     None => None,
@@ -277,7 +277,7 @@ pub fn output<'q>(
                 columns.push(OutputColumn {
                     key,
                     column: name,
-                    path: path.clone(),
+                    path: json,
                     cast,
                     aggregate,
                 });
@@ -442,25 +442,18 @@ pub fn never_null(table: &Table) -> Vec<String> {
         .collect()
 }
 
-/// A JSON path needs a JSON column on PostgreSQL (where `->` on other types does not exist);
-/// SQLite keeps JSON in any column, and answers 400 for text that is not JSON.
-fn json_path_allowed(
-    table: &Table,
-    name: &str,
-    path: &[JsonStep],
-    dialect: &dyn Dialect,
-) -> Result<(), ApiError> {
+/// A JSON path into the column `name`: on PostgreSQL, where `->` takes only JSON, a column of
+/// another type (a composite, an array) is read as JSON first, as PostgREST does; SQLite keeps
+/// JSON in any column, and answers 400 for text that is not JSON.
+fn json_path(table: &Table, name: &str, path: &[JsonStep], dialect: &dyn Dialect) -> Vec<JsonStep> {
     let is_json = table
         .column(name)
         .is_some_and(|c| c.json_kind == JsonKind::Json);
-    if path.is_empty() || is_json || dialect.json_paths_on_text() {
-        return Ok(());
+    let mut path = path.to_vec();
+    if let Some(first) = path.first_mut() {
+        first.to_json = !is_json && !dialect.json_paths_on_text();
     }
-    Err(ApiError::new(
-        ErrorCode::QueryParse,
-        format!("column '{name}' is not json or jsonb, so it has no JSON path"),
-    )
-    .hint("use -> and ->> on json and jsonb columns only"))
+    path
 }
 
 /// Checks every column and operator of a filter tree, rewriting names to the cache's spelling:
@@ -481,7 +474,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
     Ok(match c {
         Condition::Pred(p) => {
             let name = column(table, &p.column)?;
-            json_path_allowed(table, &name, &p.path, dialect)?;
+            let path = json_path(table, &name, &p.path, dialect);
             if !dialect.supports(p.op) {
                 return Err(ApiError::new(
                     ErrorCode::QueryParse,
@@ -513,6 +506,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
             };
             Condition::Pred(Predicate {
                 column: name,
+                path,
                 operand,
                 vectorize,
                 ..p.clone()
@@ -571,8 +565,8 @@ pub fn order(
                 return Ok(t.clone());
             }
             let name = column(table, &t.column)?;
-            json_path_allowed(table, &name, &t.path, dialect)?;
             Ok(OrderTerm {
+                path: json_path(table, &name, &t.path, dialect),
                 column: name,
                 ..t.clone()
             })
