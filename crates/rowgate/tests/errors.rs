@@ -1203,11 +1203,22 @@ async fn operators_on_the_wrong_backend_or_type(b: Backend) {
         "/team?points=sl.[1,2)",
         "/team?select=name->%00",
         "/team?select=points->>'a'",
-        "/team?name->>%22a%22%22b%22=eq.1",
-        "/team?order=name->0.desc",
         "/team?name=wfts(%00).x",
     ] {
         client_error(s.get(path).send().await.expect("request"), path).await;
+    }
+    // JSON paths into columns that are not JSON: PostgreSQL reads them as JSON first (as
+    // PostgREST; nothing is found there), SQLite refuses text that is not JSON
+    for path in [
+        "/team?name->>%22a%22%22b%22=eq.1",
+        "/team?order=name->0.desc",
+    ] {
+        let r = s.get(path).send().await.expect("request");
+        if b == Backend::Postgres {
+            assert_eq!(r.status(), 200, "{path}");
+        } else {
+            client_error(r, path).await;
+        }
     }
 }
 
