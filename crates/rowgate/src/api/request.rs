@@ -131,22 +131,15 @@ impl<'a> ApiRequest<'a> {
         let prefer = Prefer::parse(&parts.headers)?;
         let action = Action::of(&parts.method, key);
         let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
-        let nulls_stripped = negotiation(&parts.headers, &offered).is_ok_and(|(_, strip)| strip);
+        let negotiated = negotiation(&parts.headers, &offered);
+        let nulls_stripped = negotiated.as_ref().is_ok_and(|(_, strip)| *strip);
         let (media, range) = match action {
-            Action::Read { .. } => (
-                negotiate(&parts.headers, &offered)?,
-                parse_range(&parts.headers)?,
-            ),
+            Action::Read { .. } => (negotiated?.0, parse_range(&parts.headers)?),
             // A singular `Accept` guards every write, whatever it returns: unless exactly one
             // row is affected, the write answers 406 and commits nothing (as PostgREST).
             // Without a representation the other media types do not matter.
-            _ if prefer.return_ == Return::Representation => {
-                (negotiate(&parts.headers, &offered)?, None)
-            }
-            _ => (
-                negotiate(&parts.headers, &offered).unwrap_or(MediaType::Json),
-                None,
-            ),
+            _ if prefer.return_ == Return::Representation => (negotiated?.0, None),
+            _ => (negotiated.map_or(MediaType::Json, |(m, _)| m), None),
         };
         Ok(ApiRequest {
             action,
