@@ -635,6 +635,8 @@ async fn offset_beyond_count_is_416(b: Backend) {
         .send()
         .await
         .expect("request");
+    // the total still said, as PostgREST says it
+    assert_eq!(header(&r, "content-range"), "*/42");
     let body = assert_error(r, 416, "PGRST103").await;
     assert!(
         body["details"].as_str().unwrap_or("").contains("42"),
@@ -649,6 +651,31 @@ async fn offset_beyond_count_is_416(b: Backend) {
         .await
         .expect("request");
     assert_error(r, 416, "PGRST103").await;
+
+    // A Range ending before it starts.
+    let r = s
+        .get("/employee")
+        .header("Range", "5-2")
+        .send()
+        .await
+        .expect("request");
+    assert_error(r, 416, "PGRST103").await;
+    // `limit=` and a Range header: the rows both take.
+    let r = s
+        .get("/employee?select=emp_no&order=emp_no&limit=3")
+        .header("Range", "1-5")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(header(&r, "content-range"), "1-2/*");
+    assert_eq!(
+        r.json::<Value>()
+            .await
+            .expect("json")
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
 
     // Without a count the total is unknown: an empty page, not an error.
     let r = s.get("/employee?offset=100").send().await.expect("request");

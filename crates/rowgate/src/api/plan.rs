@@ -675,8 +675,16 @@ pub fn read<'q>(
     }
     let (mut offset, mut limit) = (query.offset, query.limit);
     if let Some(r) = range {
-        offset = offset.or(Some(r.offset).filter(|&o| o > 0));
-        limit = limit.or(r.limit);
+        // the rows both the query string's window and the Range header's take (PostgREST's
+        // intersection of the two)
+        let start = offset.unwrap_or(0).max(r.offset);
+        let ends = [
+            limit.map(|l| offset.unwrap_or(0).saturating_add(l)),
+            r.limit.map(|l| r.offset.saturating_add(l)),
+        ];
+        let end = ends.into_iter().flatten().min();
+        offset = Some(start).filter(|&o| o > 0);
+        limit = end.map(|e| e.saturating_sub(start));
     }
     if max_rows > 0 {
         limit = Some(limit.map_or(max_rows, |l| l.min(max_rows)));

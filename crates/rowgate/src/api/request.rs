@@ -544,9 +544,11 @@ pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
     if last < first {
         return Err(ApiError::new(
             ErrorCode::RangeNotSatisfiable,
-            "requested range not satisfiable",
+            "Requested range not satisfiable",
         )
-        .details(format!("the range end {last} is before its start {first}")));
+        .details(
+            "The lower boundary must be lower than or equal to the upper boundary in the Range header.",
+        ));
     }
     Ok(Some(ItemRange {
         offset: first,

@@ -421,13 +421,18 @@ pub fn answer(
             let total = outcome.count;
             if let Some(total) = total {
                 if offset > total {
-                    return Err(ApiError::new(
+                    // an error answer that still says how many rows there are, as PostgREST's
+                    let err = ApiError::new(
                         ErrorCode::RangeNotSatisfiable,
                         "Requested range not satisfiable",
                     )
                     .details(format!(
                         "An offset of {offset} was requested, but there are only {total} rows."
-                    )));
+                    ));
+                    return Ok(
+                        Reply::typed(err.status(), ApiError::content_type(), err.body())
+                            .header(header::CONTENT_RANGE, format!("*/{total}")),
+                    );
                 }
             }
             let status = match total {
