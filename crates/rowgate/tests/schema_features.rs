@@ -641,3 +641,34 @@ INSERT INTO shapes VALUES (1, ROW(1.5, 2)::complex, '{10,20}'), (2, ROW(0.5, -1)
     let (status, body) = get(&s, "/shapes?select=id&xs->>0=eq.30").await;
     assert_eq!((status, body), (200, json!([{"id": 2}])));
 }
+
+/// A `VARIADIC` parameter takes an array, or a query string's repeated (or single) argument;
+/// another parameter repeated in a query string takes its last value, as PostgREST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_variadic_parameters() {
+    let setup = r#"
+CREATE FUNCTION tags(VARIADIC v text[] DEFAULT '{}') RETURNS text[] LANGUAGE sql IMMUTABLE AS $$ SELECT v $$;
+CREATE FUNCTION greet(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'Hello, ' || name $$;
+"#;
+    let toml = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+    let s = start(Backend::Postgres, setup, toml).await;
+    assert_eq!(get(&s, "/rpc/tags?v=a&v=b").await, (200, json!(["a", "b"])));
+    assert_eq!(get(&s, "/rpc/tags?v=a").await, (200, json!(["a"])));
+    assert_eq!(get(&s, "/rpc/tags").await, (200, json!([])));
+    let r = s
+        .post("/rpc/tags", json!({"v": ["x", "y"]}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(json_of(r).await, (200, json!(["x", "y"])));
+    assert_eq!(
+        get(&s, "/rpc/greet?name=ignored&name=world").await,
+        (200, json!("Hello, world"))
+    );
+}

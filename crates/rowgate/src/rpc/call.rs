@@ -398,8 +398,25 @@ fn plan_function(
             if given.is_empty() {
                 call.text.push_str(&format!("{function}() AS {alias}"));
             } else {
-                let record: Map<String, Json> =
-                    map.into_iter().filter(|(k, _)| f.has_param(k)).collect();
+                // a query string's repeated argument is its last value, but for a VARIADIC
+                // parameter, which takes them all (one alone, too, as an array)
+                let by_get = matches!(*request.method, http::Method::GET | http::Method::HEAD);
+                let record: Map<String, Json> = map
+                    .into_iter()
+                    .filter(|(k, _)| f.has_param(k))
+                    .map(|(k, v)| {
+                        let variadic = f.params.iter().any(|p| p.name == k && p.variadic);
+                        let v = match v {
+                            Json::Array(items) if by_get && !variadic => {
+                                items.into_iter().last().unwrap_or(Json::Null)
+                            }
+                            Json::Array(items) => Json::Array(items),
+                            one if variadic => Json::Array(vec![one]),
+                            other => other,
+                        };
+                        (k, v)
+                    })
+                    .collect();
                 let placeholder =
                     render::bind(d, &mut call, Value::Text(Json::Object(record).to_string()));
                 let columns: Vec<String> = given
@@ -410,7 +427,8 @@ fn plan_function(
                     .iter()
                     .map(|p| {
                         let name = d.quote_ident(&p.name);
-                        format!("{name} := \"_args\".{name}")
+                        let variadic = if p.variadic { "VARIADIC " } else { "" };
+                        format!("{variadic}{name} := \"_args\".{name}")
                     })
                     .collect();
                 call.text.push_str(&format!(

@@ -40,6 +40,8 @@ pub struct FunctionParam {
     pub json_type: &'static str,
     /// Whether it has a default (may be left out of a call).
     pub has_default: bool,
+    /// `VARIADIC` (the last parameter, an array taking the rest of the arguments).
+    pub variadic: bool,
 }
 
 /// What a function returns.
@@ -231,6 +233,7 @@ fn resolve(
             .collect()
     };
     let first_default = f.in_types.len().saturating_sub(f.defaults);
+    let variadic_last = f.all_modes.last().is_some_and(|m| m == "v");
     let params = f
         .in_types
         .iter()
@@ -240,6 +243,7 @@ fn resolve(
             decl_type: decl_type.clone(),
             json_type: classify(kind).0,
             has_default: i >= first_default,
+            variadic: variadic_last && i + 1 == f.in_types.len(),
         })
         .collect();
     let outs: Vec<Column> = f
