@@ -31,6 +31,15 @@ ops = ["select", "insert", "update", "delete"]
 functions = ["shout", "team_count", "reset_points", "broken", "crew", "employer"]
 "#;
 
+/// Anon reads every table and calls every function.
+const READS_AND_CALLS: &str = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["*"]
+"#;
+
 async fn start(b: Backend, setup: &str, toml: &str) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), toml, &[]).expect("config");
@@ -324,14 +333,7 @@ CREATE FUNCTION seen() RETURNS json LANGUAGE sql STABLE AS $$
     'header', current_setting('request.headers', true)::json ->> 'x-test',
     'cookie', current_setting('request.cookies', true)::json ->> 'sid') $$;
 "#;
-    let toml = r#"
-[[grants]]
-role = "anon"
-tables = ["*"]
-ops = ["select"]
-functions = ["*"]
-"#;
-    let s = start(Backend::Postgres, setup, toml).await;
+    let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
     let r = s
         .get("/stamps?select=t")
         .header("prefer", "handling=strict, timezone=America/Los_Angeles")
@@ -509,14 +511,7 @@ CREATE FUNCTION hello() RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT
 CREATE FUNCTION tag() RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT '<a/>'::xml $$;
 CREATE FUNCTION blob() RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT '\x00ff41'::bytea $$;
 "#;
-    let toml = r#"
-[[grants]]
-role = "anon"
-tables = ["*"]
-ops = ["select"]
-functions = ["*"]
-"#;
-    let s = start(Backend::Postgres, setup, toml).await;
+    let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
     let raw = |path: &'static str, accept: &'static str| {
         let s = &s;
         async move {
@@ -650,14 +645,7 @@ async fn postgres_variadic_parameters() {
 CREATE FUNCTION tags(VARIADIC v text[] DEFAULT '{}') RETURNS text[] LANGUAGE sql IMMUTABLE AS $$ SELECT v $$;
 CREATE FUNCTION greet(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'Hello, ' || name $$;
 "#;
-    let toml = r#"
-[[grants]]
-role = "anon"
-tables = ["*"]
-ops = ["select"]
-functions = ["*"]
-"#;
-    let s = start(Backend::Postgres, setup, toml).await;
+    let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
     assert_eq!(get(&s, "/rpc/tags?v=a&v=b").await, (200, json!(["a", "b"])));
     assert_eq!(get(&s, "/rpc/tags?v=a").await, (200, json!(["a"])));
     assert_eq!(get(&s, "/rpc/tags").await, (200, json!([])));

@@ -107,9 +107,9 @@ async fn handle_once(
     // planned: the job holds the body's values (a large body is not kept beside them)
     request.body = Bytes::new();
     timing.mark("plan");
-    let outcome = app.db.run(plan.job).await?;
+    let mut outcome = app.db.run(plan.job).await?;
     timing.mark("db");
-    let response = outcome.response.clone();
+    let response = std::mem::take(&mut outcome.response);
     let reply = respond::answer(&request, plan.answer, outcome)
         .and_then(|r| r.with_settings(&response))
         .map(|r| r.nulls_stripped_if(&request).profile(profile));

@@ -424,28 +424,58 @@ pub fn prefers(headers: &HeaderMap, media: &str) -> bool {
     if media == "*/*" {
         return true; // PostgREST's domain of any media type: whatever is asked
     }
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let mut best: Option<(f32, usize, String)> = None;
-    for (i, part) in accept.split(',').enumerate() {
-        let mut params = part.split(';');
-        let range = params.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = params
-            .filter_map(|p| p.trim().strip_prefix("q="))
-            .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
-        if q > 0.0 && best.as_ref().is_none_or(|(bq, _, _)| q > *bq) {
-            best = Some((q, i, range));
-        }
-    }
     let media = media.to_ascii_lowercase();
-    best.is_some_and(|(_, _, range)| {
-        range == media
-            || range
+    accepted(headers).first().is_some_and(|r| {
+        r.media == media
+            || r.media
                 .strip_suffix("/*")
                 .is_some_and(|t| media.starts_with(&format!("{t}/")) && t != "application")
     })
+}
+
+/// One media range of `Accept`: lower-cased, with its weight and `nulls=stripped`.
+struct MediaRange {
+    media: String,
+    nulls_stripped: bool,
+}
+
+/// `Accept`'s media ranges, the heaviest first (in their order among equals), weight-0 ones
+/// left out; none when there is no `Accept`.
+fn accepted(headers: &HeaderMap) -> Vec<MediaRange> {
+    let Some(text) = headers
+        .get(header::ACCEPT)
+        .map(|v| v.to_str().unwrap_or(""))
+    else {
+        return Vec::new();
+    };
+    let mut ranges: Vec<(f32, usize, MediaRange)> = Vec::new();
+    for (i, part) in text.split(',').enumerate() {
+        let mut params = part.split(';');
+        let media = params.next().unwrap_or("").trim();
+        let (mut q, mut nulls_stripped) = (1.0, false);
+        for p in params.map(str::trim) {
+            if let Some(w) = p
+                .strip_prefix("q=")
+                .and_then(|w| w.trim().parse::<f32>().ok())
+            {
+                q = w;
+            }
+            nulls_stripped |= p.eq_ignore_ascii_case("nulls=stripped");
+        }
+        if q > 0.0 && !media.is_empty() {
+            let media = media.to_ascii_lowercase();
+            ranges.push((
+                q,
+                i,
+                MediaRange {
+                    media,
+                    nulls_stripped,
+                },
+            ));
+        }
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranges.into_iter().map(|(_, _, r)| r).collect()
 }
 
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
@@ -459,30 +489,14 @@ pub fn negotiation(
     headers: &HeaderMap,
     offered: &[MediaType],
 ) -> Result<(MediaType, bool), ApiError> {
-    let Some(accept) = headers.get(header::ACCEPT) else {
+    if headers.get(header::ACCEPT).is_none() {
         return Ok((offered[0], false));
-    };
-    let text = accept.to_str().unwrap_or("");
-    let mut ranges: Vec<(f32, usize, &str, bool)> = Vec::new();
-    for (i, part) in text.split(',').enumerate() {
-        let mut params = part.split(';');
-        let media = params.next().unwrap_or("").trim();
-        let params: Vec<&str> = params.map(str::trim).collect();
-        let q = params
-            .iter()
-            .filter_map(|p| p.strip_prefix("q="))
-            .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
-        let stripped = params
-            .iter()
-            .any(|p| p.eq_ignore_ascii_case("nulls=stripped"));
-        if q > 0.0 && !media.is_empty() {
-            ranges.push((q, i, media, stripped));
-        }
     }
-    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, _, media, stripped) in &ranges {
-        let media = media.to_ascii_lowercase();
+    for MediaRange {
+        media,
+        nulls_stripped,
+    } in &accepted(headers)
+    {
         let pgrst = media.starts_with("application/vnd.pgrst.");
         let found = match media.as_str() {
             "*/*" | "application/*" => Some(offered[0]),
@@ -498,12 +512,17 @@ pub fn negotiation(
             _ => None,
         };
         if let Some(m) = found.filter(|m| offered.contains(m)) {
-            return Ok((m, *stripped && pgrst));
+            return Ok((m, *nulls_stripped && pgrst));
         }
     }
     Err(ApiError::new(
         ErrorCode::NotAcceptable,
-        format!("None of these media types are available: {text}"),
+        format!(
+            "None of these media types are available: {}",
+            headers
+                .get(header::ACCEPT)
+                .map_or("", |v| v.to_str().unwrap_or(""))
+        ),
     ))
 }
 

@@ -195,9 +195,9 @@ pub async fn handle(
     let raw = callee
         .raw_media()
         .filter(|m| request::prefers(&parts.headers, m));
-    let media = match raw {
-        Some(_) => MediaType::Json,
-        None => request::negotiate(&parts.headers, &offered)?,
+    let (media, nulls_stripped) = match raw {
+        Some(_) => (MediaType::Json, false),
+        None => request::negotiation(&parts.headers, &offered)?,
     };
     let mut api_request = ApiRequest {
         action: request::Action::Read { key: None },
@@ -205,7 +205,7 @@ pub async fn handle(
         query: modifiers,
         prefer: call.prefer.clone(),
         media,
-        nulls_stripped: request::negotiation(&parts.headers, &offered).is_ok_and(|(_, s)| s),
+        nulls_stripped,
         range: request::parse_range(&parts.headers)?,
         method: &parts.method,
         headers: &parts.headers,
@@ -225,7 +225,7 @@ pub async fn handle(
         planned.job.steps.push(crate::job::Step::ResponseSettings);
     }
     timing.mark("plan");
-    let outcome = match app.db.run(planned.job).await {
+    let mut outcome = match app.db.run(planned.job).await {
         Ok(outcome) => outcome,
         Err(e) => {
             let mut e = ApiError::from(e);
@@ -239,7 +239,7 @@ pub async fn handle(
         }
     };
     timing.mark("db");
-    let response = outcome.response.clone();
+    let response = std::mem::take(&mut outcome.response);
     let reply = planned
         .answer
         .respond(&api_request, outcome)
