@@ -293,6 +293,20 @@ pub struct Predicate {
     /// Set by the planner for a full-text operator on a column that is not a `tsvector`: the
     /// column is turned into one with `to_tsvector` first. Not part of the query syntax.
     pub vectorize: bool,
+    /// Set by the planner for a column of a type with a text representation (PostgREST's
+    /// domain representations): each value goes through this function of `text` first. Not
+    /// part of the query syntax.
+    pub parse: Option<QualifiedName>,
+}
+
+/// A database object (a function, a type) named by the schema cache, schema-qualified where
+/// the backend has schemas.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QualifiedName {
+    /// Its schema, where the backend has several.
+    pub schema: Option<String>,
+    /// Its name.
+    pub name: String,
 }
 
 /// A boolean tree of predicates: top-level query parameters are ANDed; `or=(…)`, `and=(…)` and

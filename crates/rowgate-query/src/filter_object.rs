@@ -308,6 +308,7 @@ fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Conditio
         operand,
         language: None,
         vectorize: false,
+        parse: None,
     })
 }
 

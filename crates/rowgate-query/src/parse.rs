@@ -728,7 +728,18 @@ fn parse_ident(cur: &mut Cur<'_>) -> Result<String, Fail> {
             Ok(out)
         }
         Some(c) if is_ident_char(c) => {
-            let name = cur.take_while(|c| is_ident_char(c) || c == ' ');
+            // words joined by dashes that do not start an arrow (`field-with_sep`, as
+            // PostgREST reads names)
+            let mut name = String::new();
+            loop {
+                name.push_str(cur.take_while(|c| is_ident_char(c) || c == ' '));
+                if cur.peek() == Some('-') && cur.peek2().is_some_and(is_ident_char) {
+                    cur.bump();
+                    name.push('-');
+                } else {
+                    break;
+                }
+            }
             Ok(name.trim_end().to_owned())
         }
         Some(c) => Err(Fail::at(
@@ -778,34 +789,66 @@ fn parse_path(cur: &mut Cur<'_>) -> Result<Vec<JsonStep>, Fail> {
         let key_at = cur.pos;
         let key = if cur.peek() == Some('"') {
             JsonKey::Field(parse_ident(cur)?)
-        } else {
-            let negative = cur.eat('-');
-            let word = cur.take_while(is_ident_char);
-            if word.is_empty() {
-                return Err(Fail::at(
+        } else if let Some(text) = index_at(cur) {
+            JsonKey::Index(text.parse().map_err(|_| {
+                Fail::at(
                     key_at,
-                    "expected a key or an array index after \"->\"",
-                ));
-            }
-            if word.bytes().all(|b| b.is_ascii_digit()) {
-                let text = cur.s.get(key_at..cur.pos).unwrap_or("");
-                JsonKey::Index(text.parse().map_err(|_| {
-                    Fail::at(
-                        key_at,
-                        format!("array index {} is out of range", quote(text)),
-                    )
-                })?)
-            } else if negative {
-                return Err(Fail::at(key_at, "expected an array index after \"->-\""));
-            } else {
-                JsonKey::Field(word.to_owned())
-            }
+                    format!("array index {} is out of range", quote(text)),
+                )
+            })?)
+        } else if cur.peek() == Some('-') {
+            return Err(Fail::at(key_at, "expected an array index after \"->-\""));
+        } else {
+            JsonKey::Field(json_key(cur, key_at)?)
         };
         path.push(JsonStep {
             key,
             as_text,
             to_json: false,
         });
+    }
+}
+
+/// An array index at the cursor (`[-]digits` ending the step: before `->`, `::`, `.`, `,`,
+/// `)` or the end), consumed; else nothing is consumed.
+fn index_at<'a>(cur: &mut Cur<'a>) -> Option<&'a str> {
+    let rest = cur.rest();
+    let digits = rest.strip_prefix('-').unwrap_or(rest);
+    let n = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    let after = &digits[n..];
+    let ends = after.is_empty()
+        || ["->", "::", ".", ",", ")"]
+            .iter()
+            .any(|e| after.starts_with(e));
+    if n == 0 || !ends {
+        return None;
+    }
+    let len = rest.len() - after.len();
+    cur.pos += len;
+    Some(&rest[..len])
+}
+
+/// A JSON key at the cursor, as PostgREST reads one: any characters but `(-:.,>)`, trimmed,
+/// in parts joined by dashes that do not start an arrow (`23-xy-45`, `!@#$%^&*_a`).
+fn json_key(cur: &mut Cur<'_>, key_at: usize) -> Result<String, Fail> {
+    let mut key = String::new();
+    loop {
+        let part = cur.take_while(|c| !"(-:.,>)".contains(c)).trim();
+        if part.is_empty() {
+            return Err(Fail::at(
+                key_at,
+                "expected a key or an array index after \"->\"",
+            ));
+        }
+        key.push_str(part);
+        if cur.peek() == Some('-') && cur.peek2() != Some('>') {
+            cur.bump();
+            key.push('-');
+        } else {
+            return Ok(key);
+        }
     }
 }
 
@@ -1004,6 +1047,7 @@ fn parse_op_value(
         operand,
         language,
         vectorize: false,
+        parse: None,
     })
 }
 

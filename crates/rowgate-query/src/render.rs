@@ -17,7 +17,7 @@
 
 use crate::ast::{
     Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, Predicate,
-    Quantifier, Value,
+    QualifiedName, Quantifier, Value,
 };
 use crate::stmt::{
     Constant, CountStmt, DeleteStmt, EmbedStmt, InsertRows, InsertStmt, JsonRows, OnConflict,
@@ -135,6 +135,9 @@ pub trait Dialect: Send + Sync {
     /// Whether ORDER BY terms without an explicit null placement must spell out PostgreSQL's
     /// default (nulls last ascending, first descending) because the database's default differs.
     fn explicit_default_nulls(&self) -> bool;
+    /// What an update sets a column to for its default, given the default's SQL from the
+    /// schema: `DEFAULT` where the backend takes it in `SET`, else the expression (or NULL).
+    fn column_default(&self, default_sql: Option<&str>) -> String;
 
     /// The `LIMIT`/`OFFSET` clause (with a leading space), empty when both are absent.
     fn limit_offset(&self, limit: Option<u64>, offset: Option<u64>) -> String {
@@ -204,6 +207,10 @@ impl Dialect for Sqlite {
         } else {
             value.to_owned()
         }
+    }
+
+    fn column_default(&self, default_sql: Option<&str>) -> String {
+        default_sql.map_or_else(|| "NULL".to_string(), |e| format!("({e})"))
     }
 
     fn explicit_default_nulls(&self) -> bool {
@@ -334,6 +341,10 @@ impl Dialect for Postgres {
         } else {
             format!("{lhs} ~ {rhs}")
         }
+    }
+
+    fn column_default(&self, _: Option<&str>) -> String {
+        "DEFAULT".to_string()
     }
 
     fn explicit_default_nulls(&self) -> bool {
@@ -511,7 +522,12 @@ fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
     let value = if c.column.is_empty() {
         "*".to_string() // count(*)
     } else {
-        cast(field(d, &c.column, &c.path, out), c.cast.as_deref())
+        let value = field(d, &c.column, &c.path, out);
+        let value = match &c.format {
+            Some(f) => call(d, f, &value),
+            None => value,
+        };
+        cast(value, c.cast.as_deref())
     };
     match &c.aggregate {
         None => value,
@@ -1158,7 +1174,13 @@ fn select_rows(
         }
         let cell = match s.columns.iter().position(|c| c == column) {
             Some(index) if values => typed(column, format!("v.column{}", index + 1)),
-            Some(_) if d.rows_by_name() => typed(column, format!("r.{}", d.quote_ident(column))),
+            Some(_) if d.rows_by_name() => match json_input(&s.table, column) {
+                Some(f) => {
+                    let key = bind(d, out, Value::Text(column.clone()));
+                    call(d, f, &format!("_e.j -> {key}"))
+                }
+                None => typed(column, format!("r.{}", d.quote_ident(column))),
+            },
             Some(index) => typed(column, format!("value ->> {index}")),
             None => match s.constants.iter().find(|c| c.column == *column) {
                 Some(c) => constant(d, c, out),
@@ -1176,7 +1198,24 @@ fn select_rows(
 /// ` FROM <the JSON rows>`, the text bound.
 fn select_from_json(d: &dyn Dialect, s: &InsertStmt, rows: JsonRows, out: &mut Sql) -> String {
     let ph = bind(d, out, Value::Text(rows.text));
-    if d.rows_by_name() {
+    let parsed: Vec<&String> = s
+        .columns
+        .iter()
+        .filter(|c| json_input(&s.table, c).is_some())
+        .collect();
+    if d.rows_by_name() && !parsed.is_empty() {
+        // each row's parsed keys are read from its JSON (`_e.j`), the others as the table's
+        // types read them
+        let mut from = format!(" FROM json_array_elements({ph}::json) AS _e(j) CROSS JOIN LATERAL json_populate_record(NULL::");
+        push_relation(d, &s.table, &mut from);
+        from.push_str(", (_e.j::jsonb");
+        for c in parsed {
+            let key = bind(d, out, Value::Text(c.clone()));
+            from.push_str(&format!(" - {key}::text"));
+        }
+        from.push_str(")::json) AS r");
+        from
+    } else if d.rows_by_name() {
         let mut from = String::from(" FROM json_populate_recordset(NULL::");
         push_relation(d, &s.table, &mut from);
         from.push_str(&format!(", {ph}::json) AS r"));
@@ -1184,6 +1223,15 @@ fn select_from_json(d: &dyn Dialect, s: &InsertStmt, rows: JsonRows, out: &mut S
     } else {
         format!(" FROM json_each({ph})")
     }
+}
+
+/// The function a written value of `column` goes through, if any (a domain representation).
+fn json_input<'r>(relation: &'r Relation, column: &str) -> Option<&'r QualifiedName> {
+    relation
+        .json_inputs
+        .iter()
+        .find(|(c, _)| c == column)
+        .map(|(_, f)| f)
 }
 
 /// A constant's value bound, cast to its type when it has one.
@@ -1208,7 +1256,20 @@ pub fn update(d: &dyn Dialect, s: &UpdateStmt) -> Sql {
         out.text.push_str(&d.quote_ident(c));
         out.text.push_str(" = ");
         let ph = bind(d, &mut out, v.clone());
-        out.text.push_str(&ph);
+        match json_input(&s.table, c) {
+            Some(f) => out
+                .text
+                .push_str(&call(d, f, &format!("CAST({ph} AS json)"))),
+            None => out.text.push_str(&ph),
+        }
+    }
+    for (i, (c, default)) in s.defaults.iter().enumerate() {
+        if i > 0 || !s.set.is_empty() {
+            out.text.push_str(", ");
+        }
+        out.text.push_str(&d.quote_ident(c));
+        out.text.push_str(" = ");
+        out.text.push_str(&d.column_default(default.as_deref()));
     }
     where_clause(d, &s.filters, &mut out);
     returning(d, &s.returning, &mut out);
@@ -1236,20 +1297,25 @@ fn push_source(
     parent: Option<&str>,
     text: &mut String,
 ) {
+    // a row, cast to its type where SQL does not know it
+    let row = |alias: &str, of: Option<&QualifiedName>| match of {
+        Some(t) => format!("CAST({} AS {})", d.quote_ident(alias), qualified(d, t)),
+        None => d.quote_ident(alias),
+    };
     let push_relation = |text: &mut String| {
         push_relation(d, relation, text);
         if let (true, Some(parent)) = (relation.of_parent_row, parent) {
             text.push('(');
-            text.push_str(&d.quote_ident(parent));
+            text.push_str(&row(parent, relation.parent_row_type.as_ref()));
             text.push(')');
         }
     };
     if relation.computed.is_empty() {
         push_relation(text);
     } else {
-        let row = d.quote_ident("_c");
+        let whole = row("_c", relation.row_type.as_ref());
         text.push_str("(SELECT ");
-        text.push_str(&row);
+        text.push_str(&d.quote_ident("_c"));
         text.push_str(".*");
         for c in &relation.computed {
             text.push_str(", ");
@@ -1259,14 +1325,14 @@ fn push_source(
             }
             text.push_str(&d.quote_ident(&c.name));
             text.push('(');
-            text.push_str(&row);
+            text.push_str(&whole);
             text.push_str(") AS ");
             text.push_str(&d.quote_ident(&c.name));
         }
         text.push_str(" FROM ");
         push_relation(text);
         text.push_str(" AS ");
-        text.push_str(&row);
+        text.push_str(&d.quote_ident("_c"));
         text.push(')');
         if alias.is_none() {
             text.push_str(" AS ");
@@ -1276,6 +1342,34 @@ fn push_source(
     if let Some(alias) = alias {
         text.push_str(" AS ");
         text.push_str(&d.quote_ident(&alias));
+    }
+}
+
+/// `schema.name`, quoted.
+fn qualified(d: &dyn Dialect, name: &QualifiedName) -> String {
+    let mut text = String::new();
+    if let Some(schema) = &name.schema {
+        text.push_str(&d.quote_ident(schema));
+        text.push('.');
+    }
+    text.push_str(&d.quote_ident(&name.name));
+    text
+}
+
+/// `schema.f(argument)`: a call of a function the schema cache named.
+fn call(d: &dyn Dialect, f: &QualifiedName, argument: &str) -> String {
+    let mut text = qualified(d, f);
+    text.push('(');
+    text.push_str(argument);
+    text.push(')');
+    text
+}
+
+/// A bound filter value, through the column's text parser when it has one.
+fn filter_value(d: &dyn Dialect, p: &Predicate, placeholder: String) -> String {
+    match &p.parse {
+        Some(f) => call(d, f, &format!("CAST({placeholder} AS text)")),
+        None => placeholder,
     }
 }
 
@@ -1329,7 +1423,12 @@ fn output_columns(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
         let value = column_value(d, c, out);
         out.text.push_str(&value);
         let cast = c.cast.as_deref().and_then(|t| d.cast_type(t));
-        if cast.is_some() || c.aggregate.is_some() || c.key != c.column || !c.path.is_empty() {
+        if cast.is_some()
+            || c.aggregate.is_some()
+            || c.format.is_some()
+            || c.key != c.column
+            || !c.path.is_empty()
+        {
             out.text.push_str(" AS ");
             out.text.push_str(&d.quote_ident(&c.key));
         }
@@ -1491,7 +1590,7 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
                     if i > 0 {
                         out.text.push_str(", ");
                     }
-                    let ph = bind(d, out, Value::Text(v.clone()));
+                    let ph = filter_value(d, p, bind(d, out, Value::Text(v.clone())));
                     if json {
                         out.text.push_str(&d.json_comparable(&ph));
                     } else {
@@ -1572,7 +1671,7 @@ fn binary(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
             return;
         }
     };
-    let ph = bind(d, out, Value::Text(v.to_owned()));
+    let ph = filter_value(d, p, bind(d, out, Value::Text(v.to_owned())));
     let ph = if json_comparison(p) {
         d.json_comparable(&ph)
     } else {

@@ -2,7 +2,7 @@
 //! already been checked against (and taken from) the schema cache by the caller; rendering only
 //! quotes them.
 
-use crate::ast::{Aggregate, Condition, JsonStep, OrderTerm, Value};
+use crate::ast::{Aggregate, Condition, JsonStep, OrderTerm, QualifiedName, Value};
 
 /// A table or view as SQL names it: its name, qualified by its schema where the backend has
 /// several (PostgreSQL: the connection's search path need not include the exposed schemas).
@@ -18,6 +18,16 @@ pub struct Relation {
     /// The relation is a function called with the parent level's row (an embedded computed
     /// relationship): `schema.name(parent)`.
     pub of_parent_row: bool,
+    /// Columns whose written values go through a function of their JSON (PostgREST's domain
+    /// representations: the JSON value of a body's key, parsed by `f(json)`).
+    pub json_inputs: Vec<(String, QualifiedName)>,
+    /// The composite type of its rows, where SQL does not know it (a function's rows read
+    /// through a CTE): a row handed to a computed column's or relationship's function is cast
+    /// to it.
+    pub row_type: Option<QualifiedName>,
+    /// For a relation of an embedded computed relationship: the parent's row type, where its
+    /// row must be cast to it (the parent is a function's rows).
+    pub parent_row_type: Option<QualifiedName>,
 }
 
 /// A computed column: `function(row)` read as the column `name`.
@@ -36,6 +46,9 @@ impl From<&str> for Relation {
             name: name.to_string(),
             computed: Vec::new(),
             of_parent_row: false,
+            json_inputs: Vec::new(),
+            row_type: None,
+            parent_row_type: None,
         }
     }
 }
@@ -47,6 +60,9 @@ impl From<String> for Relation {
             name,
             computed: Vec::new(),
             of_parent_row: false,
+            json_inputs: Vec::new(),
+            row_type: None,
+            parent_row_type: None,
         }
     }
 }
@@ -66,6 +82,9 @@ pub struct OutputColumn {
     /// an empty `column`, a `count` counts the rows. A level with aggregates is grouped by its
     /// other columns (and the columns its embeds join on).
     pub aggregate: Option<Aggregate>,
+    /// A function giving the column's value its JSON representation (PostgREST's domain
+    /// representations), applied before the cast.
+    pub format: Option<QualifiedName>,
 }
 
 impl OutputColumn {
@@ -77,6 +96,7 @@ impl OutputColumn {
             key: name.to_string(),
             cast: None,
             aggregate: None,
+            format: None,
         }
     }
 }
@@ -266,8 +286,11 @@ pub struct Constant {
 pub struct UpdateStmt {
     /// Table name.
     pub table: Relation,
-    /// Assignments (never empty).
+    /// Assignments (never empty, with `defaults`).
     pub set: Vec<(String, Value)>,
+    /// Columns set to their defaults (`Prefer: missing=default` with `columns=`), each with
+    /// its default's SQL from the schema (for backends without `SET c = DEFAULT`).
+    pub defaults: Vec<(String, Option<String>)>,
     /// Conditions, ANDed.
     pub filters: Vec<Condition>,
     /// Columns to return; empty means no RETURNING clause.

@@ -309,6 +309,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
             language: None,
             path: Vec::new(),
             vectorize: false,
+            parse: None,
             column,
             negated,
             op,

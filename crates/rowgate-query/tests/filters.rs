@@ -28,6 +28,7 @@ fn pred(col: &str, op: Op, operand: Operand) -> Condition {
         operand,
         language: None,
         vectorize: false,
+        parse: None,
     })
 }
 
@@ -509,7 +510,9 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
             &[("\"abc", "eq.1")],
             E(K::Filter, "unterminated quoted identifier"),
         ),
-        c(&[("a-b", "eq.1")], E(K::Filter, "unexpected \"-\"")),
+        // dashes join words of a name, as PostgREST reads `field-with_sep`; not an arrow
+        c(&[("a-b", "eq.1")], F(vec![pred("a-b", Op::Eq, sc("1"))])),
+        c(&[("a-", "eq.1")], E(K::Filter, "unexpected \"-\"")),
         c(&[("", "eq.1")], E(K::Filter, "expected a column name")),
         // ---- logic trees
         c(

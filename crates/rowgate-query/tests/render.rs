@@ -40,6 +40,7 @@ fn out(column: &str) -> OutputColumn {
         key: column.to_owned(),
         cast: None,
         aggregate: None,
+        format: None,
     }
 }
 
@@ -72,6 +73,7 @@ fn select_columns_casts_aliases() {
                 key: "label".into(),
                 cast: None,
                 aggregate: None,
+                format: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -79,6 +81,7 @@ fn select_columns_casts_aliases() {
                 key: "price".into(),
                 cast: Some("text".into()),
                 aggregate: None,
+                format: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -86,6 +89,7 @@ fn select_columns_casts_aliases() {
                 key: "n".into(),
                 cast: Some("bigint".into()),
                 aggregate: None,
+                format: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -93,6 +97,7 @@ fn select_columns_casts_aliases() {
                 key: "x".into(),
                 cast: Some("no_such_type".into()),
                 aggregate: None,
+                format: None,
             },
         ],
         ..select_stmt(vec![])
@@ -250,6 +255,7 @@ fn weird_identifiers_are_quoted() {
             key: "k\"ey".into(),
             cast: None,
             aggregate: None,
+            format: None,
         }],
         ..select_stmt(filters(&[("\"a\"\"b\"", "eq.1")]))
     };
@@ -391,6 +397,7 @@ fn insert_upserts() {
                 key: "n".into(),
                 cast: Some("text".into()),
                 aggregate: None,
+                format: None,
             },
         ],
         constants: vec![Constant {
@@ -431,6 +438,7 @@ fn update_statement() {
             ("name".into(), Value::Text("b".into())),
             ("ok".into(), Value::Null),
         ],
+        defaults: Vec::new(),
         filters: filters(&[("id", "eq.1"), ("name", "like.a*")]),
         returning: vec![out("id")],
     };
@@ -634,6 +642,7 @@ fn sqlite_rendering_executes() {
             key: "ident".into(),
             cast: Some("text".into()),
             aggregate: None,
+            format: None,
         }],
         order: vec![
             OrderTerm {
@@ -675,6 +684,7 @@ fn sqlite_rendering_executes() {
     let upd = UpdateStmt {
         table: "items".into(),
         set: vec![("name".into(), Value::Text("z".into()))],
+        defaults: Vec::new(),
         filters: filters(&[("name", "is.null")]),
         returning: vec![out("id")],
     };

@@ -141,6 +141,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
                 operand,
                 language: language.filter(|_| op.is_full_text()),
                 vectorize: false,
+                parse: None,
             },
         )
 }

@@ -76,6 +76,9 @@ pub enum Step {
     },
     /// One integer into [`Output::count`].
     Count(Sql),
+    /// A count of the rows an upsert will overwrite (those whose conflict keys exist), added
+    /// to [`Output::existing`]: an upsert that inserts nothing answers 200, not 201.
+    Existing(Sql),
     /// A row count into [`Output::count`] from the planner's estimate for `rows` where the
     /// backend has one (PostgreSQL), else exact by `count`. With `exact_below`, an estimate
     /// under that many rows is replaced by the exact count (PostgREST's `count=estimated`).
@@ -218,6 +221,8 @@ pub struct Output {
     pub count: Option<u64>,
     /// Rows changed (by `Execute`) or returned by `Rows` in a write.
     pub affected: u64,
+    /// The `Existing` steps' rows (an upsert's rows that were there before it).
+    pub existing: u64,
     /// The `Value` step's JSON.
     pub value: Option<Vec<u8>>,
     /// The `ResponseSettings` step's `response.headers` and `response.status`, as set.

@@ -660,3 +660,162 @@ CREATE FUNCTION greet(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELEC
         (200, json!("Hello, world"))
     );
 }
+
+/// A domain with implicit casts to and from JSON and from text (PostgREST's domain
+/// representations) is read through its JSON cast (in `*`, named, renamed, embedded and under
+/// a returned write), written through its JSON cast (POST, PATCH, PUT) and filtered through its
+/// text cast; a column named with dashes is a plain name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_domain_representations() {
+    let setup = r#"
+CREATE DOMAIN hue AS integer CHECK (VALUE >= 0 AND VALUE <= 16777215);
+CREATE FUNCTION hue(text) RETURNS hue LANGUAGE sql IMMUTABLE AS $$
+  SELECT (('x' || lpad(CASE WHEN left($1, 1) = '#' THEN substr($1, 2) ELSE $1 END, 8, '0'))::bit(32)::int)::hue $$;
+CREATE FUNCTION hue(json) RETURNS hue LANGUAGE sql IMMUTABLE AS $$ SELECT hue($1 #>> '{}') $$;
+CREATE FUNCTION json(hue) RETURNS json LANGUAGE sql IMMUTABLE AS $$
+  SELECT to_json('#' || upper(lpad(to_hex($1), 6, '0'))) $$;
+CREATE CAST (hue AS json) WITH FUNCTION json(hue) AS IMPLICIT;
+CREATE CAST (json AS hue) WITH FUNCTION hue(json) AS IMPLICIT;
+CREATE CAST (text AS hue) WITH FUNCTION hue(text) AS IMPLICIT;
+CREATE TABLE swatch (id integer PRIMARY KEY, "main-hue" hue, team_id integer REFERENCES team);
+INSERT INTO swatch VALUES (1, 255, 1), (2, 65280, 2);
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    assert_eq!(
+        get(&s, "/swatch?select=id,main-hue&order=id").await,
+        (
+            200,
+            json!([{"id": 1, "main-hue": "#0000FF"}, {"id": 2, "main-hue": "#00FF00"}])
+        )
+    );
+    // a filter's value goes through the text cast, in a list too; renamed and `*` formatted
+    assert_eq!(
+        get(&s, "/swatch?select=id,c:main-hue&main-hue=eq.00FF00").await,
+        (200, json!([{"id": 2, "c": "#00FF00"}]))
+    );
+    let (_, body) = get(&s, "/swatch?main-hue=in.(0000FF,00FF00)&order=id").await;
+    assert_eq!(body[0]["main-hue"], "#0000FF", "{body}");
+    assert_eq!(body.as_array().map(Vec::len), Some(2));
+    // embedded
+    let (status, body) = get(&s, "/team?select=team_id,swatch(main-hue)&team_id=eq.1").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["swatch"], json!([{"main-hue": "#0000FF"}]));
+    // written through the JSON cast, and answered formatted
+    let r = s
+        .post("/swatch", json!([{"id": 3, "main-hue": "#FF0000"}]))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(
+        json_of(r).await,
+        (
+            201,
+            json!([{"id": 3, "main-hue": "#FF0000", "team_id": null}])
+        )
+    );
+    assert_eq!(
+        s.int("SELECT \"main-hue\" FROM swatch WHERE id = 3"),
+        16_711_680
+    );
+    let r = s
+        .patch("/swatch?id=eq.3", json!({"main-hue": "#000010"}))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(
+        json_of(r).await,
+        (
+            200,
+            json!([{"id": 3, "main-hue": "#000010", "team_id": null}])
+        )
+    );
+    let r = s
+        .put("/swatch?id=eq.4", json!({"id": 4, "main-hue": "#000001"}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(s.int("SELECT \"main-hue\" FROM swatch WHERE id = 4"), 1);
+    // a value the cast refuses is the database's error, not a 500
+    let r = s
+        .patch("/swatch?id=eq.3", json!({"main-hue": "#GG"}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status().as_u16(), 400);
+}
+
+/// PATCH with `columns=` reads only those keys of the body (each must be a column), and with
+/// `Prefer: missing=default` sets those the body lacks to their defaults, as PostgREST does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_takes_the_columns_named() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let setup =
+            "CREATE TABLE note (id integer PRIMARY KEY, body text, \"n-th\" integer DEFAULT 7);
+                     INSERT INTO note VALUES (1, 'old', 1);";
+        let s = start(b, setup, GRANTS).await;
+        let r = s
+            .patch(
+                "/note?id=eq.1&columns=body",
+                json!({"body": "new", "n-th": 99, "nonsense": true}),
+            )
+            .header("prefer", "return=representation")
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(
+            json_of(r).await,
+            (200, json!([{"id": 1, "body": "new", "n-th": 1}])),
+            "{b:?}"
+        );
+        let r = s
+            .patch("/note?id=eq.1&columns=body,n-th", json!({"body": "newer"}))
+            .header("prefer", "return=representation, missing=default")
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(
+            json_of(r).await,
+            (200, json!([{"id": 1, "body": "newer", "n-th": 7}])),
+            "{b:?}"
+        );
+        let r = s
+            .patch(
+                "/note?id=eq.1&columns=body,helicopter",
+                json!({"body": "x"}),
+            )
+            .send()
+            .await
+            .expect("patch");
+        assert_error(r, 400, "PGRST204").await;
+    }
+}
+
+/// An upsert into a table without a primary key (and no `on_conflict=`) has nothing to resolve
+/// conflicts on: it is a plain insert, its resolution not listed as applied, as PostgREST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_upserts_are_inserts() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let s = start(b, "CREATE TABLE tally (a text, b text);", GRANTS).await;
+        for _ in 0..2 {
+            let r = s
+                .post("/tally", json!({"a": "1", "b": "0"}))
+                .header(
+                    "prefer",
+                    "resolution=merge-duplicates, return=representation",
+                )
+                .send()
+                .await
+                .expect("post");
+            assert_eq!(
+                r.headers()["preference-applied"],
+                "return=representation",
+                "{b:?}"
+            );
+            assert_eq!(json_of(r).await, (201, json!([{"a": "1", "b": "0"}])));
+        }
+        assert_eq!(s.int("SELECT count(*) FROM tally"), 2);
+    }
+}

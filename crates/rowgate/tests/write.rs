@@ -304,6 +304,21 @@ async fn upsert_merge_duplicates(b: Backend) {
     assert_eq!(team(&s, 11), Some(("Sauber".into(), 4)));
     assert_eq!(count(&s, "SELECT count(*) FROM team"), 11);
 
+    // Every row there already: nothing created, 200 (an empty body too), as PostgREST
+    for body in [
+        json!([{"team_id": 11, "name": "Sauber", "points": 5}]),
+        json!([]),
+    ] {
+        let r = s
+            .post("/team", body)
+            .header("Prefer", "resolution=merge-duplicates")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    assert_eq!(team(&s, 11), Some(("Sauber".into(), 5)));
+
     // Without a resolution the same body conflicts.
     let r = s
         .post(
@@ -358,7 +373,8 @@ async fn upsert_on_conflict_column(b: Backend) {
         .send()
         .await
         .expect("request");
-    assert_eq!(r.status().as_u16(), 201);
+    // the row named was there: merged, nothing created
+    assert_eq!(r.status().as_u16(), 200);
     assert_eq!(team(&s, 2), Some(("Ferrari".into(), 1)));
     assert_eq!(count(&s, "SELECT count(*) FROM team"), 10);
 
@@ -584,6 +600,20 @@ async fn put_filter_and_item_url(b: Backend) {
         .expect("request");
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(team(&s, 43), Some(("Other".into(), 3)));
+    // with its representation, a row created is 201, one replaced 200
+    for (id, status) in [(44, 201), (44, 200)] {
+        let r = s
+            .put(
+                &format!("/team?team_id=eq.{id}"),
+                json!({"team_id": id, "name": "Twice", "points": 1}),
+            )
+            .header("Prefer", REPR)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), status);
+    }
+    s.exec("DELETE FROM team WHERE team_id = 44");
     assert_eq!(count(&s, "SELECT count(*) FROM team"), 12);
 
     // return=representation gives the row.

@@ -4,13 +4,14 @@
 //! may do, and the statements are rendered per dialect; nothing runs.
 
 use http::Method;
+use rowgate_query::ast::QualifiedName;
 use rowgate_query::render::{self, Dialect};
-use rowgate_query::stmt::{EmbedStmt, OutputColumn, Sql};
+use rowgate_query::stmt::{EmbedStmt, OutputColumn, Relation, Sql};
 use rowgate_query::{Condition, Operand, Query, SelectItem};
 
 use super::document_write::{self, DocumentAction, DocumentRead};
 use super::embed::Embedder;
-use super::guard::Guard;
+use super::guard::{self, Guard};
 pub use super::plan::Context;
 use super::plan::{self, OutputShape};
 use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Resolution, Return};
@@ -412,9 +413,25 @@ fn read_from(
             .collect();
     }
     if from.is_some() {
-        plan.select.table = CALL_ROWS.into();
+        // a function's rows: named by the call's CTE, their row type (a table's) given where
+        // a computed column or relationship takes the row
+        let row_type = table.schema.as_ref().map(|schema| QualifiedName {
+            schema: Some(schema.clone()),
+            name: table.name.clone(),
+        });
+        let rows = |table: &mut Relation, embeds: &mut [EmbedStmt]| {
+            *table = Relation {
+                computed: std::mem::take(&mut table.computed),
+                row_type: row_type.clone(),
+                ..CALL_ROWS.into()
+            };
+            for e in embeds.iter_mut().filter(|e| e.select.table.of_parent_row) {
+                e.select.table.parent_row_type.clone_from(&row_type);
+            }
+        };
+        rows(&mut plan.select.table, &mut plan.select.embeds);
         if let Some(count) = &mut plan.count {
-            count.table = CALL_ROWS.into();
+            rows(&mut count.table, &mut count.embeds);
         }
     }
     let prelude = || from.cloned().unwrap_or_default();
@@ -607,9 +624,15 @@ fn insert(
     )?;
     let returns_rows = !plan.shape.keys.is_empty();
     let mut steps = Vec::with_capacity(plan.stmts.len() * 2);
+    let merge = prefer.resolution == Some(Resolution::Merge);
+    let mut merged = 0;
     for mut stmt in plan.stmts {
         tables.guard.check_writable(&stmt.columns)?;
         steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+        if merge {
+            merged += stmt.rows.count() as u64;
+            steps.extend(guard::existing_step(d, table, &stmt));
+        }
         // the rows move into the statement's parameters: a large body is held once more
         let mut sql = render::insert(d, stmt);
         answer.finish(d, table, &mut sql);
@@ -620,6 +643,7 @@ fn insert(
         answer: Answer::Insert {
             location: format!("{}/{}?", cx.rest.prefix, table.name),
             key: table.primary_key.clone(),
+            merged: merge.then_some(merged),
         },
     })
 }
@@ -692,7 +716,8 @@ fn modify(
     }
     let sql = if matches!(request.action, Action::Update { .. }) {
         let json = super::request::parse_body(request.headers, &request.body)?;
-        match plan::update(table, filters, &json, cols)? {
+        let columns = (query.columns.as_deref(), prefer.missing_default);
+        match plan::update(table, filters, &json, cols, columns)? {
             Some(stmt) => {
                 tables
                     .guard
@@ -759,6 +784,7 @@ fn put(
     let mut stmt = plan::put(d, request.body.len(), table, &key_values, &json, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
+    steps.extend(guard::existing_step(d, table, &stmt));
     let mut sql = render::insert(d, stmt);
     answer.finish(d, table, &mut sql);
     steps.push(write_step(sql, returns_rows.then_some(answer.shape)));
@@ -862,6 +888,7 @@ mod tests {
                 | Step::Execute(sql)
                 | Step::Setting(sql)
                 | Step::Count(sql)
+                | Step::Existing(sql)
                 | Step::Value(sql)
                 | Step::Forbid { sql, .. } => sql.text.clone(),
                 Step::IfMatch { sql, .. } => format!("if-match {}", sql.text),

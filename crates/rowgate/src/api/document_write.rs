@@ -609,6 +609,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         let stmt = UpdateStmt {
             table: table.relation(),
             set: free,
+            defaults: Vec::new(),
             filters,
             returning: Vec::new(),
         };

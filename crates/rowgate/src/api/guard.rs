@@ -171,17 +171,8 @@ impl<'a> Guard<'a> {
         target: &[String],
         typed: &dyn Fn(&str, String) -> String,
     ) -> Option<Step> {
-        if target.is_empty() || !target.iter().all(|t| stmt.all_columns().any(|c| c == t)) {
-            return None;
-        }
-        let mut sql = Sql::default();
-        sql.text.push_str("SELECT count(*) FROM ");
-        render::push_relation(d, &table.relation(), &mut sql.text);
-        sql.text.push_str(" WHERE (");
-        push_idents(d, target, &mut sql.text);
-        sql.text.push_str(") IN (");
-        render::rows_select(d, stmt, target, typed, &mut sql);
-        sql.text.push_str(") AND NOT COALESCE((");
+        let mut sql = taken_over(d, table, stmt, target, typed)?;
+        sql.text.push_str(" AND NOT COALESCE((");
         self.render_filter(d, &mut sql);
         sql.text.push_str("), FALSE)");
         Some(self.forbid(
@@ -224,6 +215,39 @@ impl<'a> Guard<'a> {
             },
         }
     }
+}
+
+/// `SELECT count(*) FROM table WHERE (target) IN (…)`: the existing rows an upsert's rows name
+/// by their conflict keys, which it will overwrite; `None` when its rows do not give them all.
+fn taken_over(
+    d: &dyn Dialect,
+    table: &Table,
+    stmt: &InsertStmt,
+    target: &[String],
+    typed: &dyn Fn(&str, String) -> String,
+) -> Option<Sql> {
+    if target.is_empty() || !target.iter().all(|t| stmt.all_columns().any(|c| c == t)) {
+        return None;
+    }
+    let mut sql = Sql::default();
+    sql.text.push_str("SELECT count(*) FROM ");
+    render::push_relation(d, &table.relation(), &mut sql.text);
+    sql.text.push_str(" WHERE (");
+    push_idents(d, target, &mut sql.text);
+    sql.text.push_str(") IN (");
+    render::rows_select(d, stmt, target, typed, &mut sql);
+    sql.text.push(')');
+    Some(sql)
+}
+
+/// For an upsert (`ON CONFLICT`): the step counting the rows it will overwrite, so that one
+/// inserting nothing answers 200 rather than 201, as PostgREST does.
+pub fn existing_step(d: &dyn Dialect, table: &Table, stmt: &InsertStmt) -> Option<Step> {
+    let target = match stmt.on_conflict.as_ref()? {
+        OnConflict::Merge { target, .. } | OnConflict::Ignore { target } => target,
+    };
+    let typed = |column: &str, cell: String| typed(table, column, &cell);
+    taken_over(d, table, stmt, target, &typed).map(Step::Existing)
 }
 
 /// A bound value as the column's type (so comparisons in the filter behave as on the column).

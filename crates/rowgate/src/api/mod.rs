@@ -92,6 +92,9 @@ async fn handle_once(
     let schema = cache.profile(request::profile(parts))?;
     let (mut settings, profile) = request::profile_settings(&cache, schema);
     let context = app.plan_context(schema, principal);
+    if let Some(table) = schema.table(target.table) {
+        request.prefer.settle_resolution(table, &request.query);
+    }
     let mut plan = action_plan::plan(&request, &context)?;
     settings.extend(request.prefer.settings(context.dialect));
     if let Some(step) = plan::settings(context.dialect, &settings) {

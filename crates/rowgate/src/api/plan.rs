@@ -212,7 +212,10 @@ pub fn output<'q>(
             SelectItem::Star => {
                 // (computed columns only when named, as PostgREST)
                 for c in table.columns.iter().filter(|c| c.computed.is_none()) {
-                    columns.push(OutputColumn::plain(&c.name));
+                    columns.push(OutputColumn {
+                        format: c.represented(|r| &r.to_json),
+                        ..OutputColumn::plain(&c.name)
+                    });
                     kinds.push(c.json_kind);
                 }
             }
@@ -274,12 +277,18 @@ pub fn output<'q>(
                     (None, Some(a)) => a.function.name().to_string(),
                     (None, None) => path_key(&name, path).to_owned(),
                 };
+                // a domain's JSON representation, for the column itself (not a path into it)
+                let format = table
+                    .column(&name)
+                    .filter(|_| path.is_empty())
+                    .and_then(|c| c.represented(|r| &r.to_json));
                 columns.push(OutputColumn {
                     key,
                     column: name,
                     path: json,
                     cast,
                     aggregate,
+                    format,
                 });
             }
         }
@@ -322,6 +331,7 @@ fn count_rows(
             function: AggregateFunction::Count,
             cast: cast_to(cast, dialect)?,
         }),
+        format: None,
     })
 }
 
@@ -504,11 +514,17 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                 }
                 other => other.clone(),
             };
+            // a domain's text representation parses the values it is compared with
+            let parse = table
+                .column(&name)
+                .filter(|_| p.path.is_empty() && p.op.compares_values())
+                .and_then(|c| c.represented(|r| &r.from_text));
             Condition::Pred(Predicate {
                 column: name,
                 path,
                 operand,
                 vectorize,
+                parse,
                 ..p.clone()
             })
         }
@@ -652,6 +668,7 @@ fn eq(column: &str, value: &str) -> Condition {
         operand: Operand::Scalar(value.to_string()),
         language: None,
         vectorize: false,
+        parse: None,
     })
 }
 
@@ -727,6 +744,13 @@ pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiErr
             "text cannot hold NUL (\\u0000) in PostgreSQL",
         )
         .details(format!("column {name} of {}", table.name)));
+    }
+    // a domain parsed from JSON takes the value's JSON text (the statement parses it)
+    if table
+        .column(name)
+        .is_some_and(|c| c.represented(|r| &r.from_json).is_some())
+    {
+        return Ok(Value::Text(v.to_string()));
     }
     // a JSON column stores a JSON string as JSON ("text", quoted), as an insert does
     if let Json::String(_) = v {
@@ -1186,18 +1210,33 @@ fn one_object<'b>(body: &'b Json, method: &str) -> Result<Option<&'b Map<String,
 }
 
 /// Plans `PATCH`: the body's keys become assignments.
+///
+/// With `columns=`, only those keys of the body are read (each must be a column), and with
+/// `missing_default` those the body lacks are set to their defaults, as PostgREST does.
 pub fn update(
     table: &Table,
     filters: Vec<Condition>,
     body: &Json,
     returning: Vec<OutputColumn>,
+    (columns, missing_default): (Option<&[String]>, bool),
 ) -> Result<Option<UpdateStmt>, ApiError> {
     writable(table, Op::Update)?;
     let Some(o) = one_object(body, "PATCH")? else {
         return Ok(None); // `[]` changes nothing, as `{}`
     };
+    let mut defaults = Vec::new();
+    if let Some(columns) = columns {
+        for c in columns {
+            let name = column(table, c)?;
+            if missing_default && !o.contains_key(c) && !defaults.iter().any(|(n, _)| *n == name) {
+                let default = table.column(&name).and_then(|c| c.default.clone());
+                defaults.push((name, default));
+            }
+        }
+    }
     let set: Vec<(String, Value)> = o
         .iter()
+        .filter(|(k, _)| columns.is_none_or(|cs| cs.contains(k)))
         .map(|(k, v)| {
             let name = column(table, k)?;
             // refused whether or not a row matches: the change is wrong for any row
@@ -1221,12 +1260,13 @@ pub fn update(
             Ok((name, value))
         })
         .collect::<Result<_, ApiError>>()?;
-    if set.is_empty() {
+    if set.is_empty() && defaults.is_empty() {
         return Ok(None);
     }
     Ok(Some(UpdateStmt {
         table: table.relation(),
         set,
+        defaults,
         filters,
         returning,
     }))
@@ -1294,16 +1334,18 @@ pub fn put(
         .and_then(|g| g.finish().into_iter().next())
         .unwrap_or_default();
     let target = table.primary_key.clone();
+    let mut update: Vec<String> = columns
+        .iter()
+        .filter(|c| !target.contains(c))
+        .cloned()
+        .collect();
+    if update.is_empty() {
+        // only key columns: set them to themselves, so that RETURNING gives the row
+        update.clone_from(&target);
+    }
     Ok(InsertStmt {
         table: table.relation(),
-        on_conflict: Some(OnConflict::Merge {
-            update: columns
-                .iter()
-                .filter(|c| !target.contains(c))
-                .cloned()
-                .collect(),
-            target,
-        }),
+        on_conflict: Some(OnConflict::Merge { update, target }),
         columns,
         rows: json,
         constants: Vec::new(),

@@ -260,6 +260,16 @@ impl Prefer {
         }
     }
 
+    /// An upsert's resolution where `table` has something to resolve conflicts on (a primary
+    /// key, or `on_conflict=`); without, the insert is a plain one and the resolution neither
+    /// honoured nor listed as applied, as PostgREST does.
+    pub fn settle_resolution(&mut self, table: &crate::schema::Table, query: &Query) {
+        if table.primary_key.is_empty() && query.on_conflict.is_none() {
+            self.resolution = None;
+            self.applied.retain(|p| !p.starts_with("resolution="));
+        }
+    }
+
     /// Decides how a write's transaction ends under `end` (PostgREST's `db-tx-end`): `tx=` is
     /// honoured, and listed as applied, only where `end` allows an override.
     pub fn settle_tx(&mut self, end: crate::config::TxEnd) {

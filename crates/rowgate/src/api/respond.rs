@@ -359,6 +359,9 @@ pub enum Answer {
         location: String,
         /// The primary-key columns.
         key: Vec<String>,
+        /// For `resolution=merge-duplicates`, how many rows the body held: when all of them
+        /// existed (counted by the job), nothing was created and the answer is 200.
+        merged: Option<u64>,
     },
     /// PATCH or DELETE: 200 with the rows, or 204.
     Modify,
@@ -456,7 +459,16 @@ pub fn answer(
             }
             Ok(reply)
         }
-        Answer::Insert { location, key } => {
+        Answer::Insert {
+            location,
+            key,
+            merged,
+        } => {
+            let status = if merged.is_some_and(|rows| rows <= outcome.existing) {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
             let reply = match prefer.return_ {
                 Return::Representation => {
                     let body = if media == MediaType::SingleObject {
@@ -464,16 +476,16 @@ pub fn answer(
                     } else {
                         Bytes::from(body)
                     };
-                    Reply::new(StatusCode::CREATED, media, body)
+                    Reply::new(status, media, body)
                 }
                 Return::HeadersOnly => {
-                    let reply = Reply::empty(StatusCode::CREATED);
+                    let reply = Reply::empty(status);
                     match location_of(location, &key, &body) {
                         Some(url) => reply.header(header::LOCATION, url),
                         None => reply,
                     }
                 }
-                Return::Minimal => Reply::empty(StatusCode::CREATED),
+                Return::Minimal => Reply::empty(status),
             };
             Ok(reply
                 .header(
@@ -525,7 +537,11 @@ pub fn answer(
             Ok(reply)
         }
         Answer::Upsert { item } => {
-            let reply = written(request, body, item || media == MediaType::SingleObject);
+            let mut reply = written(request, body, item || media == MediaType::SingleObject);
+            // a row that was not there is created (PostgREST: 201 with the representation)
+            if reply.status == StatusCode::OK && outcome.existing == 0 {
+                reply.status = StatusCode::CREATED;
+            }
             Ok(reply.applied_all(&prefer.applied))
         }
     }

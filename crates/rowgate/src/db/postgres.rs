@@ -196,7 +196,7 @@ async fn read_schema(
         let mut schema = crate::schema::postgres::introspect(client, one).await?;
         schema.functions =
             crate::schema::functions::introspect(client, one, &schema.tables).await?;
-        crate::schema::functions::attach_computed(&mut schema.tables, &schema.functions);
+        crate::schema::functions::attach_computed(&mut schema.tables, &mut schema.functions);
         profiles.push((name.clone(), schema));
     }
     let mut profiles = profiles.into_iter();
@@ -471,6 +471,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 tally.returned(job.access, n);
             }
             Step::Count(sql) => tally.counted(count_of(client, sql).await?),
+            Step::Existing(sql) => tally.existed(count_of(client, sql).await?),
             Step::Forbid { sql, error } => Tally::forbid(count_of(client, sql).await?, error)?,
             Step::Estimate {
                 rows,

@@ -92,6 +92,7 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
             Step::Count(sql) | Step::Estimate { count: sql, .. } => {
                 tally.counted(scalar(conn, sql)?)
             }
+            Step::Existing(sql) => tally.existed(scalar(conn, sql)?),
             Step::Value(sql) => tally.valued(first_value_as_declared(conn, sql)?),
             Step::Forbid { sql, error } => Tally::forbid(scalar(conn, sql)?, error)?,
         }

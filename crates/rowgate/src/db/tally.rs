@@ -11,6 +11,7 @@ pub(super) struct Tally {
     affected: u64,
     row_count: u64,
     count: Option<u64>,
+    existing: u64,
     value: Option<Vec<u8>>,
     response: ResponseSettings,
 }
@@ -32,6 +33,11 @@ impl Tally {
     /// The `Count` or `Estimate` step's number.
     pub fn counted(&mut self, n: u64) {
         self.count = Some(n);
+    }
+
+    /// An `Existing` step's number.
+    pub fn existed(&mut self, n: u64) {
+        self.existing += n;
     }
 
     /// The `Value` step's JSON.
@@ -61,6 +67,7 @@ impl Tally {
             row_count: self.row_count,
             count: self.count,
             affected: self.affected,
+            existing: self.existing,
             value: self.value,
             response: self.response,
         })

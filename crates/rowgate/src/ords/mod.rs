@@ -20,18 +20,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::request::Parts;
-
 use http::Method;
-use rowgate_query::render;
-use rowgate_query::stmt::CountStmt;
 
 use crate::api::action_plan;
 use crate::api::request::RequestBody;
-use crate::api::respond::Answer;
 use crate::api::respond::Reply;
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
-use crate::job::Step;
 
 /// What an `/ords/…` path names, after the schema alias.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,19 +226,8 @@ async fn answer(
     let mut request = request::parse(app, parts, &object, key, bytes)?;
     let schema = app.db.schema();
     let cx = app.plan_context(&schema, &principal);
-    let mut plan = action_plan::plan(&request.api, &cx)?;
-    if let (Answer::Upsert { .. }, Some(key)) = (&plan.answer, key) {
-        // ORDS answers a PUT that inserted with 201: count the row before it is written
-        let table = crate::api::plan::table(&schema, &object)?;
-        let count = CountStmt {
-            table: table.relation(),
-            filters: crate::api::plan::item_filters(table, key)?,
-            embeds: Vec::new(),
-        };
-        plan.job
-            .steps
-            .insert(0, Step::Count(render::count(cx.dialect, &count)));
-    }
+    // (a PUT's plan counts the row it overwrites: ORDS answers one that inserted with 201)
+    let plan = action_plan::plan(&request.api, &cx)?;
     // _metadata.asof: the last change this worker had seen before the read began; the read's
     // snapshot, taken after, reflects every change up to it (no statement needed)
     request.asof = app

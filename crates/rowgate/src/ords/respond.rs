@@ -435,8 +435,8 @@ fn item(
     write_row(&mut out, row, shape, |out, key| {
         push_item_links(out, request, collection_url, key);
     })?;
-    // a PUT counted the row first: none means it inserted it
-    let status = if *method == Method::PUT && outcome.count == Some(0) {
+    // a PUT of a row counted it first: none means it inserted it
+    let status = if matches!(answer, Answer::Upsert { .. }) && outcome.existing == 0 {
         StatusCode::CREATED
     } else {
         StatusCode::OK

@@ -187,6 +187,7 @@ pub async fn events(
         operand: Operand::List(keys),
         language: None,
         vectorize: false,
+        parse: None,
     }));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(

@@ -336,7 +336,27 @@ fn is_row_of(decl_type: &str, table: &Table) -> bool {
 /// value: PostgREST's computed fields, read as columns when a request names them) and its
 /// computed relationships (those returning rows of an exposed table or view, embedded by the
 /// function's name).
+///
+/// A function returning a table's rows then returns them with the same computed columns and
+/// relationships (`/rpc/f?select=*,computed_rel(*)`).
 pub fn attach_computed(
+    tables: &mut BTreeMap<String, Table>,
+    functions: &mut BTreeMap<String, Vec<Function>>,
+) {
+    attach_to_tables(tables, functions);
+    for f in functions.values_mut().flatten() {
+        if let Returns::Rows { table: rows, .. } = &mut f.returns {
+            if let Some(table) = tables.get(&rows.name) {
+                if rows.schema == table.schema {
+                    rows.computed.clone_from(&table.computed);
+                    rows.computed_rels.clone_from(&table.computed_rels);
+                }
+            }
+        }
+    }
+}
+
+fn attach_to_tables(
     tables: &mut BTreeMap<String, Table>,
     functions: &BTreeMap<String, Vec<Function>>,
 ) {

@@ -11,6 +11,7 @@ pub mod relationships;
 
 use std::collections::HashMap;
 
+use rowgate_query::ast::QualifiedName;
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -57,6 +58,32 @@ pub struct Column {
     /// schema. Such a column is read only when named (`*` leaves it out) and never written.
     #[serde(skip)]
     pub computed: Option<String>,
+    /// Functions between its type (a PostgreSQL domain) and JSON or text, where the database
+    /// declares them as implicit casts (PostgREST's domain representations).
+    #[serde(skip)]
+    pub representation: Option<Box<Representation>>,
+}
+
+/// A domain's representation: the functions of its implicit casts to JSON (how it is read),
+/// from JSON (how a body's value is written) and from text (how a filter's value is read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Representation {
+    /// `f(domain) → json`.
+    pub to_json: Option<QualifiedName>,
+    /// `f(json) → domain`.
+    pub from_json: Option<QualifiedName>,
+    /// `f(text) → domain`.
+    pub from_text: Option<QualifiedName>,
+}
+
+impl Column {
+    /// Its representation's function for `pick` (to JSON, from JSON or from text), if any.
+    pub fn represented(
+        &self,
+        pick: impl FnOnce(&Representation) -> &Option<QualifiedName>,
+    ) -> Option<QualifiedName> {
+        self.representation.as_deref().and_then(|r| pick(r).clone())
+    }
 }
 
 impl Column {
@@ -79,6 +106,7 @@ impl Column {
             never_null: false,
             bounds: checks::Bounds::default(),
             computed: None,
+            representation: None,
             input: input::InputType::Native,
         }
     }
@@ -260,6 +288,13 @@ impl Table {
                 })
                 .collect(),
             of_parent_row: false,
+            json_inputs: self
+                .columns
+                .iter()
+                .filter_map(|c| Some((c.name.clone(), c.represented(|r| &r.from_json)?)))
+                .collect(),
+            row_type: None,
+            parent_row_type: None,
         }
     }
 
@@ -472,6 +507,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             never_null: notnull == 1,
             bounds: checks::Bounds::default(),
             computed: None,
+            representation: None,
         });
     }
     if !is_view {

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use tokio_postgres::Client;
 
-use super::{Column, ForeignKey, JsonKind, SchemaCache, Table, Writes};
+use rowgate_query::ast::QualifiedName;
+
+use super::{Column, ForeignKey, JsonKind, Representation, SchemaCache, Table, Writes};
 
 /// Reads every table and view of `schemas` (names are unique across them: the first schema
 /// listed wins, like a search path).
@@ -40,11 +42,12 @@ pub async fn introspect(
     let oids: Vec<u32> = chosen.iter().map(|(oid, _, _)| *oid).collect();
 
     let mut columns: HashMap<u32, Vec<(i16, Column)>> = HashMap::new();
+    let mut domains: std::collections::HashSet<u32> = std::collections::HashSet::new();
     for r in client
         .query(
             "SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
                     a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attgenerated <> '',
-                    a.attidentity <> '', t.typname, t.typcategory::text
+                    a.attidentity <> '', t.typname, t.typcategory::text, t.oid, t.typtype = 'd'
              FROM pg_attribute a
              JOIN pg_type t ON t.oid = a.atttypid
              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -59,6 +62,9 @@ pub async fn introspect(
         let identity: bool = r.get(7);
         let not_null: bool = r.get(4);
         let default: Option<String> = r.get(5);
+        if r.get::<_, bool>(11) {
+            domains.insert(r.get(10));
+        }
         columns.entry(r.get(0)).or_default().push((
             r.get(1),
             Column {
@@ -73,9 +79,17 @@ pub async fn introspect(
                 never_null: not_null,
                 bounds: super::checks::Bounds::default(),
                 computed: None,
+                representation: None,
                 input: super::input::InputType::Native,
             },
         ));
+    }
+
+    let representations = representations(client, &domains.into_iter().collect::<Vec<_>>()).await?;
+    if !representations.is_empty() {
+        for (_, c) in columns.values_mut().flatten() {
+            c.representation = representations.get(&c.decl_type).cloned().map(Box::new);
+        }
     }
 
     // simple CHECK constraints' bounds, per table's column
@@ -398,4 +412,43 @@ pub(crate) fn classify(type_name: &str, category: &str) -> (&'static str, JsonKi
         (_, "A") => ("array", JsonKind::Auto),
         _ => ("string", JsonKind::Auto),
     }
+}
+
+/// The representations of `domains` (PostgREST's domain representations): the functions of
+/// their implicit casts to `json`, from `json` and from `text`, keyed by the domain's name as
+/// `format_type` spells it (a column's `decl_type`).
+async fn representations(
+    client: &Client,
+    domains: &[u32],
+) -> Result<HashMap<String, Representation>, tokio_postgres::Error> {
+    let mut found: HashMap<String, Representation> = HashMap::new();
+    if domains.is_empty() {
+        return Ok(found);
+    }
+    for r in client
+        .query(
+            "SELECT format_type(CASE WHEN c.castsource = ANY($1) THEN c.castsource ELSE c.casttarget END, NULL),
+                    c.castsource = ANY($1), c.castsource = 'json'::regtype, n.nspname::text, p.proname::text
+             FROM pg_cast c
+             JOIN pg_proc p ON p.oid = c.castfunc
+             JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE c.castcontext = 'i' AND c.castmethod = 'f'
+               AND ((c.castsource = ANY($1) AND c.casttarget = 'json'::regtype)
+                 OR (c.casttarget = ANY($1) AND c.castsource IN ('json'::regtype, 'text'::regtype)))",
+            &[&domains],
+        )
+        .await?
+    {
+        let function = Some(QualifiedName {
+            schema: Some(r.get(3)),
+            name: r.get(4),
+        });
+        let entry = found.entry(r.get(0)).or_default();
+        match (r.get::<_, bool>(1), r.get::<_, bool>(2)) {
+            (true, _) => entry.to_json = function,
+            (false, true) => entry.from_json = function,
+            (false, false) => entry.from_text = function,
+        }
+    }
+    Ok(found)
 }
