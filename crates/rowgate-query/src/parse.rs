@@ -1091,13 +1091,15 @@ fn list_element(cur: &mut Cur<'_>, close: char) -> String {
     cur.take_while(|c| c != ',' && c != close).to_owned()
 }
 
-/// `(a,b)` or `{a,b}` at the cursor; `()` is the empty list.
+/// `(a,b)` or `{a,b}` at the cursor, spaces after the opening bracket skipped (as PostgREST
+/// reads `in.( 1,2)`); `()`, or only spaces between, is the empty list.
 fn parse_list(cur: &mut Cur<'_>, open: char, close: char) -> Result<Vec<String>, Fail> {
     let start = cur.pos;
     if !cur.eat(open) {
         return Err(Fail::at(start, format!("expected \"{open}\"")));
     }
     let mut items = Vec::new();
+    cur.skip_ws();
     if cur.eat(close) {
         return Ok(items);
     }
@@ -1195,13 +1197,15 @@ fn parse_group(cur: &mut Cur<'_>, depth: usize) -> Result<Vec<Condition>, Fail> 
 
 fn parse_logic_item(cur: &mut Cur<'_>, depth: usize) -> Result<Condition, Fail> {
     for (prefix, negated, is_or) in [
-        ("or(", false, true),
-        ("and(", false, false),
-        ("not.or(", true, true),
-        ("not.and(", true, false),
+        ("or", false, true),
+        ("and", false, false),
+        ("not.or", true, true),
+        ("not.and", true, false),
     ] {
-        if cur.starts_with(prefix) {
-            cur.pos += prefix.len() - 1;
+        // the word, then the group (spaces between allowed, as PostgREST)
+        let after = cur.rest().strip_prefix(prefix).map(str::trim_start);
+        if after.is_some_and(|a| a.starts_with('(')) {
+            cur.pos += prefix.len();
             let items = parse_group(cur, depth + 1)?;
             return Ok(if is_or {
                 Condition::Or { negated, items }

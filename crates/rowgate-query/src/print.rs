@@ -70,7 +70,11 @@ fn quoted(s: &str) -> String {
 
 /// A list element (`in.(…)`, `{…}`), quoted when needed.
 fn element(s: &str) -> String {
-    if s.is_empty() || s.starts_with('[') || s.contains([',', '(', ')', '{', '}', '"', '\\']) {
+    if s.is_empty()
+        || s.trim_start() != s
+        || s.starts_with('[')
+        || s.contains([',', '(', ')', '{', '}', '"', '\\'])
+    {
         quoted(s)
     } else {
         s.to_owned()

@@ -280,7 +280,8 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         ),
         c(
             &[("a", "in.( x ,y )")],
-            F(vec![pred("a", Op::In, li(&[" x ", "y "]))]),
+            // spaces after `(` skipped, the others kept, as PostgREST reads a list
+            F(vec![pred("a", Op::In, li(&["x ", "y "]))]),
         ),
         c(
             &[("a", "in.(a,,b)")],
@@ -515,6 +516,15 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
         c(&[("a-", "eq.1")], E(K::Filter, "unexpected \"-\"")),
         c(&[("", "eq.1")], E(K::Filter, "expected a column name")),
         // ---- logic trees
+        // spaces around a nested group's word and inside a list, as PostgREST allows
+        c(
+            &[("and", "( or ( a.in.( 1,2 ) , b.eq.3 ) )")],
+            F(vec![and(vec![or(vec![
+                pred("a", Op::In, li(&["1", "2 "])),
+                pred("b", Op::Eq, sc("3 ")),
+            ])])]),
+        ),
+        c(&[("a", "in.(   )")], F(vec![pred("a", Op::In, li(&[]))])),
         c(
             &[("or", "(a.eq.1,b.gt.2)")],
             F(vec![or(vec![

@@ -819,3 +819,49 @@ async fn keyless_upserts_are_inserts() {
         assert_eq!(s.int("SELECT count(*) FROM tally"), 2);
     }
 }
+
+/// A POST with a `text/plain` or `text/xml` body calls the function's one unnamed parameter of
+/// that type with the body as it is (PostgREST's single unnamed parameter); a function without
+/// one is 404 `PGRST202` saying what was searched for. Every error names its code in
+/// `Proxy-Status`, as PostgREST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_unnamed_text_and_xml_parameters() {
+    let setup = r#"
+CREATE DOMAIN "text/plain" AS text;
+CREATE FUNCTION echo_text(text) RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT $1::"text/plain" $$;
+CREATE FUNCTION echo_xml(xml) RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
+CREATE FUNCTION takes_int(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
+"#;
+    let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
+    for (function, media, body) in [
+        ("echo_text", "text/plain", "plain, \"quoted\" \\ text"),
+        ("echo_xml", "text/xml", "<note><to>Jane</to></note>"),
+    ] {
+        let r = s
+            .client
+            .post(format!("{}/rpc/{function}", s.base))
+            .header("content-type", media)
+            .header("accept", media)
+            .body(body)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status().as_u16(), 200, "{function}");
+        assert_eq!(r.text().await.expect("text"), body);
+    }
+    let r = s
+        .client
+        .post(format!("{}/rpc/takes_int", s.base))
+        .header("content-type", "text/plain")
+        .body("7")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.headers()["proxy-status"], "Rowgate; error=PGRST202");
+    let (status, body) = json_of(r).await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        body["details"],
+        "Searched for the function public.takes_int with a single unnamed text parameter, but no matches were found in the schema cache."
+    );
+}

@@ -304,6 +304,12 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, ApiError::content_type());
+    // the error's code for whatever sits in front (RFC 9209's header, as PostgREST sends it)
+    if let Ok(status) = HeaderValue::from_str(&format!("Rowgate; error={}", err.code_text())) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("proxy-status"), status);
+    }
     if err.status() == StatusCode::UNAUTHORIZED {
         let invalid = err.code == ErrorCode::InvalidToken;
         response

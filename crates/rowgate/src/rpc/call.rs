@@ -129,6 +129,23 @@ pub fn resolve<'a>(
     }
     let overloads = schema.functions.get(call.name);
     let candidates = overloads.map(Vec::as_slice).unwrap_or_default();
+    if let Some(ty) = call.raw_body_type() {
+        let raw = |f: &&Function| matches!(f.params.as_slice(), [p] if p.name.is_empty() && p.decl_type == ty);
+        return match candidates.iter().find(raw) {
+            Some(f) => Ok(Callee::Function(f)),
+            None => {
+                let schema_name = candidates.first().map_or("public", |f| f.schema.as_str());
+                let name = call.name;
+                Err(ApiError::new(
+                    ErrorCode::FunctionNotFound,
+                    format!("Could not find the function {schema_name}.{name} in the schema cache"),
+                )
+                .details(format!(
+                    "Searched for the function {schema_name}.{name} with a single unnamed {ty} parameter, but no matches were found in the schema cache."
+                )))
+            }
+        };
+    }
     let whole = !call.read_only
         && (call.prefer.single_object
             || !matches!(call.body_json(), Ok(Some(Json::Object(_))) | Ok(None)));

@@ -69,6 +69,9 @@ impl<'a> CallRequest<'a> {
     /// string's keys that are not result modifiers nor filters (`col=op.value` is a filter only
     /// when the function has no parameter of that name, which [`call::resolve`] decides).
     fn given_names(&self) -> Result<Vec<String>, ApiError> {
+        if self.raw_body_type().is_some() {
+            return Ok(Vec::new());
+        }
         if self.read_only {
             let mut names: Vec<String> = self
                 .pairs
@@ -82,6 +85,23 @@ impl<'a> CallRequest<'a> {
         match self.body_json()? {
             Some(Json::Object(map)) => Ok(map.keys().cloned().collect()),
             Some(_) | None => Ok(Vec::new()),
+        }
+    }
+
+    /// For a POST whose body is text (`text/plain`) or XML (`text/xml`): the type of the one
+    /// unnamed parameter the body is given to as it is, as PostgREST calls it.
+    pub fn raw_body_type(&self) -> Option<&'static str> {
+        if self.read_only {
+            return None;
+        }
+        let content_type = self.parts.headers.get(http::header::CONTENT_TYPE)?;
+        let media = content_type.to_str().ok()?.split(';').next()?.trim();
+        if media.eq_ignore_ascii_case("text/plain") {
+            Some("text")
+        } else if media.eq_ignore_ascii_case("text/xml") {
+            Some("xml")
+        } else {
+            None
         }
     }
 
