@@ -865,3 +865,35 @@ CREATE FUNCTION takes_int(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ 
         "Searched for the function public.takes_int with a single unnamed text parameter, but no matches were found in the schema cache."
     );
 }
+
+/// A view showing one base column under two names relates through either (PostgREST's
+/// issue 2459): each is a relationship, picked by its column as a hint, ambiguous without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_column_shown_twice_relates_twice() {
+    let setup = r#"
+CREATE TABLE shop (id integer PRIMARY KEY, name text);
+CREATE TABLE sale (id integer PRIMARY KEY, shop_id integer REFERENCES shop);
+INSERT INTO shop VALUES (1, 'one'); INSERT INTO sale VALUES (10, 1);
+CREATE VIEW shops AS TABLE shop;
+CREATE VIEW sales AS SELECT id, shop_id AS seller, shop_id AS buyer FROM sale;
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    for hint in ["seller", "buyer"] {
+        assert_eq!(
+            get(&s, &format!("/shops?select=name,sales!{hint}(id)")).await,
+            (200, json!([{"name": "one", "sales": [{"id": 10}]}])),
+            "{hint}"
+        );
+    }
+    let (status, body) = get(&s, "/sales?select=id,shops!buyer(name)").await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"id": 10, "shops": {"name": "one"}}]))
+    );
+    let r = s
+        .get("/shops?select=name,sales(id)")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 300, "PGRST201").await;
+}

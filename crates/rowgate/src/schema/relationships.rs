@@ -168,18 +168,34 @@ fn shown(table: &Table, base: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `columns` of `base` as `table` names them, when it shows every one.
-fn mapped(shows: &[(String, String)], columns: &[String]) -> Option<Vec<String>> {
-    columns
-        .iter()
-        .map(|c| {
-            shows
-                .iter()
-                .find(|(b, _)| b == c)
-                .map(|(_, own)| own.clone())
-        })
-        .collect()
+/// `columns` of `base` as `table` names them, when it shows every one: each way it does (a
+/// view showing a base column twice, under two names, relates through either, as PostgREST
+/// relates it), at most [`MAX_WAYS`] of them.
+fn mapped(shows: &[(String, String)], columns: &[String]) -> Vec<Vec<String>> {
+    let mut ways: Vec<Vec<String>> = vec![Vec::new()];
+    for c in columns {
+        let names: Vec<&String> = shows
+            .iter()
+            .filter(|(b, _)| b == c)
+            .map(|(_, own)| own)
+            .collect();
+        ways = ways
+            .iter()
+            .flat_map(|way| {
+                names.iter().map(move |name| {
+                    let mut longer = way.clone();
+                    longer.push((*name).clone());
+                    longer
+                })
+            })
+            .take(MAX_WAYS)
+            .collect();
+    }
+    ways
 }
+
+/// The most ways [`mapped`] gives one foreign key through one view.
+const MAX_WAYS: usize = 16;
 
 /// The base tables a table or view stands for: itself, or the tables its columns come from.
 fn bases(table: &Table) -> Vec<String> {
@@ -210,24 +226,23 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
             let Some(referenced_table) = schema.base_table(&fk.ref_table) else {
                 continue;
             };
-            let Some(own) = mapped(&origin_shows, &fk.columns) else {
-                continue;
-            };
             let cardinality = if is_unique(base, &fk.columns) {
                 Cardinality::OneToOne
             } else {
                 Cardinality::ManyToOne
             };
             let to = referenced(fk, referenced_table);
-            out.extend(showing(
-                schema,
-                origin,
-                fk,
-                &own,
-                &fk.ref_table,
-                to,
-                &cardinality,
-            ));
+            for own in mapped(&origin_shows, &fk.columns) {
+                out.extend(showing(
+                    schema,
+                    origin,
+                    fk,
+                    &own,
+                    &fk.ref_table,
+                    to,
+                    &cardinality,
+                ));
+            }
         }
         // other tables' foreign keys to the base table: to-many
         let tables = schema.tables.values().filter(|t| !t.is_view);
@@ -237,23 +252,22 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
                 .iter()
                 .filter(|fk| fk.ref_table == base_name)
             {
-                let Some(own) = mapped(&origin_shows, referenced(fk, base)) else {
-                    continue;
-                };
                 let cardinality = if is_unique(other, &fk.columns) {
                     Cardinality::OneToOne
                 } else {
                     Cardinality::OneToMany
                 };
-                out.extend(showing(
-                    schema,
-                    origin,
-                    fk,
-                    &own,
-                    &other.name,
-                    &fk.columns,
-                    &cardinality,
-                ));
+                for own in mapped(&origin_shows, referenced(fk, base)) {
+                    out.extend(showing(
+                        schema,
+                        origin,
+                        fk,
+                        &own,
+                        &other.name,
+                        &fk.columns,
+                        &cardinality,
+                    ));
+                }
             }
         }
     }
@@ -276,15 +290,16 @@ fn showing<'s>(
     columns: &'s [String],
     cardinality: &'s Cardinality,
 ) -> impl Iterator<Item = Relationship> + 's {
-    schema.tables.values().filter_map(move |related| {
-        let theirs = mapped(&shown(related, far), columns)?;
-        Some(Relationship {
-            origin: origin.name.clone(),
-            related: related.name.clone(),
-            constraint: fk.name.clone(),
-            columns: own.iter().cloned().zip(theirs).collect(),
-            cardinality: cardinality.clone(),
-        })
+    schema.tables.values().flat_map(move |related| {
+        mapped(&shown(related, far), columns)
+            .into_iter()
+            .map(move |theirs| Relationship {
+                origin: origin.name.clone(),
+                related: related.name.clone(),
+                constraint: fk.name.clone(),
+                columns: own.iter().cloned().zip(theirs).collect(),
+                cardinality: cardinality.clone(),
+            })
     })
 }
 
