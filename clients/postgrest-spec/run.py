@@ -206,13 +206,14 @@ def json_media(value):
 
 def tolerated(want, got):
     """`got` as the spec's `want` when they differ only as docs/postgrest-differences.md says
-    Rowgate differs on purpose: a `hint` where PostgREST gives none; a query string's parse
-    error (`PGRST100`) described in Rowgate's words, not PostgREST's parser's."""
+    Rowgate differs on purpose: a `hint` or `details` where PostgREST gives none; a query
+    string's parse error (`PGRST100`) described in Rowgate's words, not PostgREST's parser's."""
     if isinstance(want, dict) and isinstance(got, dict) and "code" in want and "message" in want:
         if want.get("code") == "PGRST100" and got.get("code") == "PGRST100":
             return want
-        if want.get("hint") is None and isinstance(got.get("hint"), str):
-            return dict(got, hint=None)
+        for extra in ("hint", "details"):
+            if extra in want and want.get(extra) is None and isinstance(got.get(extra), str):
+                got = dict(got, **{extra: None})
     return got
 
 

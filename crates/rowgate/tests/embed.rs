@@ -512,7 +512,7 @@ async fn order_by_a_to_one_embed(b: Backend) {
     for (path, code) in [
         (
             "/team?select=name,driver(name)&order=driver(name)",
-            "PGRST100",
+            "PGRST118",
         ),
         ("/driver?select=name&order=team(name)", "PGRST108"),
         (

@@ -1206,6 +1206,20 @@ async fn operators_on_the_wrong_backend_or_type(b: Backend) {
     ] {
         client_error(s.get(path).send().await.expect("request"), path).await;
     }
+    // a path deeper than an item's, and an order by a to-many embed: PostgREST's codes
+    let r = s.get("/team/1/extra").send().await.expect("request");
+    let body = assert_error(r, 404, "PGRST125").await;
+    assert_eq!(body["message"], "Invalid path specified in request URL");
+    let r = s
+        .get("/team?select=name,driver(name)&order=driver(name)")
+        .send()
+        .await
+        .expect("request");
+    let body = assert_error(r, 400, "PGRST118").await;
+    assert_eq!(
+        body["message"],
+        "A related order on 'driver' is not possible"
+    );
     // a JSON key is any characters but `(-:.,>)`, quotes too, as PostgREST reads it: nothing
     // is found under `'a'` in a number
     let (status, body) = common::get_json(&s, "/team?select=v:points->>'a'&limit=1").await;

@@ -99,7 +99,8 @@ async fn resource_functions_take_arguments_by_name(b: Backend) {
         .await
         .expect("put");
     assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
-    assert_error(r, 405, "PGRST117").await;
+    let body = assert_error(r, 405, "PGRST101").await;
+    assert_eq!(body["message"], "Cannot use the PUT method on RPC");
 }
 
 /// A function returning rows takes filters, order, limits, `select` and counts as a table.
@@ -260,7 +261,7 @@ async fn unknown_functions_and_roles(b: Backend) {
     .await;
     assert_eq!(
         body["message"],
-        "Could not find the function public.add_themm() in the schema cache"
+        "Could not find the function public.add_themm without parameters in the schema cache"
     );
     assert_eq!(
         body["hint"],

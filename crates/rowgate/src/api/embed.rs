@@ -58,12 +58,13 @@ impl<'a> Embedder<'a> {
             {
                 if stmt.many {
                     return Err(ApiError::new(
-                        ErrorCode::QueryParse,
-                        format!(
-                            "'{}' is a to-many relationship: rows can be ordered by a to-one embedded resource only",
-                            stmt.key
-                        ),
+                        ErrorCode::RelatedOrderNotToOne,
+                        format!("A related order on '{}' is not possible", stmt.key),
                     )
+                    .details(format!(
+                        "'{}' and '{}' do not form a many-to-one or one-to-one relationship",
+                        table.name, stmt.key
+                    ))
                     .hint(format!("order its rows with {}.order=…", stmt.key)));
                 }
                 let checked = plan::order(

@@ -100,11 +100,7 @@ pub fn settings(d: &dyn Dialect, pairs: &[(&str, String)]) -> Option<crate::job:
 pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiError> {
     schema.table(name).ok_or_else(|| {
         // named as PostgREST names it, with its schema (SQLite's is `main`)
-        let exposed = schema
-            .tables
-            .values()
-            .find_map(|t| t.schema.clone())
-            .unwrap_or_else(|| "main".to_string());
+        let exposed = schema.name();
         let err = ApiError::new(
             ErrorCode::TableNotFound,
             format!("Could not find the table '{exposed}.{name}' in the schema cache"),

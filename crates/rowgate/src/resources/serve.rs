@@ -28,8 +28,22 @@ pub async fn handle(
     let resources = app.resources.load_full();
     let path = parts.uri.path();
     let not_found = || {
+        let prefix = &app.config.rest.prefix;
+        if path
+            .strip_prefix(prefix.as_str())
+            .is_some_and(|rest| rest.starts_with('/'))
+        {
+            // under the API: deeper than a table's item (PostgREST's words)
+            return ApiError::new(
+                ErrorCode::InvalidPath,
+                "Invalid path specified in request URL",
+            )
+            .hint(format!(
+                "{prefix}/table, {prefix}/table/key or {prefix}/rpc/function"
+            ));
+        }
         ApiError::new(ErrorCode::NotFound, format!("no route for {path}"))
-            .hint(format!("tables are under {}/", app.config.rest.prefix))
+            .hint(format!("tables are under {prefix}/"))
     };
     let matched = resources.router.at(path).map_err(|_| not_found())?;
     let route = &resources.routes[*matched.value];

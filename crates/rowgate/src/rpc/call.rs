@@ -134,7 +134,9 @@ pub fn resolve<'a>(
         return match candidates.iter().find(raw) {
             Some(f) => Ok(Callee::Function(f)),
             None => {
-                let schema_name = candidates.first().map_or("public", |f| f.schema.as_str());
+                let schema_name = candidates
+                    .first()
+                    .map_or(functions_schema(schema), |f| f.schema.as_str());
                 let name = call.name;
                 Err(ApiError::new(
                     ErrorCode::FunctionNotFound,
@@ -169,7 +171,9 @@ pub fn resolve<'a>(
         // transaction, so one that writes fails there (405 `25006`) and nothing is written.
         Some(f) => Ok(Callee::Function(f)),
         None => {
-            let schema_name = candidates.first().map_or("public", |f| f.schema.as_str());
+            let schema_name = candidates
+                .first()
+                .map_or(functions_schema(schema), |f| f.schema.as_str());
             let signatures: Vec<String> = candidates
                 .iter()
                 .map(|f| {
@@ -198,6 +202,16 @@ pub fn resolve<'a>(
     }
 }
 
+/// The schema errors name a function in: the exposed schema on PostgreSQL, `public` where
+/// functions are custom resources only (SQLite).
+fn functions_schema(schema: &SchemaCache) -> &str {
+    if schema.functions.is_empty() && schema.tables.values().all(|t| t.schema.is_none()) {
+        "public"
+    } else {
+        schema.name()
+    }
+}
+
 /// The 405 of a GET calling a function that may write.
 fn writes_by_get(call: &CallRequest<'_>, why: String) -> ApiError {
     ApiError::method_not_allowed(&call.parts.method, &["POST"])
@@ -216,9 +230,14 @@ fn not_found(
     sorted.sort_unstable();
     let list = sorted.join(", ");
     let name = call.name;
+    let called = if list.is_empty() {
+        format!("{schema}.{name} without parameters")
+    } else {
+        format!("{schema}.{name}({list})")
+    };
     let err = ApiError::new(
         ErrorCode::FunctionNotFound,
-        format!("Could not find the function {schema}.{name}({list}) in the schema cache"),
+        format!("Could not find the function {called} in the schema cache"),
     )
     .details(format!(
         "Searched for the function {schema}.{name} with parameters {} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.",

@@ -172,10 +172,15 @@ pub async fn handle(
         Method::GET | Method::HEAD => true,
         Method::POST => false,
         _ => {
-            return Err(ApiError::method_not_allowed(
-                &parts.method,
-                &["GET", "HEAD", "POST"],
-            ))
+            // PostgREST's words, with the methods that do call it
+            let method = &parts.method;
+            return Err(ApiError {
+                allow: Some("GET, HEAD, POST".into()),
+                ..ApiError::new(
+                    ErrorCode::RpcMethod,
+                    format!("Cannot use the {method} method on RPC"),
+                )
+            });
         }
     };
     let body = if read_only {

@@ -353,6 +353,22 @@ pub struct SchemaCache {
 }
 
 impl SchemaCache {
+    /// The schema it serves, as errors name it (PostgREST's `'test.items'`): PostgreSQL's
+    /// exposed schema, or `main` (SQLite's, and a PostgreSQL schema with nothing in it).
+    pub fn name(&self) -> &str {
+        self.tables
+            .values()
+            .find_map(|t| t.schema.as_deref())
+            .or_else(|| {
+                self.functions
+                    .values()
+                    .flatten()
+                    .map(|f| f.schema.as_str())
+                    .next()
+            })
+            .unwrap_or("main")
+    }
+
     /// The table or view with this exact name.
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.get(name)
