@@ -87,6 +87,8 @@ pub fn parse_query<'a>(
     let mut q = Query::default();
     for (key, value) in pairs {
         match key {
+            // an empty `select=` is every column, as PostgREST reads it
+            "select" if value.trim().is_empty() => q.select = None,
             "select" => q.select = Some(parse_select(value)?),
             "order" => q.order = parse_order(value)?,
             "limit" => q.limit = Some(parse_count("limit", value)?),

@@ -528,8 +528,8 @@ pub fn read_params(table: &Table, paged: bool) -> Vec<Value> {
     let order_term = format!("{columns}(\\.(asc|desc))?(\\.(nullsfirst|nullslast))?");
     let mut params = vec![
         json!({"name": "select", "in": "query", "schema": {"type": "string",
-            "pattern": format!("^(\\*|{columns}(,{columns})*)$")},
-            "description": "columns to return: col, alias:col, col::type, *, embedded rel(cols)"}),
+            "pattern": format!("^(|\\*|{columns}(,{columns})*)$")},
+            "description": "columns to return: col, alias:col, col::type, *, embedded rel(cols); empty: every column"}),
         json!({"name": "order", "in": "query", "schema": {"type": "string",
             "pattern": format!("^{order_term}(,{order_term})*$")},
             "description": "col.asc|desc.nullsfirst|nullslast, comma-separated"}),

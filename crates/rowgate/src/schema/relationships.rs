@@ -172,6 +172,24 @@ fn shown(table: &Table, base: &str) -> Vec<(String, String)> {
 /// view showing a base column twice, under two names, relates through either, as PostgREST
 /// relates it), at most [`MAX_WAYS`] of them.
 fn mapped(shows: &[(String, String)], columns: &[String]) -> Vec<Vec<String>> {
+    fn names_of<'s>(
+        shows: &'s [(String, String)],
+        c: &'s String,
+    ) -> impl Iterator<Item = &'s (String, String)> {
+        shows.iter().filter(move |(b, _)| b == c)
+    }
+    // the common case, each column shown once: one way, found as cheaply as ever (this runs
+    // for every table at every embed's resolution)
+    let Some(first) = columns
+        .iter()
+        .map(|c| names_of(shows, c).next().map(|(_, own)| own.clone()))
+        .collect::<Option<Vec<String>>>()
+    else {
+        return Vec::new();
+    };
+    if columns.iter().all(|c| names_of(shows, c).nth(1).is_none()) {
+        return vec![first];
+    }
     let mut ways: Vec<Vec<String>> = vec![Vec::new()];
     for c in columns {
         let names: Vec<&String> = shows
