@@ -897,3 +897,35 @@ CREATE VIEW sales AS SELECT id, shop_id AS seller, shop_id AS buyer FROM sale;
         .expect("get");
     assert_error(r, 300, "PGRST201").await;
 }
+
+/// A `text/csv` body inserts its lines (a header naming the columns, `NULL` for null), as
+/// PostgREST reads one; lines of another number of fields are 400 `PGRST102`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_bodies_insert() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let s = start(b, "CREATE TABLE pair (a text, b text);", GRANTS).await;
+        let post = |body: &'static str| {
+            s.client
+                .post(format!("{}/pair", s.base))
+                .header("content-type", "text/csv")
+                .header("prefer", "return=representation")
+                .body(body)
+                .send()
+        };
+        let r = post("a,b\nbar,\"baz, quoted\"\nNULL,foo")
+            .await
+            .expect("post");
+        assert_eq!(
+            json_of(r).await,
+            (
+                201,
+                json!([{"a": "bar", "b": "baz, quoted"}, {"a": null, "b": "foo"}])
+            ),
+            "{b:?}"
+        );
+        let r = post("a,b\nfoo,bar\nbaz").await.expect("post");
+        let body = assert_error(r, 400, "PGRST102").await;
+        assert_eq!(body["message"], "All lines must have same number of fields");
+        assert_eq!(s.int("SELECT count(*) FROM pair"), 2);
+    }
+}

@@ -684,12 +684,45 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
                     .collect(),
             ))
         }
+        "text/csv" => csv_body(body),
         _ => Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
             format!("unsupported Content-Type {content_type:?}"),
         )
-        .hint("send application/json or application/x-www-form-urlencoded")),
+        .hint("send application/json, application/x-www-form-urlencoded or text/csv")),
     }
+}
+
+/// A CSV body (a header line naming the columns, then one line per row) as JSON objects of
+/// strings, `NULL` read as null, as PostgREST reads one; every line must have the header's
+/// number of fields.
+fn csv_body(body: &[u8]) -> Result<Json, ApiError> {
+    let invalid = |e: csv::Error| {
+        let message = match e.kind() {
+            csv::ErrorKind::UnequalLengths { .. } => "All lines must have same number of fields",
+            _ => "Empty or invalid csv",
+        };
+        ApiError::new(ErrorCode::InvalidBody, message).details(e.to_string())
+    };
+    let mut reader = csv::ReaderBuilder::new().from_reader(body);
+    let names = reader.headers().map_err(invalid)?.clone();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(invalid)?;
+        let row = names
+            .iter()
+            .zip(record.iter())
+            .map(|(name, value)| {
+                let value = match value {
+                    "NULL" => Json::Null,
+                    text => Json::String(text.to_string()),
+                };
+                (name.to_string(), value)
+            })
+            .collect();
+        rows.push(Json::Object(row));
+    }
+    Ok(Json::Array(rows))
 }
 
 /// An insert body as rows (see [`super::rows`]): JSON is read straight into rows; a form (or
