@@ -251,7 +251,8 @@ pub fn output<'q>(
                         cast: cast_to(a.cast.as_deref(), dialect)?,
                     }),
                 };
-                let kind = match (&cast, path.last(), table.column(&name), &aggregate) {
+                let stored = table.column(&name);
+                let kind = match (&cast, path.last(), stored, &aggregate) {
                     // a sum, an average or a count is a number; a least or greatest value is
                     // of its column's kind
                     (_, _, _, Some(a))
@@ -274,8 +275,7 @@ pub fn output<'q>(
                     (None, None) => path_key(&name, path).to_owned(),
                 };
                 // a domain's JSON representation, for the column itself (not a path into it)
-                let format = table
-                    .column(&name)
+                let format = stored
                     .filter(|_| path.is_empty())
                     .and_then(|c| c.represented(|r| &r.to_json));
                 columns.push(OutputColumn {
@@ -851,12 +851,7 @@ pub fn insert(
             Some(match resolution {
                 Resolution::Ignore => OnConflict::Ignore { target },
                 Resolution::Merge => OnConflict::Merge {
-                    update: rows
-                        .columns
-                        .iter()
-                        .filter(|c| !target.contains(c))
-                        .cloned()
-                        .collect(),
+                    update: overwritten(&target, &rows.columns),
                     target,
                 },
             })
@@ -865,23 +860,10 @@ pub fn insert(
     let mut stmts = Vec::new();
     for group in rows.groups {
         let on_conflict = on_conflict.clone().map(|oc| match oc {
-            OnConflict::Merge { target, update } => {
-                let mut update: Vec<String> = update
-                    .into_iter()
-                    .filter(|c| group.columns.contains(c))
-                    .collect();
-                if update.is_empty() {
-                    // Every given column is a conflict column: set them to themselves, so the
-                    // existing row is "updated" and RETURNING gives it (as PostgREST does);
-                    // DO NOTHING would leave it out of the representation.
-                    update = target
-                        .iter()
-                        .filter(|c| group.columns.contains(c))
-                        .cloned()
-                        .collect();
-                }
-                OnConflict::Merge { target, update }
-            }
+            OnConflict::Merge { target, .. } => OnConflict::Merge {
+                update: overwritten(&target, &group.columns),
+                target,
+            },
             other => other,
         });
         let count = group.count();
@@ -1330,15 +1312,7 @@ pub fn put(
         .and_then(|g| g.finish().into_iter().next())
         .unwrap_or_default();
     let target = table.primary_key.clone();
-    let mut update: Vec<String> = columns
-        .iter()
-        .filter(|c| !target.contains(c))
-        .cloned()
-        .collect();
-    if update.is_empty() {
-        // only key columns: set them to themselves, so that RETURNING gives the row
-        update.clone_from(&target);
-    }
+    let update = overwritten(&target, &columns);
     Ok(InsertStmt {
         table: table.relation(),
         on_conflict: Some(OnConflict::Merge { update, target }),
@@ -1347,6 +1321,23 @@ pub fn put(
         constants: Vec::new(),
         returning,
     })
+}
+
+/// The columns an upsert of `given` columns overwrites on a conflict over `target`: those that
+/// are not the target's. When every given column is a target column, those are set to
+/// themselves, so that the existing row is "updated" and RETURNING gives it (as PostgREST
+/// does); DO NOTHING would leave it out of the representation.
+fn overwritten(target: &[String], given: &[String]) -> Vec<String> {
+    let others: Vec<String> = given
+        .iter()
+        .filter(|c| !target.contains(c))
+        .cloned()
+        .collect();
+    if others.is_empty() {
+        given.to_vec()
+    } else {
+        others
+    }
 }
 
 fn json_matches(v: &Json, text: &str) -> bool {
