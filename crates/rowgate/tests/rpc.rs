@@ -532,3 +532,136 @@ backend_tests!(
     resource_function_that_writes,
     unknown_functions_and_roles,
 );
+
+/// Functions that raise the answer they choose, as PostgREST reads them.
+const RAISING: &str = r#"
+CREATE FUNCTION pay() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN RAISE SQLSTATE 'PT402' USING MESSAGE = 'Payment Required', DETAIL = 'Quota exceeded', HINT = 'Upgrade your plan'; END $$;
+CREATE FUNCTION pay_wrong() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN RAISE SQLSTATE 'PT40A' USING MESSAGE = 'Wrong'; END $$;
+CREATE FUNCTION choose(message text, detail text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF detail IS NULL THEN RAISE SQLSTATE 'PGRST' USING MESSAGE = message;
+  ELSE RAISE SQLSTATE 'PGRST' USING MESSAGE = message, DETAIL = detail; END IF;
+END $$;
+"#;
+
+/// Sends `request` on a fresh connection and returns the answer's head (status line and
+/// headers) as text.
+async fn raw_head(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).to_string();
+    text.split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `RAISE SQLSTATE 'PTnnn'` answers status nnn with the message as its reason phrase and the
+/// function's message, detail and hint in the body (500 when nnn is no status);
+/// `RAISE SQLSTATE 'PGRST'` with JSON in MESSAGE and DETAIL chooses the body, status, reason
+/// phrase and headers; 500 `PGRST121` says what is wrong with JSON that does not fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_functions_raise_the_answer_they_choose() {
+    let s = start(Backend::Postgres, &format!("{FUNCTIONS}{RAISING}"), GRANTS).await;
+    let r = s.post("/rpc/pay", json!({})).send().await.expect("post");
+    assert_eq!(r.headers()["proxy-status"], "Rowgate; error=PT402");
+    let (status, body) = json_of(r).await;
+    assert_eq!(
+        (status, body),
+        (
+            402,
+            json!({"code": "PT402", "message": "Payment Required", "details": "Quota exceeded", "hint": "Upgrade your plan"})
+        )
+    );
+    let head = raw_head(
+        s.addr,
+        "POST /api/rpc/pay HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{}",
+    )
+    .await;
+    assert!(
+        head.starts_with("HTTP/1.1 402 Payment Required\r\n"),
+        "{head}"
+    );
+    let (status, body) = json_of(
+        s.post("/rpc/pay_wrong", json!({}))
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            500,
+            json!({"code": "PT40A", "message": "Wrong", "details": null, "hint": null})
+        )
+    );
+
+    let chosen = json!({
+        "message": r#"{"code":"123","message":"ABC","details":"DEF","hint":"XYZ"}"#,
+        "detail": r#"{"status":332,"status_text":"My Custom Status","headers":{"X-Header":"str"}}"#,
+    });
+    let r = s
+        .post("/rpc/choose", chosen.clone())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.headers()["x-header"], "str");
+    let (status, body) = json_of(r).await;
+    assert_eq!(
+        (status, body),
+        (
+            332,
+            json!({"code": "123", "message": "ABC", "details": "DEF", "hint": "XYZ"})
+        )
+    );
+    let request = format!(
+        "POST /api/rpc/choose HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{chosen}",
+        chosen.to_string().len()
+    );
+    let head = raw_head(s.addr, &request).await;
+    assert!(
+        head.starts_with("HTTP/1.1 332 My Custom Status\r\n"),
+        "{head}"
+    );
+
+    for (message, detail, details) in [
+        (
+            "INVALID",
+            Some("{}"),
+            "Invalid JSON value for MESSAGE: 'INVALID'",
+        ),
+        (
+            r#"{"code":"1","message":"m"}"#,
+            None,
+            "DETAIL is missing in the RAISE statement",
+        ),
+        (
+            r#"{"code":"1","message":"m"}"#,
+            Some("nope"),
+            "Invalid JSON value for DETAIL: 'nope'",
+        ),
+        (
+            r#"{"code":"1","message":"m"}"#,
+            Some(r#"{"status":"x","headers":{}}"#),
+            r#"Invalid JSON value for DETAIL: '{"status":"x","headers":{}}'"#,
+        ),
+    ] {
+        let r = s
+            .post("/rpc/choose", json!({"message": message, "detail": detail}))
+            .send()
+            .await
+            .expect("post");
+        let body = assert_error(r, 500, "PGRST121").await;
+        assert_eq!(
+            body["message"],
+            "Could not parse JSON in the \"RAISE SQLSTATE 'PGRST'\" error"
+        );
+        assert_eq!(body["details"], details);
+    }
+}

@@ -6,7 +6,7 @@ use http::{header, HeaderName, HeaderValue, StatusCode};
 use http_body_util::Full;
 
 use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Return};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, More};
 pub use crate::job::etag;
 use crate::job::{expect_one, unwrap_single, Output};
 
@@ -338,6 +338,18 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if let Some(More::Raised(chosen)) = err.more.as_deref() {
+        for (name, value) in &chosen.headers {
+            response.headers_mut().insert(name.clone(), value.clone());
+        }
+        if let Some(reason) = chosen
+            .reason
+            .as_deref()
+            .and_then(|r| hyper::ext::ReasonPhrase::try_from(r.as_bytes().to_vec()).ok())
+        {
+            response.extensions_mut().insert(reason);
+        }
     }
     response
 }

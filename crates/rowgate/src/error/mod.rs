@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::db::error::{DbError, Kind};
 
+pub mod raised;
+
 /// The pipeline stage an error belongs to (for logs and docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -109,6 +111,7 @@ error_codes! {
     Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
     Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
     ResponseHeadersInvalid => ("PGRST111", StatusCode::INTERNAL_SERVER_ERROR, Execute, "response.headers set by a function or trigger is not a JSON array of one-key objects with string values"),
+    RaiseInvalid => ("PGRST121", StatusCode::INTERNAL_SERVER_ERROR, Execute, "a function raised SQLSTATE 'PGRST' but its MESSAGE or DETAIL is not the JSON that chooses an answer"),
     ResponseStatusInvalid => ("PGRST112", StatusCode::INTERNAL_SERVER_ERROR, Execute, "response.status set by a function or trigger is not a status code"),
 }
 
@@ -142,6 +145,9 @@ pub enum More {
     /// database's own error, the answer once a reloaded schema cache shows that the request
     /// itself (or a function it called) named it.
     IfCurrent(ApiError),
+    /// The status, reason phrase and headers a function chose when it raised the error (a
+    /// `PT` or `PGRST` SQLSTATE, see [`raised`]).
+    Raised(raised::Answer),
 }
 
 impl ApiError {
@@ -252,6 +258,9 @@ impl ApiError {
 
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
+        if let Some(More::Raised(answer)) = self.more.as_deref() {
+            return answer.status;
+        }
         match (&self.sqlstate, self.code) {
             (Some(sqlstate), ErrorCode::Database) => sqlstate_status(sqlstate),
             _ => self.code.status(),
@@ -347,6 +356,11 @@ impl From<DbError> for ApiError {
             }
             Kind::InvalidValue | Kind::Other => {
                 let sqlstate = e.sqlstate.as_deref().unwrap_or("XX000");
+                if let Some(chosen) =
+                    raised::answer(sqlstate, &e.message, e.detail.as_deref(), e.hint.as_deref())
+                {
+                    return chosen;
+                }
                 let mut err = ApiError::database(sqlstate, e.message);
                 if !err.status().is_server_error() {
                     err.details = e.detail;
