@@ -42,6 +42,8 @@ pub enum ParseErrorKind {
     Order,
     /// `limit=` or `offset=`
     Limit,
+    /// A negative `limit=`: a range no result satisfies (PostgREST's 416).
+    NegativeLimit,
     /// `or=`, `and=`, `not.or=`, `not.and=`
     Logic,
     /// `columns=` or `on_conflict=`
@@ -535,10 +537,18 @@ fn parse_count(param: &str, s: &str) -> Result<u64, ParseError> {
         hint: None,
     };
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    // as PostgREST: a negative offset is no offset (a negative limit stays a bad parameter,
-    // 400, where PostgREST answers 416)
-    if param == "offset" && s.strip_prefix('-').is_some_and(digits) {
-        return Ok(0);
+    // as PostgREST: a negative offset is no offset, a negative limit a range nothing satisfies
+    match s.strip_prefix('-').filter(|n| digits(n)) {
+        Some(_) if param == "offset" => return Ok(0),
+        Some(_) => {
+            return Err(ParseError {
+                kind: ParseErrorKind::NegativeLimit,
+                message: "Requested range not satisfiable".to_string(),
+                details: Some("Limit should be greater than or equal to zero.".to_string()),
+                hint: None,
+            })
+        }
+        None => {}
     }
     if !digits(s) {
         return Err(bad("must be a non-negative integer"));

@@ -755,9 +755,8 @@ fn cases() -> Vec<(Vec<(String, String)>, Want)> {
                 ..Query::default()
             }),
         ),
-        // as PostgREST, a negative offset is none (a negative limit is refused: PostgREST
-        // answers 416)
-        c(&[("limit", "-1")], E(K::Limit, "non-negative integer")),
+        // as PostgREST, a negative offset is none, a negative limit a range nothing satisfies
+        c(&[("limit", "-1")], E(K::NegativeLimit, "Limit should be greater")),
         c(
             &[("offset", "-4")],
             Q(Query {
@@ -1148,6 +1147,7 @@ fn table() {
                         K::Filter => "failed to parse filter",
                         K::Order => "failed to parse order (",
                         K::Limit => "failed to parse ",
+                        K::NegativeLimit => "Requested range not satisfiable",
                         K::Logic => "failed to parse logic tree (",
                         K::Columns => "failed to parse ",
                     })

@@ -337,8 +337,18 @@ async fn postgres_functions_are_called_by_argument_names() {
     )
     .await;
     assert_eq!((status, body), (200, json!(3)));
-    let (_, body) = json_of(s.get("/rpc/add_ints?a=1").send().await.expect("get")).await;
+    let r = s.get("/rpc/add_ints?a=1").send().await.expect("get");
+    // one value is the first of one row, as PostgREST answers it
+    assert_eq!(r.headers()["content-range"], "0-0/*");
+    let (_, body) = json_of(r).await;
     assert_eq!(body, json!(11), "the default fills b");
+    let r = s
+        .get("/rpc/add_ints?a=1")
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-range"], "0-0/1");
     let (_, body) = json_of(
         call("/rpc/add_ints", json!({"a": 1, "b": 2, "c": 3}))
             .await
@@ -439,6 +449,23 @@ async fn postgres_function_rows_volatility_and_grants() {
         .await
         .expect("get");
     assert_eq!(r.headers()["content-range"], "0-1/2");
+    // a Range header pages a GET only (RFC 9110 §14.2): a POST ignores it
+    let posted = s
+        .post("/rpc/team_drivers?select=name", json!({"tid": 3}))
+        .header("prefer", "count=exact")
+        .header("range", "1-1")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(posted.status().as_u16(), 200);
+    assert_eq!(posted.headers()["content-range"], "0-1/2");
+    let paged = s
+        .get("/rpc/team_drivers?tid=3&select=name")
+        .header("range", "1-1")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(paged.headers()["content-range"], "1-1/*");
     let (_, body) = json_of(r).await;
     assert_eq!(
         body,

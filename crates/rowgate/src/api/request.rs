@@ -134,7 +134,7 @@ impl<'a> ApiRequest<'a> {
         let negotiated = negotiation(&parts.headers, &offered);
         let nulls_stripped = negotiated.as_ref().is_ok_and(|(_, strip)| *strip);
         let (media, range) = match action {
-            Action::Read { .. } => (negotiated?.0, parse_range(&parts.headers)?),
+            Action::Read { .. } => (negotiated?.0, parse_range(&parts.method, &parts.headers)?),
             // A singular `Accept` guards every write, whatever it returns: unless exactly one
             // row is affected, the write answers 406 and commits nothing (as PostgREST).
             // Without a representation the other media types do not matter.
@@ -545,9 +545,17 @@ pub struct ItemRange {
     pub limit: Option<u64>,
 }
 
-/// Decodes the `Range` header, if present (`0-9`, `10-`, optionally prefixed `items=`).
-pub fn parse_range(headers: &HeaderMap) -> Result<Option<ItemRange>, ApiError> {
-    let Some(value) = headers.get(header::RANGE) else {
+/// Decodes the `Range` header of a GET, if present (`0-9`, `10-`, optionally prefixed
+/// `items=`). Other methods ignore it, HEAD too: RFC 9110 §14.2 defines ranges for GET only,
+/// and PostgREST reads them so.
+pub fn parse_range(
+    method: &http::Method,
+    headers: &HeaderMap,
+) -> Result<Option<ItemRange>, ApiError> {
+    let Some(value) = headers
+        .get(header::RANGE)
+        .filter(|_| method == http::Method::GET)
+    else {
         return Ok(None);
     };
     let bad = || {
@@ -903,7 +911,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        let r = |v: &'static str| parse_range(&headers(&[("range", v)]));
+        let r = |v: &'static str| parse_range(&http::Method::GET, &headers(&[("range", v)]));
         assert_eq!(
             r("0-9").expect("ok"),
             Some(ItemRange {

@@ -303,8 +303,12 @@ impl std::error::Error for ApiError {}
 
 impl From<rowgate_query::ParseError> for ApiError {
     fn from(e: rowgate_query::ParseError) -> Self {
+        let code = match e.kind {
+            rowgate_query::ParseErrorKind::NegativeLimit => ErrorCode::RangeNotSatisfiable,
+            _ => ErrorCode::QueryParse,
+        };
         ApiError {
-            code: ErrorCode::QueryParse,
+            code,
             message: e.message,
             details: e.details,
             hint: e.hint,

@@ -270,8 +270,10 @@ pub struct PlannedCall {
 
 /// How a call's outcome answers.
 pub enum CallAnswer {
-    /// The value (a scalar, or an array of them), as JSON.
+    /// The value of a scalar, as JSON: one row of one (its `Content-Range` says so).
     Value,
+    /// An array of scalars (a function returning a set of them), as JSON.
+    Values,
     /// 204: it returns nothing.
     Void,
     /// One row as an object (`null` when none).
@@ -294,15 +296,32 @@ impl CallAnswer {
         };
         match self {
             CallAnswer::Void => Ok(Reply::empty(StatusCode::NO_CONTENT)),
-            CallAnswer::Value => json(outcome.value.unwrap_or_else(|| b"null".to_vec())),
+            CallAnswer::Value => Ok(one_of_one(
+                request,
+                json(outcome.value.unwrap_or_else(|| b"null".to_vec()))?,
+            )),
+            CallAnswer::Values => json(outcome.value.unwrap_or_else(|| b"[]".to_vec())),
             CallAnswer::Array => json(outcome.rows),
             CallAnswer::Object => match outcome.row_count {
                 0 => json(b"null".to_vec()),
-                _ => json(job::unwrap_single(&outcome.rows).to_vec()),
+                _ => Ok(one_of_one(
+                    request,
+                    json(job::unwrap_single(&outcome.rows).to_vec())?,
+                )),
             },
             CallAnswer::Rows(answer) => respond::answer(request, answer, outcome),
         }
     }
+}
+
+/// A single value or row answered as PostgREST answers one: the first of one row, counted
+/// when `Prefer: count=…` asks.
+fn one_of_one(request: &ApiRequest<'_>, reply: Reply) -> Reply {
+    let range = match request.prefer.count {
+        Some(_) => "0-0/1",
+        None => "0-0/*",
+    };
+    reply.header(http::header::CONTENT_RANGE, range)
 }
 
 /// Plans `callee` called with `arguments`, reading what it returns as `request` asks.
@@ -492,7 +511,7 @@ fn plan_function(
                 "SELECT coalesce(json_agg({column}), '[]') FROM {}",
                 d.quote_ident(CALL_ROWS)
             ));
-            Ok(step(Step::Value(sql), CallAnswer::Value))
+            Ok(step(Step::Value(sql), CallAnswer::Values))
         }
         Returns::Rows { set, table } => rows(request, cx, table, &prelude(call), *set),
     }

@@ -231,7 +231,7 @@ pub async fn handle(
         prefer: call.prefer.clone(),
         media,
         nulls_stripped,
-        range: request::parse_range(&parts.headers)?,
+        range: request::parse_range(&parts.method, &parts.headers)?,
         method: &parts.method,
         headers: &parts.headers,
         body: Bytes::new(),
