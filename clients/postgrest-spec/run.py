@@ -231,6 +231,8 @@ def verdict(step, status, headers, data, tolerant=False):
     def values(name):
         return [v for n, v in lower if n == name.lower()]
 
+    # a body that matches only through a tolerated difference has another length
+    length_differs = False
     if exp["body"] is not None:
         kind, want = exp["body"]
         if kind == "json":
@@ -239,7 +241,8 @@ def verdict(step, status, headers, data, tolerant=False):
             except ValueError:
                 got = data.decode("utf-8", "replace")
             if tolerant:
-                got = tolerated(want, got)
+                as_sent, got = got, tolerated(want, got)
+                length_differs = as_sent != got
             if got != want or (got is None and not data):
                 problems.append("body differs")
         else:
@@ -248,6 +251,7 @@ def verdict(step, status, headers, data, tolerant=False):
             if tolerant and csv and text.endswith("\r\n"):
                 # CSV lines end in CRLF, the last one too (RFC 4180), PostgREST's in LF
                 text = text[:-2].replace("\r\n", "\n")
+                length_differs = True
             if text != want:
                 problems.append("body differs")
     if exp["json_type"]:
@@ -263,6 +267,8 @@ def verdict(step, status, headers, data, tolerant=False):
             want = m[2]
             if tolerant and m[1].lower() == "location" and want.startswith("/"):
                 want = PREFIX + want  # Location holds the API's prefix
+            if tolerant and length_differs and m[1].lower() == "content-length":
+                continue
             if tolerant and m[1].lower() == "proxy-status":
                 want = want.replace("PostgREST;", "Rowgate;", 1)  # the server names itself
             if want not in values(m[1]):

@@ -692,3 +692,70 @@ async fn postgres_functions_raise_the_answer_they_choose() {
         assert_eq!(body["details"], details);
     }
 }
+
+/// On a GET, as PostgREST reads it, a pair is an argument unless its value is a filter: the
+/// same name can be both (`team_id=5&team_id=gt.2`), and a pair naming no parameter with a
+/// plain value asks for a function that takes it (404 `PGRST202`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_get_pairs_are_arguments_unless_they_are_filters() {
+    let setup = format!(
+        "{FUNCTIONS}\nCREATE FUNCTION teams_below(team_id integer) RETURNS SETOF team LANGUAGE sql STABLE AS $$ SELECT * FROM team t WHERE t.team_id < $1 $$;"
+    );
+    let s = start(Backend::Postgres, &setup, GRANTS).await;
+    let ids = |body: Value| -> Vec<i64> {
+        body.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["team_id"].as_i64().expect("id"))
+            .collect()
+    };
+    let (status, body) = get_rows(
+        &s,
+        "/rpc/teams_below?team_id=5&team_id=gt.2&select=team_id&order=team_id",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ids(body), [3, 4]);
+    let (_, body) = get_rows(
+        &s,
+        "/rpc/teams_below?team_id=5&team_id=not.gt.2&select=team_id&order=team_id",
+    )
+    .await;
+    assert_eq!(ids(body), [1, 2]);
+    let body = assert_error(
+        s.get("/rpc/add_ints?a=1&b=2&other=plain")
+            .send()
+            .await
+            .expect("get"),
+        404,
+        "PGRST202",
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "Could not find the function public.add_ints(a, b, other) in the schema cache"
+    );
+    assert_eq!(
+        body["details"],
+        "Searched for the function public.add_ints with parameters a, b, other, but no matches were found in the schema cache."
+    );
+    // the overload whose parameters are most like the call's
+    assert_eq!(
+        body["hint"],
+        "Perhaps you meant to call the function public.add_ints(a, b, c)"
+    );
+    let body = assert_error(
+        s.get("/rpc/add_ints?zzz=1").send().await.expect("get"),
+        404,
+        "PGRST202",
+    )
+    .await;
+    assert_eq!(
+        body["details"],
+        "Searched for the function public.add_ints with parameter zzz, but no matches were found in the schema cache."
+    );
+}
+
+async fn get_rows(s: &TestServer, path: &str) -> (u16, Value) {
+    json_of(s.get(path).send().await.expect("get")).await
+}

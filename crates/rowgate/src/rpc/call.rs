@@ -103,8 +103,7 @@ impl Callee<'_> {
 
 /// The function `call` names, fitting the arguments it gives: a custom resource declared as
 /// that function first, else the PostgreSQL function (of its overloads, the one whose
-/// parameters take every argument given, by POST, or the most of them, by GET, whose other
-/// pairs filter the result; every parameter without a default given). 404 `PGRST202`
+/// parameters take every argument given, every parameter without a default given). 404 `PGRST202`
 /// otherwise, with the closest signature as a hint.
 pub fn resolve<'a>(
     call: &CallRequest<'_>,
@@ -158,12 +157,7 @@ pub fn resolve<'a>(
         if whole || (f.takes_raw_body() && !call.read_only) {
             return f.takes_raw_body();
         }
-        if call.read_only {
-            let named: Vec<&str> = given.iter().copied().filter(|g| f.has_param(g)).collect();
-            f.fits(&named)
-        } else {
-            f.fits(&given)
-        }
+        f.fits(&given)
     });
     let chosen = fitting.max_by_key(|f| given.iter().filter(|g| f.has_param(g)).count());
     match chosen {
@@ -240,11 +234,29 @@ fn not_found(
         format!("Could not find the function {called} in the schema cache"),
     )
     .details(format!(
-        "Searched for the function {schema}.{name} with parameters {} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.",
-        if list.is_empty() { "none".to_string() } else { list.clone() }
+        "Searched for the function {schema}.{name}{}{}, but no matches were found in the schema cache.",
+        match sorted.len() {
+            0 => " without parameters".to_string(),
+            1 => format!(" with parameter {list}"),
+            _ => format!(" with parameters {list}"),
+        },
+        // a POST of JSON might also have meant the whole body for one parameter
+        if call.read_only { "" } else { " or with a single unnamed json/jsonb parameter" }
     ));
-    match signatures.first() {
-        Some(signature) => err.hint(format!(
+    // the signature most like the call's, as PostgREST's fuzzy search picks it
+    let wanted = format!("({list})");
+    let closest = signatures
+        .iter()
+        .map(|signature| {
+            let mut names: Vec<&str> = signature.split(", ").filter(|n| !n.is_empty()).collect();
+            names.sort_unstable();
+            let text = format!("({})", names.join(", "));
+            (strsim::normalized_levenshtein(&text, &wanted), signature)
+        })
+        .filter(|(score, _)| *score >= 0.33)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match closest {
+        Some((_, signature)) => err.hint(format!(
             "Perhaps you meant to call the function {schema}.{name}({signature})"
         )),
         None => err,

@@ -22,19 +22,22 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 
-/// The query-string keys that are never arguments (they shape the result).
-const RESERVED: &[&str] = &[
-    "select",
-    "order",
-    "limit",
-    "offset",
-    "and",
-    "or",
-    "not.and",
-    "not.or",
-    "columns",
-    "on_conflict",
-];
+/// The query-string keys that are never arguments (they shape the result), as PostgREST
+/// reserves them: these, and those ending in [`RESERVED_EMBEDDABLE`] (`tasks.order`).
+const RESERVED: &[&str] = &["select", "columns", "on_conflict"];
+
+/// The last words of keys that shape the result or an embedded resource's.
+const RESERVED_EMBEDDABLE: &[&str] = &["order", "limit", "offset", "and", "or"];
+
+/// Whether the query-string pair `key=value` of a GET call is an argument, as PostgREST reads
+/// it: a key that is not reserved, with a value that is not a filter (`id=5` is an argument,
+/// `id=gt.2` a filter of the rows the function returns).
+fn is_argument(key: &str, value: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    !RESERVED.contains(&key)
+        && !RESERVED_EMBEDDABLE.contains(&last)
+        && rowgate_query::parse::parse_query([(key, value)]).is_err()
+}
 
 /// The arguments of a call, as sent.
 #[derive(Debug)]
@@ -66,26 +69,31 @@ pub struct CallRequest<'a> {
 
 impl<'a> CallRequest<'a> {
     /// The names of the arguments the call gives: the body object's keys, or the query
-    /// string's keys that are not result modifiers nor filters (`col=op.value` is a filter only
-    /// when the function has no parameter of that name, which [`call::resolve`] decides).
+    /// string's keys whose pairs are arguments ([`is_argument`]), each once.
     fn given_names(&self) -> Result<Vec<String>, ApiError> {
         if self.raw_body_type().is_some() {
             return Ok(Vec::new());
         }
         if self.read_only {
-            let mut names: Vec<String> = self
-                .pairs
-                .iter()
-                .map(|(k, _)| k.clone())
-                .filter(|k| !RESERVED.contains(&k.as_str()))
-                .collect();
-            names.dedup();
+            let mut names: Vec<String> = Vec::new();
+            for (k, _) in self.argument_pairs() {
+                if !names.contains(k) {
+                    names.push(k.clone());
+                }
+            }
             return Ok(names);
         }
         match self.body_json()? {
             Some(Json::Object(map)) => Ok(map.keys().cloned().collect()),
             Some(_) | None => Ok(Vec::new()),
         }
+    }
+
+    /// A GET's query-string pairs that are arguments.
+    fn argument_pairs(&self) -> impl Iterator<Item = &(String, String)> {
+        self.pairs
+            .iter()
+            .filter(|(k, v)| self.read_only && is_argument(k, v))
     }
 
     /// For a POST whose body is text (`text/plain`) or XML (`text/xml`): the type of the one
@@ -120,7 +128,7 @@ impl<'a> CallRequest<'a> {
         }
         if self.read_only {
             let mut map = Map::new();
-            for (k, v) in &self.pairs {
+            for (k, v) in self.argument_pairs() {
                 if !params.contains(&k.as_str()) {
                     continue;
                 }
@@ -152,7 +160,7 @@ impl<'a> CallRequest<'a> {
         let rest: Vec<(&str, &str)> = self
             .pairs
             .iter()
-            .filter(|(k, _)| !(self.read_only && params.contains(&k.as_str())))
+            .filter(|(k, v)| !(self.read_only && is_argument(k, v) && params.contains(&k.as_str())))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         Ok(rowgate_query::parse::parse_query(rest)?)
