@@ -929,3 +929,34 @@ async fn csv_bodies_insert() {
         assert_eq!(s.int("SELECT count(*) FROM pair"), 2);
     }
 }
+
+/// A full-text filter on a column of a domain over `tsvector` (or over such a domain) searches
+/// it as the `tsvector` it is, where a text column goes through `to_tsvector` first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_full_text_search_through_domains() {
+    let setup = r#"
+CREATE DOMAIN searchable AS tsvector CHECK (VALUE IS NOT NULL);
+CREATE DOMAIN nonempty_searchable AS searchable CHECK (VALUE <> '');
+CREATE TABLE note (id integer PRIMARY KEY, body text, words searchable, more nonempty_searchable);
+INSERT INTO note VALUES
+  (1, 'the quick brown fox', to_tsvector('simple', 'the quick brown fox'), to_tsvector('simple', 'the quick brown fox')),
+  (2, 'lazy dogs sleep', to_tsvector('simple', 'lazy dogs sleep'), to_tsvector('simple', 'lazy dogs sleep'));
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    for column in ["body", "words", "more"] {
+        assert_eq!(
+            get(&s, &format!("/note?select=id&{column}=fts(simple).fox")).await,
+            (200, json!([{"id": 1}])),
+            "{column}"
+        );
+        assert_eq!(
+            get(
+                &s,
+                &format!("/note?select=id&{column}=not.wfts(simple).fox")
+            )
+            .await,
+            (200, json!([{"id": 2}])),
+            "{column}"
+        );
+    }
+}

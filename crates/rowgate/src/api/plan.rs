@@ -494,7 +494,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
             let vectorize = p.op.is_full_text()
                 && table
                     .column(&name)
-                    .is_some_and(|c| !c.decl_type.eq_ignore_ascii_case("tsvector"))
+                    .is_some_and(|c| !c.is_of_type("tsvector"))
                 || p.op.is_full_text() && !p.path.is_empty();
             if p.path.is_empty() && p.op.compares_values() {
                 check_operand(table, &name, &p.operand)?;

@@ -62,6 +62,10 @@ pub struct Column {
     /// declares them as implicit casts (PostgREST's domain representations).
     #[serde(skip)]
     pub representation: Option<Box<Representation>>,
+    /// For a column of a PostgreSQL domain: the type the domain (or the domain it is over, …)
+    /// stands for, as `format_type` spells it (`tsvector` for a domain over `tsvector`).
+    #[serde(skip)]
+    pub domain_base: Option<String>,
 }
 
 /// A domain's representation: the functions of its implicit casts to JSON (how it is read),
@@ -77,6 +81,15 @@ pub struct Representation {
 }
 
 impl Column {
+    /// Whether its values are of `type_name` (case aside), itself or as a domain's.
+    pub fn is_of_type(&self, type_name: &str) -> bool {
+        self.decl_type.eq_ignore_ascii_case(type_name)
+            || self
+                .domain_base
+                .as_deref()
+                .is_some_and(|base| base.eq_ignore_ascii_case(type_name))
+    }
+
     /// Its representation's function for `pick` (to JSON, from JSON or from text), if any.
     pub fn represented(
         &self,
@@ -107,6 +120,7 @@ impl Column {
             bounds: checks::Bounds::default(),
             computed: None,
             representation: None,
+            domain_base: None,
             input: input::InputType::Native,
         }
     }
@@ -524,6 +538,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             bounds: checks::Bounds::default(),
             computed: None,
             representation: None,
+            domain_base: None,
         });
     }
     if !is_view {

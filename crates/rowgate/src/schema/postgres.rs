@@ -47,7 +47,16 @@ pub async fn introspect(
         .query(
             "SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
                     a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attgenerated <> '',
-                    a.attidentity <> '', t.typname, t.typcategory::text, t.oid, t.typtype = 'd'
+                    a.attidentity <> '', t.typname, t.typcategory::text, t.oid, t.typtype = 'd',
+                    CASE WHEN t.typtype = 'd' THEN (
+                      WITH RECURSIVE under(oid, typtype, typbasetype) AS (
+                        SELECT t.oid, t.typtype, t.typbasetype
+                        UNION ALL
+                        SELECT b.oid, b.typtype, b.typbasetype
+                        FROM under JOIN pg_type b ON b.oid = under.typbasetype
+                        WHERE under.typtype = 'd')
+                      SELECT format_type(oid, NULL) FROM under WHERE typtype <> 'd')
+                    END
              FROM pg_attribute a
              JOIN pg_type t ON t.oid = a.atttypid
              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -80,6 +89,7 @@ pub async fn introspect(
                 bounds: super::checks::Bounds::default(),
                 computed: None,
                 representation: None,
+                domain_base: r.get(12),
                 input: super::input::InputType::Native,
             },
         ));
