@@ -11,6 +11,11 @@ use serde_json::{json, Value};
 
 const VIEWS: &str = r#"
 CREATE VIEW team_names AS SELECT team_id, name FROM team;
+CREATE VIEW team_lineup AS
+  SELECT t.team_id, t.name, d.driver_id, d.name AS driver FROM team t LEFT JOIN driver d ON d.team_id = t.team_id;
+CREATE RULE team_lineup_insert AS ON INSERT TO team_lineup DO INSTEAD
+  INSERT INTO team (team_id, name) VALUES (new.team_id, new.name)
+  RETURNING team_id, name, NULL::integer, NULL::text;
 CREATE VIEW team_totals AS SELECT team_id, sum(points) AS total FROM team GROUP BY team_id;
 CREATE FUNCTION shout(team) RETURNS text LANGUAGE sql STABLE AS $$ SELECT upper($1.name) $$;
 CREATE FUNCTION hidden_len(team) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT length($1.name) $$;
@@ -98,6 +103,19 @@ async fn postgres_writes_through_views() {
         .expect("delete");
     assert_eq!(r.status().as_u16(), 204);
     assert_eq!(s.int("SELECT count(*) FROM team WHERE team_id >= 90"), 0);
+    // a join's view has both tables' keys; a NULL one (an outer join's) is `is.null`, as
+    // PostgREST writes the Location
+    let r = s
+        .post("/team_lineup", json!({"team_id": 93, "name": "Lined"}))
+        .header("prefer", "return=headers-only")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        r.headers()["location"],
+        "/api/team_lineup?team_id=eq.93&driver_id=is.null"
+    );
 
     let teams = s.int("SELECT count(*) FROM team");
     let r = s

@@ -605,11 +605,13 @@ fn location_of(mut url: String, key: &[String], returned: &[u8]) -> Option<Strin
     let row = rows.first()?;
     let mut ser = form_urlencoded::Serializer::new(String::new());
     for col in key {
-        let v = match row.get(col)? {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
+        let filter = match row.get(col)? {
+            serde_json::Value::String(s) => format!("eq.{s}"),
+            // a key column may be NULL in a view's row (an outer join's), as PostgREST says
+            serde_json::Value::Null => "is.null".to_string(),
+            other => format!("eq.{other}"),
         };
-        ser.append_pair(col, &format!("eq.{v}"));
+        ser.append_pair(col, &filter);
     }
     url.push_str(&ser.finish());
     Some(url)

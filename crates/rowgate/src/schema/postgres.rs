@@ -160,8 +160,10 @@ pub async fn introspect(
         }
     }
 
-    // the primary keys of the tables views show (exposed or not): a view showing all of one's
-    // key columns has that key, as PostgREST takes it (Location, PUT, upserts)
+    // the primary keys of the tables views show (exposed or not): a view's key is the key
+    // columns of every table it shows all of them of (a join's, both tables'), as PostgREST
+    // takes it (Location, PUT, upserts); PostgREST also counts a key shown in part, which
+    // would not name one row
     let base_oids: Vec<u32> = origins
         .values()
         .flatten()
@@ -201,8 +203,8 @@ pub async fn introspect(
                     })
                     .collect::<Option<Vec<String>>>()
             })
-            .next()
-            .unwrap_or_default()
+            .flatten()
+            .collect()
     };
 
     // the tables views show from outside the exposed schemas (PostgREST's private schema
