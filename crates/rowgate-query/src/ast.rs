@@ -297,6 +297,10 @@ pub struct Predicate {
     /// domain representations): each value goes through this function of `text` first. Not
     /// part of the query syntax.
     pub parse: Option<QualifiedName>,
+    /// Set by the planner for a computed column a write filters on (PostgreSQL): the written
+    /// relation's name, the column read as a function of its row in attribute notation
+    /// (`"items"."always_true"`). Not part of the query syntax.
+    pub written_row: Option<String>,
 }
 
 /// A database object (a function, a type) named by the schema cache, schema-qualified where

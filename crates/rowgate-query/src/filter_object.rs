@@ -309,6 +309,7 @@ fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Conditio
         language: None,
         vectorize: false,
         parse: None,
+        written_row: None,
     })
 }
 

@@ -1060,6 +1060,7 @@ fn parse_op_value(
         language,
         vectorize: false,
         parse: None,
+        written_row: None,
     })
 }
 

@@ -522,7 +522,7 @@ fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
     let value = if c.column.is_empty() {
         "*".to_string() // count(*)
     } else {
-        let value = field(d, &c.column, &c.path, out);
+        let value = row_field(d, &c.column, c.written_row.as_deref(), &c.path, out);
         let value = match &c.format {
             Some(f) => call(d, f, &value),
             None => value,
@@ -1396,6 +1396,24 @@ fn field(d: &dyn Dialect, column: &str, path: &[JsonStep], out: &mut Sql) -> Str
     json_path(d, d.quote_ident(column), path, out)
 }
 
+/// A column of a written row, with its JSON path: a computed one (`written_row`) in
+/// attribute notation, `"items"."always_true"`, the function of the row PostgreSQL calls.
+fn row_field(
+    d: &dyn Dialect,
+    column: &str,
+    written_row: Option<&str>,
+    path: &[JsonStep],
+    out: &mut Sql,
+) -> String {
+    match written_row {
+        Some(row) => {
+            let expr = format!("{}.{}", d.quote_ident(row), d.quote_ident(column));
+            json_path(d, expr, path, out)
+        }
+        None => field(d, column, path, out),
+    }
+}
+
 /// `expr` followed by a JSON path's steps (bound keys and indexes).
 fn json_path(d: &dyn Dialect, mut expr: String, path: &[JsonStep], out: &mut Sql) -> String {
     if path.first().is_some_and(|s| s.to_json) {
@@ -1428,6 +1446,7 @@ fn output_columns(d: &dyn Dialect, cols: &[OutputColumn], out: &mut Sql) {
             || c.format.is_some()
             || c.key != c.column
             || !c.path.is_empty()
+            || c.written_row.is_some()
         {
             out.text.push_str(" AS ");
             out.text.push_str(&d.quote_ident(&c.key));
@@ -1565,7 +1584,7 @@ fn predicate(d: &dyn Dialect, p: &Predicate, out: &mut Sql) {
     let col = if empty_list {
         String::new()
     } else {
-        field(d, &p.column, &p.path, out)
+        row_field(d, &p.column, p.written_row.as_deref(), &p.path, out)
     };
     // a JSON value compared with a literal: compared as JSON (numbers as numbers)
     let json = json_comparison(p);

@@ -85,6 +85,9 @@ pub struct OutputColumn {
     /// A function giving the column's value its JSON representation (PostgREST's domain
     /// representations), applied before the cast.
     pub format: Option<QualifiedName>,
+    /// For a computed column a write returns (PostgreSQL): the written relation's name, the
+    /// column read as a function of its row in attribute notation (`"items"."always_true"`).
+    pub written_row: Option<String>,
 }
 
 impl OutputColumn {
@@ -97,6 +100,7 @@ impl OutputColumn {
             cast: None,
             aggregate: None,
             format: None,
+            written_row: None,
         }
     }
 }

@@ -310,6 +310,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
             path: Vec::new(),
             vectorize: false,
             parse: None,
+            written_row: None,
             column,
             negated,
             op,

@@ -29,6 +29,7 @@ fn pred(col: &str, op: Op, operand: Operand) -> Condition {
         language: None,
         vectorize: false,
         parse: None,
+        written_row: None,
     })
 }
 

@@ -41,6 +41,7 @@ fn out(column: &str) -> OutputColumn {
         cast: None,
         aggregate: None,
         format: None,
+        written_row: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn select_columns_casts_aliases() {
                 cast: None,
                 aggregate: None,
                 format: None,
+                written_row: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -82,6 +84,7 @@ fn select_columns_casts_aliases() {
                 cast: Some("text".into()),
                 aggregate: None,
                 format: None,
+                written_row: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -90,6 +93,7 @@ fn select_columns_casts_aliases() {
                 cast: Some("bigint".into()),
                 aggregate: None,
                 format: None,
+                written_row: None,
             },
             OutputColumn {
                 path: Vec::new(),
@@ -98,6 +102,7 @@ fn select_columns_casts_aliases() {
                 cast: Some("no_such_type".into()),
                 aggregate: None,
                 format: None,
+                written_row: None,
             },
         ],
         ..select_stmt(vec![])
@@ -256,6 +261,7 @@ fn weird_identifiers_are_quoted() {
             cast: None,
             aggregate: None,
             format: None,
+            written_row: None,
         }],
         ..select_stmt(filters(&[("\"a\"\"b\"", "eq.1")]))
     };
@@ -398,6 +404,7 @@ fn insert_upserts() {
                 cast: Some("text".into()),
                 aggregate: None,
                 format: None,
+                written_row: None,
             },
         ],
         constants: vec![Constant {
@@ -643,6 +650,7 @@ fn sqlite_rendering_executes() {
             cast: Some("text".into()),
             aggregate: None,
             format: None,
+            written_row: None,
         }],
         order: vec![
             OrderTerm {

@@ -142,6 +142,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
                 language: language.filter(|_| op.is_full_text()),
                 vectorize: false,
                 parse: None,
+                written_row: None,
             },
         )
 }

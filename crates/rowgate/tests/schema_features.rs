@@ -189,6 +189,52 @@ async fn postgres_computed_columns() {
         .await
         .expect("get");
     assert_error(r, 400, "PGRST204").await;
+    let r = s
+        .patch("/team?hidden_len=gt.0", json!({"points": 1}))
+        .send()
+        .await
+        .expect("patch");
+    assert_error(r, 400, "PGRST204").await;
+
+    // writes filter on it and return it, as functions of the written row
+    let (status, body) = json_of(
+        s.patch(
+            &format!("/team?shout=eq.{first}&select=team_id,shout,loud:shout"),
+            json!({"points": 7}),
+        )
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("patch"),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!([{"team_id": 1, "shout": first.clone(), "loud": first.clone()}])
+        )
+    );
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 1"), 7);
+    let (status, body) = json_of(
+        s.post(
+            "/team?select=shout",
+            json!({"team_id": 95, "name": "quiet"}),
+        )
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (201, json!([{"shout": "QUIET"}])));
+    let r = s
+        .delete("/team?shout=eq.QUIET&or=(shout.eq.NONE,team_id.eq.95)")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE team_id = 95"), 0);
 }
 
 /// GET may call a VOLATILE function, read-only: one that reads answers, one that writes fails

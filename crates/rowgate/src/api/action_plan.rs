@@ -516,8 +516,9 @@ fn returning(
     prefer: &Prefer,
 ) -> Result<Returning, ApiError> {
     let d = cx.dialect;
+    let table = &*plan::with_computed(table, query.select.as_deref(), &[], &[], |f| cx.may_call(f));
     let key: Vec<SelectItem>;
-    let selection = match prefer.return_ {
+    let mut selection = match prefer.return_ {
         Return::Representation => plan::output(table, query.select.as_deref(), d)?,
         Return::HeadersOnly if !table.primary_key.is_empty() => {
             key = table
@@ -535,6 +536,9 @@ fn returning(
         }
         _ => return Ok(Returning::none()),
     };
+    for c in &mut selection.columns {
+        c.written_row = written_row(table, &c.column);
+    }
     let mut shape = selection.shape;
     let embedder = Embedder { cx, query };
     let mut embeds = embedder.resolve(table, &selection.embeds, &[], &[], &mut [], &mut shape)?;
@@ -547,6 +551,27 @@ fn returning(
         shape,
         embeds,
     })
+}
+
+/// For a computed column of `table` (PostgreSQL), the name a write's statement reads it by, as
+/// a function of the written row (`"items"."always_true"`); `None` for a stored column.
+fn written_row(table: &Table, column: &str) -> Option<String> {
+    table
+        .column(column)
+        .filter(|c| c.computed.is_some())
+        .map(|_| table.name.clone())
+}
+
+/// `filters` reading a written row's computed columns as functions of it ([`written_row`]).
+fn of_written_row(table: &Table, filters: &mut [Condition]) {
+    for c in filters {
+        match c {
+            Condition::Pred(p) => p.written_row = written_row(table, &p.column),
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                of_written_row(table, items)
+            }
+        }
+    }
 }
 
 /// What a PATCH, DELETE or PUT gives back: its representation, or nothing (unlike an insert,
@@ -563,7 +588,8 @@ fn representation(
         // a select= or order= naming what the table has not is refused even when nothing is
         // returned
         if let Some(select) = query.select.as_deref() {
-            plan::output(table, Some(select), cx.dialect)?;
+            let table = plan::with_computed(table, Some(select), &[], &[], |f| cx.may_call(f));
+            plan::output(&table, Some(select), cx.dialect)?;
         }
         for term in query.order.iter().filter(|t| t.relation.is_none()) {
             plan::column(table, &term.column)?;
@@ -698,7 +724,10 @@ fn modify(
         )
         .hint("add a filter (to change every row: ?id=not.is.null), or set rest.refuse_unfiltered_writes = false"));
     }
-    let mut filters = plan::conditions(tables.view, &query.filters, d)?;
+    // computed columns filter as functions of the written row
+    let view = plan::with_computed(tables.view, None, &query.filters, &[], |f| cx.may_call(f));
+    let mut filters = plan::conditions(&view, &query.filters, d)?;
+    of_written_row(&view, &mut filters);
     let mut steps = match &item {
         Some(key) => if_match_step(request, cx, tables, key.clone())?,
         None => Vec::with_capacity(1),

@@ -285,6 +285,7 @@ pub fn output<'q>(
                     cast,
                     aggregate,
                     format,
+                    written_row: None,
                 });
             }
         }
@@ -328,6 +329,7 @@ fn count_rows(
             cast: cast_to(cast, dialect)?,
         }),
         format: None,
+        written_row: None,
     })
 }
 
@@ -665,6 +667,7 @@ fn eq(column: &str, value: &str) -> Condition {
         language: None,
         vectorize: false,
         parse: None,
+        written_row: None,
     })
 }
 

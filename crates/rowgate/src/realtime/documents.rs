@@ -188,6 +188,7 @@ pub async fn events(
         language: None,
         vectorize: false,
         parse: None,
+        written_row: None,
     }));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(
