@@ -246,6 +246,19 @@ pub struct OutputShape {
     pub keys: Vec<String>,
     /// How each value is written.
     pub kinds: Vec<JsonKind>,
+    /// How the rows are ordered, by hidden columns that follow the output's (one per key): a
+    /// write's representation, whose statement cannot order what it returns. Empty: as they
+    /// come.
+    pub sort: Vec<SortKey>,
+}
+
+/// One hidden column the rows are ordered by (`order=` of a write's representation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortKey {
+    /// Greatest first.
+    pub descending: bool,
+    /// NULLs before the other values.
+    pub nulls_first: bool,
 }
 
 /// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.

@@ -742,6 +742,98 @@ async fn delete_with_filters(b: Backend) {
     assert_eq!(count(&s, "SELECT count(*) FROM driver"), 15);
 }
 
+/// `order=` orders a write's representation (a write's statement returns its rows in no
+/// order): PATCH, DELETE with an embed, an insert with NULLs placed, and CSV.
+async fn write_representations_are_ordered(b: Backend) {
+    let s = TestServer::start(b).await;
+    let names = |rows: &Value| -> Vec<String> {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let (_, expected) = get_json(&s, "/driver?team_id=lte.3&select=name&order=name.desc").await;
+    let r = s
+        .patch(
+            "/driver?team_id=lte.3&select=name&order=name.desc",
+            json!({"points": 1}),
+        )
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status().as_u16(), 200);
+    let patched: Value = r.json().await.expect("json");
+    assert_eq!(names(&patched), names(&expected));
+    assert_eq!(names(&patched).len(), 6);
+
+    let r = s
+        .delete("/driver?team_id=eq.9&select=driver_id,team(name)&order=driver_id.desc")
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("delete");
+    let deleted: Value = r.json().await.expect("json");
+    assert_eq!(
+        deleted,
+        json!([
+            {"driver_id": 18, "team": {"name": "Alfa Romeo"}},
+            {"driver_id": 17, "team": {"name": "Alfa Romeo"}}
+        ])
+    );
+
+    let r = s
+        .post(
+            "/driver?select=name,team_id&order=team_id.desc.nullslast,name",
+            json!([
+                {"driver_id": 90, "name": "Zed", "team_id": null},
+                {"driver_id": 91, "name": "Amy", "team_id": 1},
+                {"driver_id": 92, "name": "Bob", "team_id": 2},
+                {"driver_id": 93, "name": "Abe", "team_id": null}
+            ]),
+        )
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([
+            {"name": "Bob", "team_id": 2},
+            {"name": "Amy", "team_id": 1},
+            {"name": "Abe", "team_id": null},
+            {"name": "Zed", "team_id": null}
+        ])
+    );
+
+    let r = s
+        .delete("/driver?driver_id=gte.90&select=name&order=name")
+        .header("Prefer", REPR)
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("delete");
+    let text = r.text().await.expect("csv");
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["name", "Abe", "Amy", "Bob", "Zed"]
+    );
+    // an embedded resource's column cannot order what a write returns
+    let r = s
+        .delete("/driver?driver_id=eq.1&select=name,team(name)&order=team(name)")
+        .header("Prefer", REPR)
+        .send()
+        .await
+        .expect("delete");
+    assert_error(r, 400, "PGRST100").await;
+    assert_eq!(
+        count(&s, "SELECT count(*) FROM driver WHERE driver_id = 1"),
+        1
+    );
+}
+
 async fn max_affected_strict(b: Backend) {
     let s = TestServer::start(b).await;
     let before = teams(&s);
@@ -1485,6 +1577,7 @@ backend_tests!(
     patch_item_url,
     put_filter_and_item_url,
     delete_with_filters,
+    write_representations_are_ordered,
     max_affected_strict,
     if_match_on_item_writes,
     put_if_match_on_a_composite_key_with_commas,

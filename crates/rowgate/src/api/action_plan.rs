@@ -7,7 +7,7 @@ use http::Method;
 use rowgate_query::ast::QualifiedName;
 use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{EmbedStmt, OutputColumn, Relation, Sql};
-use rowgate_query::{Condition, Operand, Query, SelectItem};
+use rowgate_query::{Condition, Direction, Nulls, Operand, Query, SelectItem};
 
 use super::document_write::{self, DocumentAction, DocumentRead};
 use super::embed::Embedder;
@@ -21,7 +21,7 @@ use crate::auth::policy::Op;
 use crate::db::sqlite_job::Format;
 use crate::duality::DualityView;
 use crate::error::{ApiError, ErrorCode};
-use crate::job::{Access, Job, Step};
+use crate::job::{Access, Job, SortKey, Step};
 use crate::schema::Table;
 
 /// `count=estimated` counts exactly when the planner expects fewer rows than this.
@@ -484,6 +484,7 @@ impl Returning {
             shape: OutputShape {
                 keys: Vec::new(),
                 kinds: Vec::new(),
+                sort: Vec::new(),
             },
             embeds: Vec::new(),
         }
@@ -546,11 +547,48 @@ fn returning(
     for e in &mut embeds {
         e.required = None;
     }
+    let mut columns = selection.columns;
+    if prefer.return_ == Return::Representation {
+        sort_keys(table, query, d, &mut columns, &mut shape)?;
+    }
     Ok(Returning {
-        columns: selection.columns,
+        columns,
         shape,
         embeds,
     })
+}
+
+/// `order=` of a write's representation: a write's statement returns its rows in no order
+/// (PostgreSQL's and SQLite's `RETURNING` alike), so each term becomes a hidden column after
+/// the output's, by which the rows are ordered as they are answered ([`SortKey`]).
+fn sort_keys(
+    table: &Table,
+    query: &Query,
+    d: &dyn Dialect,
+    columns: &mut Vec<OutputColumn>,
+    shape: &mut OutputShape,
+) -> Result<(), ApiError> {
+    if query.order.iter().any(|t| t.relation.is_some()) {
+        return Err(ApiError::new(
+            ErrorCode::QueryParse,
+            "a write's representation cannot be ordered by an embedded resource's column",
+        )
+        .hint("order by the written table's own columns"));
+    }
+    for (n, term) in plan::order(table, &query.order, d)?.into_iter().enumerate() {
+        let descending = term.direction == Some(Direction::Desc);
+        shape.sort.push(SortKey {
+            descending,
+            nulls_first: term.nulls.map_or(descending, |n| n == Nulls::First),
+        });
+        columns.push(OutputColumn {
+            written_row: written_row(table, &term.column),
+            path: term.path,
+            key: format!("_rg_sort_{n}"),
+            ..OutputColumn::plain(&term.column)
+        });
+    }
+    Ok(())
 }
 
 /// For a computed column of `table` (PostgreSQL), the name a write's statement reads it by, as

@@ -293,7 +293,11 @@ pub fn output<'q>(
     let keys = columns.iter().map(|c| c.key.clone()).collect();
     Ok(Selection {
         columns,
-        shape: OutputShape { keys, kinds },
+        shape: OutputShape {
+            keys,
+            kinds,
+            sort: Vec::new(),
+        },
         embeds,
     })
 }

@@ -455,18 +455,24 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             }
             // the keys and JSON types come from the statement itself (its aliases and
             // PostgreSQL's types): the shape SQLite needs to type its values is not needed here
-            Step::Rows { sql, .. } => {
+            Step::Rows { sql, shape } => {
+                let sorted = shape.as_ref().filter(|s| !s.sort.is_empty());
                 if job.format == Format::Csv && csv_columns.is_none() {
                     let stmt = client.prepare_cached(&sql.text).await?;
                     csv_columns = Some(
                         stmt.columns()
                             .iter()
                             .map(|c| c.name().to_string())
+                            // not the hidden columns a write's rows are ordered by
+                            .take(sorted.map_or(usize::MAX, |s| s.keys.len()))
                             .collect(),
                     );
                 }
                 let strip = job.format == Format::JsonNullsStripped;
-                let (json, n) = json_rows(client, sql, strip).await?;
+                let (json, n) = match sorted {
+                    Some(shape) => sorted_json_rows(client, sql, shape, strip).await?,
+                    None => json_rows(client, sql, strip).await?,
+                };
                 append_json_array(&mut rows, &json);
                 tally.returned(job.access, n);
             }
@@ -549,6 +555,51 @@ async fn json_rows(
     let text = format!(
         "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ',') || ']', '[]'), count(*) FROM _r",
         sql.text
+    );
+    let row = query_one(client, &text, &sql.params).await?;
+    let n: i64 = row.get(1);
+    Ok((row.get(0), u64::try_from(n).unwrap_or(0)))
+}
+
+/// Like [`json_rows`] for rows whose hidden columns after `shape`'s keys say their order (a
+/// write's representation): ordered by them in the aggregate, which is where PostgreSQL
+/// guarantees an order, and left out of each row's JSON.
+async fn sorted_json_rows(
+    client: &deadpool_postgres::Object,
+    sql: &Sql,
+    shape: &OutputShape,
+    strip_nulls: bool,
+) -> Result<(String, u64), DbError> {
+    use rowgate_query::render::Dialect as _;
+    let quote = |name: &str| rowgate_query::render::Postgres.quote_ident(name);
+    let keys: Vec<String> = shape
+        .keys
+        .iter()
+        .map(|k| format!("_r.{}", quote(k)))
+        .collect();
+    let record = format!("(SELECT _k FROM (SELECT {}) AS _k)", keys.join(", "));
+    let row = if strip_nulls {
+        format!("json_strip_nulls(row_to_json({record}))")
+    } else {
+        format!("row_to_json({record})")
+    };
+    let order: Vec<String> = shape
+        .sort
+        .iter()
+        .enumerate()
+        .map(|(n, key)| {
+            format!(
+                "_r.{} {} NULLS {}",
+                quote(&format!("_rg_sort_{n}")),
+                if key.descending { "DESC" } else { "ASC" },
+                if key.nulls_first { "FIRST" } else { "LAST" }
+            )
+        })
+        .collect();
+    let text = format!(
+        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ',' ORDER BY {}) || ']', '[]'), count(*) FROM _r",
+        sql.text,
+        order.join(", ")
     );
     let row = query_one(client, &text, &sql.params).await?;
     let n: i64 = row.get(1);

@@ -184,6 +184,7 @@ fn declared_shape(stmt: &rusqlite::Statement<'_>) -> OutputShape {
             .iter()
             .map(|c| crate::schema::classify(c.decl_type().unwrap_or("")).1)
             .collect(),
+        sort: Vec::new(),
     }
 }
 
@@ -209,50 +210,142 @@ fn encode_rows(
     if format == Format::Csv && out.body.is_empty() {
         write_csv_record(&mut out.body, shape.keys.iter().map(|k| Some(k.as_bytes())));
     }
-    while let Some(row) = rows.next()? {
-        match format {
-            Format::Json => {
-                out.body.push(if out.rows == 0 { b'[' } else { b',' });
-                out.body.push(b'{');
-                for (i, key) in keys.iter().enumerate() {
-                    if i > 0 {
-                        out.body.push(b',');
-                    }
-                    out.body.extend_from_slice(key);
-                    let value = row.get_ref(i)?;
-                    write_json_value(&mut out.body, value, shape.kinds[i]);
-                }
-                out.body.push(b'}');
-            }
-            Format::JsonNullsStripped => {
-                out.body.push(if out.rows == 0 { b'[' } else { b',' });
-                out.body.push(b'{');
-                let mut first = true;
-                for (i, key) in keys.iter().enumerate() {
-                    let value = row.get_ref(i)?;
-                    if value == ValueRef::Null {
-                        continue;
-                    }
-                    if !std::mem::take(&mut first) {
-                        out.body.push(b',');
-                    }
-                    out.body.extend_from_slice(key);
-                    let mut written = Vec::new();
-                    write_json_value(&mut written, value, shape.kinds[i]);
-                    out.body.extend_from_slice(&strip_nested_nulls(written));
-                }
-                out.body.push(b'}');
-            }
-            Format::Csv => {
-                let mut fields = Vec::with_capacity(shape.keys.len());
-                for i in 0..shape.keys.len() {
-                    fields.push(csv_field(row.get_ref(i)?));
-                }
-                write_csv_record(&mut out.body, fields.iter().map(|f| f.as_deref()));
-            }
+    if !shape.sort.is_empty() {
+        // each row encoded apart, then ordered by its hidden columns
+        let mut sorted: Vec<(Vec<rusqlite::types::Value>, Encoded)> = Vec::new();
+        while let Some(row) = rows.next()? {
+            let by = (0..shape.sort.len())
+                .map(|i| row.get::<_, rusqlite::types::Value>(shape.keys.len() + i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut one = Encoded::default();
+            encode_row(row, &keys, shape, format, &mut one)?;
+            sorted.push((by, one));
         }
-        out.rows += 1;
+        sorted.sort_by(|(a, _), (b, _)| sqlite_order(a, b, &shape.sort));
+        for (_, one) in sorted {
+            let body = match format {
+                // the row's own `[`: the place in the array is this one's
+                Format::Json | Format::JsonNullsStripped => &one.body[1..],
+                Format::Csv => &one.body[..],
+            };
+            if format != Format::Csv {
+                out.body.push(if out.rows == 0 { b'[' } else { b',' });
+            }
+            out.body.extend_from_slice(body);
+            out.rows += 1;
+        }
+        return Ok(());
     }
+    while let Some(row) = rows.next()? {
+        encode_row(row, &keys, shape, format, out)?;
+    }
+    Ok(())
+}
+
+/// How SQLite orders two rows' hidden sort columns (`ORDER BY` with its BINARY collation:
+/// NULL, then numbers by value, then text and blobs byte by byte), each key's direction and
+/// null placement applied.
+fn sqlite_order(
+    a: &[rusqlite::types::Value],
+    b: &[rusqlite::types::Value],
+    keys: &[crate::job::SortKey],
+) -> std::cmp::Ordering {
+    use rusqlite::types::Value as V;
+    use std::cmp::Ordering;
+    fn rank(v: &V) -> u8 {
+        match v {
+            V::Null => 0,
+            V::Integer(_) | V::Real(_) => 1,
+            V::Text(_) => 2,
+            V::Blob(_) => 3,
+        }
+    }
+    fn number(v: &V) -> f64 {
+        match v {
+            V::Integer(i) => *i as f64,
+            V::Real(f) => *f,
+            _ => 0.0,
+        }
+    }
+    for ((x, y), key) in a.iter().zip(b).zip(keys) {
+        let ordering = match (x, y) {
+            (V::Null, V::Null) => Ordering::Equal,
+            (V::Null, _) if key.nulls_first => Ordering::Less,
+            (V::Null, _) => Ordering::Greater,
+            (_, V::Null) if key.nulls_first => Ordering::Greater,
+            (_, V::Null) => Ordering::Less,
+            _ => {
+                let natural = match (x, y) {
+                    (V::Integer(i), V::Integer(j)) => i.cmp(j),
+                    (V::Text(s), V::Text(t)) => s.as_bytes().cmp(t.as_bytes()),
+                    (V::Blob(s), V::Blob(t)) => s.cmp(t),
+                    _ if rank(x) == 1 && rank(y) == 1 => number(x).total_cmp(&number(y)),
+                    _ => rank(x).cmp(&rank(y)),
+                };
+                if key.descending {
+                    natural.reverse()
+                } else {
+                    natural
+                }
+            }
+        };
+        if ordering != Ordering::Equal {
+            return ordering;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Encodes one row after those already in `out` (its `[` or `,` before it, for JSON).
+fn encode_row(
+    row: &rusqlite::Row<'_>,
+    keys: &[Vec<u8>],
+    shape: &OutputShape,
+    format: Format,
+    out: &mut Encoded,
+) -> Result<(), DbError> {
+    match format {
+        Format::Json => {
+            out.body.push(if out.rows == 0 { b'[' } else { b',' });
+            out.body.push(b'{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.body.push(b',');
+                }
+                out.body.extend_from_slice(key);
+                let value = row.get_ref(i)?;
+                write_json_value(&mut out.body, value, shape.kinds[i]);
+            }
+            out.body.push(b'}');
+        }
+        Format::JsonNullsStripped => {
+            out.body.push(if out.rows == 0 { b'[' } else { b',' });
+            out.body.push(b'{');
+            let mut first = true;
+            for (i, key) in keys.iter().enumerate() {
+                let value = row.get_ref(i)?;
+                if value == ValueRef::Null {
+                    continue;
+                }
+                if !std::mem::take(&mut first) {
+                    out.body.push(b',');
+                }
+                out.body.extend_from_slice(key);
+                let mut written = Vec::new();
+                write_json_value(&mut written, value, shape.kinds[i]);
+                out.body.extend_from_slice(&strip_nested_nulls(written));
+            }
+            out.body.push(b'}');
+        }
+        Format::Csv => {
+            let mut fields = Vec::with_capacity(shape.keys.len());
+            for i in 0..shape.keys.len() {
+                fields.push(csv_field(row.get_ref(i)?));
+            }
+            write_csv_record(&mut out.body, fields.iter().map(|f| f.as_deref()));
+        }
+    }
+    out.rows += 1;
     Ok(())
 }
 
