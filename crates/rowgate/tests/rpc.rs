@@ -759,3 +759,43 @@ async fn postgres_get_pairs_are_arguments_unless_they_are_filters() {
 async fn get_rows(s: &TestServer, path: &str) -> (u16, Value) {
     json_of(s.get(path).send().await.expect("get")).await
 }
+
+/// A call that writes, asked for a singular object: unless it returns exactly one row, 406
+/// `PGRST116` and its writes are rolled back (as a table write's), whatever `tx=commit` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_singular_calls_roll_back_unless_one_row() {
+    let setup = format!(
+        "{FUNCTIONS}\nCREATE FUNCTION rename_teams(lo integer, hi integer, new_name text) RETURNS SETOF team LANGUAGE sql AS $$ UPDATE team SET name = new_name || team_id WHERE team_id BETWEEN lo AND hi RETURNING * $$;"
+    );
+    let s = start(Backend::Postgres, &setup, GRANTS).await;
+    let singular = "application/vnd.pgrst.object+json";
+    let r = s
+        .post(
+            "/rpc/rename_teams",
+            json!({"lo": 1, "hi": 2, "new_name": "x"}),
+        )
+        .header("accept", singular)
+        .header("prefer", "tx=commit")
+        .send()
+        .await
+        .expect("post");
+    let body = assert_error(r, 406, "PGRST116").await;
+    assert_eq!(body["details"], "The result contains 2 rows");
+    assert_eq!(
+        s.int("SELECT count(*) FROM team WHERE name LIKE 'x%'"),
+        0,
+        "rolled back"
+    );
+    let r = s
+        .post(
+            "/rpc/rename_teams?select=team_id,name",
+            json!({"lo": 1, "hi": 1, "new_name": "y"}),
+        )
+        .header("accept", singular)
+        .send()
+        .await
+        .expect("post");
+    let (status, body) = json_of(r).await;
+    assert_eq!((status, body), (200, json!({"team_id": 1, "name": "y1"})));
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE name = 'y1'"), 1);
+}

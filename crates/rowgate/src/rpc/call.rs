@@ -16,7 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use super::{Arguments, CallRequest};
 use crate::api::action_plan::{self, Context, CALL_ROWS};
-use crate::api::request::ApiRequest;
+use crate::api::request::{ApiRequest, MediaType};
 use crate::api::respond::{self, Answer, Reply};
 use crate::auth::policy::Subject;
 use crate::error::{ApiError, ErrorCode};
@@ -357,6 +357,10 @@ pub fn plan(
     if callee.writes() && !call.read_only {
         planned.job.access = Access::Write;
         planned.job.rollback = call.prefer.rollback;
+        // a singular answer of a call that writes: unless it returns exactly one row, 406 and
+        // its writes rolled back, as a table write's
+        planned.job.exactly_one = request.media == MediaType::SingleObject
+            && matches!(planned.answer, CallAnswer::Rows(_));
         // max-affected counts the rows a call returns, as PostgREST: it needs a set of them
         if let Some(max) = call.prefer.max_affected.filter(|_| call.prefer.strict) {
             match planned.answer {
