@@ -1346,7 +1346,8 @@ fn push_source(
 }
 
 /// `schema.name`, quoted.
-fn qualified(d: &dyn Dialect, name: &QualifiedName) -> String {
+/// `schema.name` (or `name`), quoted: an object the schema cache named.
+pub fn qualified(d: &dyn Dialect, name: &QualifiedName) -> String {
     let mut text = String::new();
     if let Some(schema) = &name.schema {
         text.push_str(&d.quote_ident(schema));
@@ -1357,7 +1358,7 @@ fn qualified(d: &dyn Dialect, name: &QualifiedName) -> String {
 }
 
 /// `schema.f(argument)`: a call of a function the schema cache named.
-fn call(d: &dyn Dialect, f: &QualifiedName, argument: &str) -> String {
+pub fn call(d: &dyn Dialect, f: &QualifiedName, argument: &str) -> String {
     let mut text = qualified(d, f);
     text.push('(');
     text.push_str(argument);

@@ -1024,3 +1024,128 @@ INSERT INTO note VALUES
         );
     }
 }
+
+/// Media type handlers, as PostgREST reads them: an aggregate returning a domain named after a
+/// media type answers a read whose `Accept` names it, over the read's rows (a table's own
+/// handler only for its whole rows; one of `anyelement` for any); it may override
+/// `application/json` for its table, never PostgREST's vendored types; its final function sees
+/// the request and may set headers; only roles granted it reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_media_type_handlers() {
+    let setup = r#"
+CREATE DOMAIN "text/tab-separated-values" AS text;
+CREATE FUNCTION tsv_step(state text, next team) RETURNS "text/tab-separated-values" LANGUAGE sql AS $$
+  SELECT (state || next.team_id || E'\t' || next.name || E'\n')::"text/tab-separated-values" $$;
+CREATE FUNCTION tsv_final(data "text/tab-separated-values") RETURNS "text/tab-separated-values" LANGUAGE sql AS $$
+  SELECT set_config('response.headers', '[{"Content-Disposition": "attachment; filename=\"teams.tsv\""}]', true);
+  SELECT (E'team_id\tname\n' || data)::"text/tab-separated-values" $$;
+CREATE AGGREGATE tsv_agg(team) (initcond = '', stype = "text/tab-separated-values", sfunc = tsv_step, finalfunc = tsv_final);
+CREATE DOMAIN "pg/outfunc" AS text;
+CREATE FUNCTION outfunc_step(state text, next anyelement) RETURNS "pg/outfunc" LANGUAGE sql AS $$
+  SELECT (state || next::text || E'\n')::"pg/outfunc" $$;
+CREATE AGGREGATE outfunc_agg(anyelement) (initcond = '', stype = "pg/outfunc", sfunc = outfunc_step);
+CREATE DOMAIN "application/json" AS json;
+CREATE FUNCTION count_json(state "application/json", next race) RETURNS "application/json" LANGUAGE sql AS $$
+  SELECT json_build_object('races', coalesce((state ->> 'races')::int, 0) + 1)::"application/json" $$;
+CREATE AGGREGATE race_json(race) (initcond = '{}', stype = "application/json", sfunc = count_json);
+CREATE DOMAIN "application/vnd.pgrst.object" AS json;
+CREATE FUNCTION not_vendored(state "application/vnd.pgrst.object", next anyelement) RETURNS "application/vnd.pgrst.object" LANGUAGE sql AS $$
+  SELECT '{"overridden": true}'::json::"application/vnd.pgrst.object" $$;
+CREATE AGGREGATE not_vendored_agg(anyelement) (initcond = '{}', stype = "application/vnd.pgrst.object", sfunc = not_vendored);
+CREATE DOMAIN "*/*" AS bytea;
+CREATE FUNCTION any_step(state "*/*", next driver) RETURNS "*/*" LANGUAGE sql AS $$
+  SELECT (state || convert_to(next.name || E'\n', 'UTF8'))::"*/*" $$;
+CREATE FUNCTION any_final(data "*/*") RETURNS "*/*" LANGUAGE sql AS $$
+  SELECT set_config('response.headers', json_build_array(json_build_object('Content-Type',
+    current_setting('request.headers', true)::json ->> 'accept'))::text, true);
+  SELECT data $$;
+CREATE AGGREGATE any_agg(driver) (initcond = '', stype = "*/*", sfunc = any_step, finalfunc = any_final);
+"#;
+    let grants = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select"]
+functions = ["tsv_agg", "outfunc_agg", "race_json", "not_vendored_agg", "any_agg"]
+
+[[grants]]
+role = "reader"
+tables = ["*"]
+ops = ["select"]
+"#;
+    let s = start(Backend::Postgres, setup, grants).await;
+    let read = |path: &str, accept: &str| s.get(path).header("accept", accept).send();
+    let r = read(
+        "/team?team_id=lte.2&order=team_id",
+        "text/tab-separated-values",
+    )
+    .await
+    .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "text/tab-separated-values");
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"teams.tsv\""
+    );
+    let (_, teams) = get(&s, "/team?team_id=lte.2&order=team_id&select=name").await;
+    assert_eq!(
+        r.text().await.expect("body"),
+        format!(
+            "team_id\tname\n1\t{}\n2\t{}\n",
+            teams[0]["name"].as_str().expect("name"),
+            teams[1]["name"].as_str().expect("name")
+        )
+    );
+    // the table's own handler takes its whole rows only
+    let r = read("/team?select=team_id", "text/tab-separated-values")
+        .await
+        .expect("get");
+    assert_error(r, 406, "PGRST107").await;
+    // a handler of any rows takes any select
+    let r = read("/team?team_id=eq.1&select=team_id,points", "pg/outfunc")
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-type"], "pg/outfunc");
+    let points = s.int("SELECT points FROM team WHERE team_id = 1");
+    assert_eq!(r.text().await.expect("body"), format!("(1,{points})\n"));
+    // application/json, overridden for one table
+    let r = read("/race", "application/json").await.expect("get");
+    let races = s.int("SELECT count(*) FROM race");
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({ "races": races })
+    );
+    let (status, body) = get(&s, "/team?team_id=eq.1&select=team_id").await;
+    assert_eq!((status, body), (200, json!([{"team_id": 1}])));
+    // PostgREST's vendored types are its own
+    let r = read(
+        "/team?team_id=eq.1&select=team_id",
+        "application/vnd.pgrst.object",
+    )
+    .await
+    .expect("get");
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"team_id": 1})
+    );
+    // a handler of any media type: its final function reads the request, sets the type
+    let r = read("/driver?driver_id=eq.1&select=*", "magic/number")
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "magic/number");
+    let name: String = s.rows("SELECT name FROM driver WHERE driver_id = 1")[0][0]
+        .clone()
+        .expect("name");
+    assert_eq!(r.text().await.expect("body"), format!("{name}\n"));
+    // a role not granted the aggregate has no such media type
+    let (_, token) = common::client_token(&s, "plain-reader", "reader").await;
+    let r = s
+        .get("/team?team_id=lte.2")
+        .header("accept", "text/tab-separated-values")
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 406, "PGRST107").await;
+}

@@ -932,8 +932,14 @@ mod tests {
             .expect("request")
             .into_parts();
         let limits = LimitsConfig::default();
-        let request =
-            ApiRequest::parse(&parts, table, None, Bytes::from(body.to_string()), &limits)?;
+        let request = ApiRequest::parse(
+            &parts,
+            table,
+            None,
+            Bytes::from(body.to_string()),
+            &limits,
+            false,
+        )?;
         let (schema, policy, principal) = (schema(), policy(), writer());
         let cx = Context {
             schema: &schema,

@@ -9,6 +9,7 @@ pub mod action_plan;
 pub mod document_write;
 pub mod embed;
 pub mod guard;
+pub mod media_handler;
 pub mod plan;
 pub mod request;
 pub mod respond;
@@ -16,7 +17,8 @@ pub mod rows;
 pub mod timing;
 
 use bytes::Bytes;
-use http::{request::Parts, HeaderName};
+use http::{request::Parts, HeaderName, Method};
+use rowgate_query::ast::QualifiedName;
 
 use crate::app::{App, LARGE_BODY};
 use crate::auth::Principal;
@@ -85,17 +87,42 @@ async fn handle_once(
     principal: &Principal,
     timing: &mut Timing,
 ) -> Result<Reply, ApiError> {
-    let mut request = ApiRequest::parse(parts, target.table, target.key, body, &app.config.limits)?;
-    request.prefer.settle_tx(app.config.rest.tx_end);
-    timing.mark("parse");
     let cache = app.db.schema();
     let schema = cache.profile(request::profile(parts))?;
-    let (mut settings, profile) = request::profile_settings(&cache, schema);
     let context = app.plan_context(schema, principal);
+    // a media type handler `Accept` asks for, on a read (PostgreSQL's aggregates)
+    let handler = if matches!(parts.method, Method::GET | Method::HEAD) {
+        let whole = media_handler::whole_rows(parts.uri.query());
+        media_handler::pick(schema, target.table, &parts.headers, whole, |f| {
+            context.may_call(f)
+        })
+    } else {
+        None
+    };
+    let mut request = ApiRequest::parse(
+        parts,
+        target.table,
+        target.key,
+        body,
+        &app.config.limits,
+        handler.is_some(),
+    )?;
+    request.prefer.settle_tx(app.config.rest.tx_end);
+    timing.mark("parse");
+    let (mut settings, profile) = request::profile_settings(&cache, schema);
     if let Some(table) = schema.table(target.table) {
         request.prefer.settle_resolution(table, &request.query);
     }
     let mut plan = action_plan::plan(&request, &context)?;
+    if let (Some(handler), Some(table)) = (handler, schema.table(target.table)) {
+        let row_type = QualifiedName {
+            schema: table.schema.clone(),
+            name: table.name.clone(),
+        };
+        media_handler::apply(handler, &mut plan, context.dialect, &row_type);
+        // the aggregate is a function: it sees the request as any function does
+        settings.extend(plan::request_settings(parts, principal));
+    }
     settings.extend(request.prefer.settings(context.dialect));
     if let Some(step) = plan::settings(context.dialect, &settings) {
         plan.job.steps.insert(0, step);

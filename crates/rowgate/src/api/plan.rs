@@ -77,6 +77,41 @@ impl Context<'_> {
     }
 }
 
+/// The request as PostgREST hands it to the functions a request calls: the token's claims
+/// (and the role) in `request.jwt.claims`, `request.method`, `request.path`,
+/// `request.headers` and `request.cookies` (JSON objects keyed by lower-case names).
+pub fn request_settings(
+    parts: &http::request::Parts,
+    principal: &Principal,
+) -> Vec<(&'static str, String)> {
+    let mut claims = (*principal.claims).clone();
+    claims
+        .entry("role")
+        .or_insert_with(|| Json::String(principal.role.clone()));
+    let mut headers = Map::new();
+    let mut cookies = Map::new();
+    for (name, value) in &parts.headers {
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        if name == http::header::COOKIE {
+            for pair in value.split(';') {
+                if let Some((k, v)) = pair.trim().split_once('=') {
+                    cookies.insert(k.to_string(), Json::String(v.to_string()));
+                }
+            }
+        }
+        headers.insert(name.as_str().to_string(), Json::String(value.to_string()));
+    }
+    vec![
+        ("request.jwt.claims", Json::Object(claims).to_string()),
+        ("request.method", parts.method.to_string()),
+        ("request.path", parts.uri.path().to_string()),
+        ("request.headers", Json::Object(headers).to_string()),
+        ("request.cookies", Json::Object(cookies).to_string()),
+    ]
+}
+
 /// `SELECT set_config(name, value, true), …`: settings for the job's transaction (names and
 /// values bound), run first and counting nothing; `None` for no settings.
 pub fn settings(d: &dyn Dialect, pairs: &[(&str, String)]) -> Option<crate::job::Step> {

@@ -125,6 +125,7 @@ impl<'a> ApiRequest<'a> {
         key: Option<&'a str>,
         body: Bytes,
         limits: &LimitsConfig,
+        handled: bool,
     ) -> Result<ApiRequest<'a>, ApiError> {
         let query = parse_query(parts.uri.query())?;
         check_limits(&query.filters, limits)?;
@@ -134,6 +135,10 @@ impl<'a> ApiRequest<'a> {
         let negotiated = negotiation(&parts.headers, &offered);
         let nulls_stripped = negotiated.as_ref().is_ok_and(|(_, strip)| *strip);
         let (media, range) = match action {
+            // a media type handler answers: the rows are read as JSON's would be
+            Action::Read { .. } if handled => {
+                (MediaType::Json, parse_range(&parts.method, &parts.headers)?)
+            }
             Action::Read { .. } => (negotiated?.0, parse_range(&parts.method, &parts.headers)?),
             // A singular `Accept` guards every write, whatever it returns: unless exactly one
             // row is affected, the write answers 406 and commits nothing (as PostgREST).
@@ -486,6 +491,11 @@ fn accepted(headers: &HeaderMap) -> Vec<MediaRange> {
     }
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     ranges.into_iter().map(|(_, _, r)| r).collect()
+}
+
+/// `Accept`'s media ranges (lower-cased), the heaviest first; none when there is no `Accept`.
+pub fn accepted_media(headers: &HeaderMap) -> Vec<String> {
+    accepted(headers).into_iter().map(|r| r.media).collect()
 }
 
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).

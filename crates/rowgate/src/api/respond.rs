@@ -78,25 +78,33 @@ impl Reply {
     /// The answer's one JSON value as raw bytes of `media` (a function's media type handler):
     /// a string as its text (a `bytea`'s `\\x…` hex as its bytes), `null` as nothing, another
     /// value as its JSON text. The known text types say `charset=utf-8`, as PostgREST's.
-    pub fn raw_value(mut self, media: &str) -> Result<Reply, ApiError> {
+    pub fn raw_value(self, media: &str) -> Result<Reply, ApiError> {
+        self.raw_of(media, matches!(media, "application/octet-stream" | "*/*"))
+    }
+
+    /// [`Reply::raw_value`] for a value known to be bytes (`bytea`'s hex) or not.
+    pub fn raw_of(mut self, media: &str, is_bytes: bool) -> Result<Reply, ApiError> {
         let value: serde_json::Value =
             serde_json::from_slice(&self.body).map_err(ApiError::internal)?;
         let bytes = match value {
             serde_json::Value::Null => Vec::new(),
             // bytes (a bytea, or a domain of any media type over one) as PostgreSQL's hex
-            serde_json::Value::String(s) if matches!(media, "application/octet-stream" | "*/*") => {
+            serde_json::Value::String(s) if is_bytes => {
                 match s.strip_prefix("\\x").map(hex_bytes) {
                     Some(Some(bytes)) => bytes,
                     _ => s.into_bytes(),
                 }
             }
             serde_json::Value::String(s) => s.into_bytes(),
-            other => other.to_string().into_bytes(),
+            // JSON as the database wrote it
+            _ => self.body.trim_ascii().to_vec(),
         };
         let content_type = match media {
-            "text/plain" | "text/xml" | "text/csv" | "application/json" => {
-                format!("{media}; charset=utf-8")
-            }
+            "text/plain"
+            | "text/xml"
+            | "text/csv"
+            | "application/json"
+            | "application/geo+json" => format!("{media}; charset=utf-8"),
             "*/*" => "application/octet-stream".to_string(),
             _ => media.to_string(),
         };
@@ -398,6 +406,13 @@ pub enum Answer {
         /// Whether the URL names an item.
         item: bool,
     },
+    /// A media type handler's value (its aggregate over a read's rows), raw, of its media type.
+    Handled {
+        /// The media type.
+        media: String,
+        /// The value is bytes (`bytea`'s hex), else text.
+        bytes: bool,
+    },
 }
 
 /// Stage 4, respond: the answer to `request` from its job's `outcome`.
@@ -553,6 +568,10 @@ pub fn answer(
                 }
             }
             Ok(reply)
+        }
+        Answer::Handled { media, bytes } => {
+            let value = outcome.value.unwrap_or_else(|| b"null".to_vec());
+            Reply::new(StatusCode::OK, MediaType::Json, Bytes::from(value)).raw_of(&media, bytes)
         }
         Answer::Upsert { item } => {
             let mut reply = written(request, body, item || media == MediaType::SingleObject);

@@ -197,6 +197,7 @@ async fn read_schema(
         schema.functions =
             crate::schema::functions::introspect(client, one, &schema.tables).await?;
         crate::schema::functions::attach_computed(&mut schema.tables, &mut schema.functions);
+        schema.media_handlers = crate::schema::media::introspect(client, one).await?;
         profiles.push((name.clone(), schema));
     }
     let mut profiles = profiles.into_iter();

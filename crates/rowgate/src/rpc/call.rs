@@ -383,33 +383,7 @@ pub fn plan(
 /// and `request.method`, `request.path`, `request.headers` and `request.cookies` (JSON objects
 /// keyed by lower-case names).
 fn call_settings(call: &CallRequest<'_>, cx: &Context<'_>) -> Vec<(&'static str, String)> {
-    let mut claims = (*cx.principal.claims).clone();
-    claims
-        .entry("role")
-        .or_insert_with(|| Json::String(cx.principal.role.clone()));
-    let parts = call.parts;
-    let mut headers = serde_json::Map::new();
-    let mut cookies = serde_json::Map::new();
-    for (name, value) in &parts.headers {
-        let Ok(value) = value.to_str() else {
-            continue;
-        };
-        if name == http::header::COOKIE {
-            for pair in value.split(';') {
-                if let Some((k, v)) = pair.trim().split_once('=') {
-                    cookies.insert(k.to_string(), Json::String(v.to_string()));
-                }
-            }
-        }
-        headers.insert(name.as_str().to_string(), Json::String(value.to_string()));
-    }
-    vec![
-        ("request.jwt.claims", Json::Object(claims).to_string()),
-        ("request.method", parts.method.to_string()),
-        ("request.path", parts.uri.path().to_string()),
-        ("request.headers", Json::Object(headers).to_string()),
-        ("request.cookies", Json::Object(cookies).to_string()),
-    ]
+    crate::api::plan::request_settings(call.parts, cx.principal)
 }
 
 /// Refuses result modifiers where the result is not rows.

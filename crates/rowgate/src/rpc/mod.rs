@@ -276,11 +276,12 @@ pub async fn handle(
     let reply = planned
         .answer
         .respond(&api_request, outcome)
-        .and_then(|r| r.with_settings(&response))
         .and_then(|r| match raw {
             Some(media) => r.raw_value(&media),
             None => Ok(r),
         })
+        // after the raw value's own type: a function may set the answer's Content-Type
+        .and_then(|r| r.with_settings(&response))
         .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
     timing.mark("respond");
     reply

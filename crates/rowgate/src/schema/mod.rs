@@ -6,6 +6,7 @@
 pub mod checks;
 pub mod functions;
 pub mod input;
+pub mod media;
 pub mod postgres;
 pub mod relationships;
 
@@ -364,6 +365,9 @@ pub struct SchemaCache {
     /// The other schemas' caches, by name (the default cache holds them).
     #[serde(skip)]
     pub others: Vec<(String, std::sync::Arc<SchemaCache>)>,
+    /// Its media type handlers (PostgreSQL's aggregates returning a media type's domain).
+    #[serde(skip)]
+    pub media_handlers: Vec<media::MediaHandler>,
 }
 
 impl SchemaCache {
@@ -459,6 +463,7 @@ impl SchemaCache {
             hidden: Default::default(),
             profiles: Vec::new(),
             others: Vec::new(),
+            media_handlers: Vec::new(),
         })
     }
 }

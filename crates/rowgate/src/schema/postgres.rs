@@ -367,6 +367,7 @@ pub async fn introspect(
         hidden,
         profiles: Vec::new(),
         others: Vec::new(),
+        media_handlers: Vec::new(),
     })
 }
 
