@@ -8,7 +8,7 @@
 //! range a built-in media type answers (`application/json`, `text/csv`, PostgREST's vendored
 //! types, `*/*`) ends the search. A handler is used only by roles granted its aggregate.
 
-use http::HeaderMap;
+use http::request::Parts;
 use rowgate_query::ast::QualifiedName;
 use rowgate_query::render::{self, Dialect};
 
@@ -28,18 +28,19 @@ fn built_in(media: &str) -> bool {
         )
 }
 
-/// The handler that answers a read of `table` with `headers`' `Accept`, if any. `whole`: the
-/// read has no `select=` but `*` (the table's own rows).
+/// The handler that answers a read of `table` with the request's `Accept`, if any.
 pub fn pick<'s>(
     schema: &'s SchemaCache,
     table: &str,
-    headers: &HeaderMap,
-    whole: bool,
+    parts: &Parts,
     may_call: impl Fn(&str) -> bool,
 ) -> Option<&'s MediaHandler> {
     if schema.media_handlers.is_empty() {
         return None;
     }
+    // the table's own rows: no `select=` but `*`
+    let whole = whole_rows(parts.uri.query());
+    let headers = &parts.headers;
     let handlers = || {
         schema
             .media_handlers
@@ -68,7 +69,7 @@ pub fn pick<'s>(
 }
 
 /// Whether a query string asks for the table's own rows: no `select=`, or `select=*`.
-pub fn whole_rows(query: Option<&str>) -> bool {
+fn whole_rows(query: Option<&str>) -> bool {
     form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .filter(|(k, _)| k == "select")
         .all(|(_, v)| v.trim() == "*" || v.trim().is_empty())

@@ -92,10 +92,7 @@ async fn handle_once(
     let context = app.plan_context(schema, principal);
     // a media type handler `Accept` asks for, on a read (PostgreSQL's aggregates)
     let handler = if matches!(parts.method, Method::GET | Method::HEAD) {
-        let whole = media_handler::whole_rows(parts.uri.query());
-        media_handler::pick(schema, target.table, &parts.headers, whole, |f| {
-            context.may_call(f)
-        })
+        media_handler::pick(schema, target.table, parts, |f| context.may_call(f))
     } else {
         None
     };
