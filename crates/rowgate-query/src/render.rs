@@ -555,7 +555,7 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, ordinals: bool, out: &mut Sql) {
                         terms.push(place.to_string());
                     }
                 }
-                Item::Embed(e) if e.spread => place += items(&e.select).len(),
+                Item::Embed(e) if e.spread => place += spread_keys(e).len(),
                 Item::Embed(_) => place += 1,
             }
         }
@@ -648,11 +648,11 @@ fn output_list(
                 }
             }
             Item::Embed(e) if e.spread => {
-                for (m, inner) in items(&e.select).into_iter().enumerate() {
+                for (m, (chain, inner)) in spread_leaves(e).into_iter().enumerate() {
                     if m > 0 {
                         out.text.push_str(", ");
                     }
-                    let key = spread_value(d, e, lv.next(), inner, |v| v.to_string(), out);
+                    let key = spread_value(d, &chain, lv.next(), inner, |v| v.to_string(), out);
                     out.text.push_str(" AS ");
                     out.text.push_str(&d.quote_ident(key));
                 }
@@ -710,14 +710,19 @@ fn spread_many_value(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, key: &str, o
 /// Returns the item's key.
 fn spread_value<'a>(
     d: &dyn Dialect,
-    e: &EmbedStmt,
+    chain: &[&EmbedStmt],
     lv: Level<'_>,
     item: Item<'a>,
     wrap: impl FnOnce(&str) -> String,
     out: &mut Sql,
 ) -> &'a str {
+    let Some((e, inner)) = chain.split_first() else {
+        return "";
+    };
     out.text.push_str("(SELECT ");
     let key = match item {
+        // a nested to-one spread's item: its value read from the related row's related row
+        _ if !inner.is_empty() => spread_value(d, inner, lv.next(), item, wrap, out),
         Item::Column(_, c) => {
             let value = column_value(d, c, out);
             out.text.push_str(&wrap(&value));
@@ -731,6 +736,28 @@ fn spread_value<'a>(
     from_where(d, &e.select, Some((lv, e)), out);
     out.text.push_str(" LIMIT 1)");
     key
+}
+
+/// The items a to-one spread puts into its parent, each with the chain of spreads it is read
+/// through: its own columns and embeds, a nested to-one spread's items in its place.
+fn spread_leaves(e: &EmbedStmt) -> Vec<(Vec<&EmbedStmt>, Item<'_>)> {
+    fn walk<'a>(
+        e: &'a EmbedStmt,
+        chain: &mut Vec<&'a EmbedStmt>,
+        out: &mut Vec<(Vec<&'a EmbedStmt>, Item<'a>)>,
+    ) {
+        chain.push(e);
+        for item in items(&e.select) {
+            match item {
+                Item::Embed(n) if n.spread && !n.many => walk(n, chain, out),
+                other => out.push((chain.clone(), other)),
+            }
+        }
+        chain.pop();
+    }
+    let mut out = Vec::new();
+    walk(e, &mut Vec::new(), &mut out);
+    out
 }
 
 /// ` FROM t [AS alias] WHERE <join to the parent> AND <filters> AND <required embeds>`.
@@ -914,15 +941,16 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
                 }
             }
             Item::Embed(spread) if spread.spread => {
-                for inner in items(&spread.select) {
+                for (chain, inner) in spread_leaves(spread) {
                     let key = match inner {
                         Item::Column(_, c) => &c.key,
                         Item::Embed(n) => &n.key,
                     };
                     pair(key, out);
                     // a subquery's value is plain: what is JSON is made JSON outside it
+                    let owner = chain.last().copied().unwrap_or(spread);
                     let kind = match inner {
-                        Item::Column(j, _) => kind_of(spread, j),
+                        Item::Column(j, _) => kind_of(owner, j),
                         Item::Embed(_) => ValueKind::Json,
                     };
                     if kind != ValueKind::Plain {
@@ -930,7 +958,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
                     }
                     spread_value(
                         d,
-                        spread,
+                        &chain,
                         lv.next(),
                         inner,
                         |v| spread_json_text(kind, v),

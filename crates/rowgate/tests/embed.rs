@@ -389,6 +389,28 @@ async fn spread_to_one(b: Backend) {
             {"name": "George Russell", "tp": 409}
         ]}])
     );
+    // a to-one spread inside a to-one spread: read through both, its keys the outermost's
+    let (_, expected) = get_json(
+        &s,
+        "/driver_race_map?select=id:driver_race_map_id,driver(name,team(name))&order=driver_race_map_id&limit=3",
+    )
+    .await;
+    let flat: Vec<Value> = expected
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            json!({"id": r["id"], "driver": r["driver"]["name"], "team": r["driver"]["team"]["name"]})
+        })
+        .collect();
+    assert_eq!(
+        ok(
+            &s,
+            "/driver_race_map?select=id:driver_race_map_id,...driver(driver:name,...team(team:name))&order=driver_race_map_id&limit=3"
+        )
+        .await,
+        Value::Array(flat)
+    );
     // a spread whose related row is filtered out gives nulls; a nested embed inside a spread
     assert_eq!(
         ok(

@@ -216,11 +216,12 @@ impl<'a> Embedder<'a> {
             &mut order,
             &mut shape,
         )?;
-        // (inside a to-many spread, whose rows are read as an embed's, any spread is fine)
-        if e.spread && !rel.is_many() && embeds.iter().any(|n| n.spread) {
+        // (inside a to-many spread, whose rows are read as an embed's, any spread is fine; a
+        // to-one spread inside a to-one spread is read through both)
+        if e.spread && !rel.is_many() && embeds.iter().any(|n| n.spread && n.many) {
             return Err(ApiError::new(
                 ErrorCode::QueryParse,
-                "a spread embed inside a spread embed is not supported",
+                "a to-many spread embed inside a to-one spread embed is not supported",
             )
             .hint("spread the inner one into its parent's object instead"));
         }
