@@ -471,7 +471,7 @@ fn select_at(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt)
         select_list(d, s, lv, out);
     }
     from_where(d, s, at, out);
-    group_by(d, s, true, out);
+    group_by(d, s, lv, true, out);
     // order by the table's columns, not by output keys of the same names
     let aliased = at.is_some() || !s.embeds.is_empty();
     let table = if aliased {
@@ -540,8 +540,12 @@ fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
 /// without such columns. `ordinals`: the other columns by their place in the select list (the
 /// same expression to PostgreSQL, whose bound JSON path keys would otherwise differ), else by
 /// their expressions (SQLite's `json_object` of an embedded row).
-fn group_by(d: &dyn Dialect, s: &SelectStmt, ordinals: bool, out: &mut Sql) {
-    if !s.columns.iter().any(|c| c.aggregate.is_some()) {
+fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out: &mut Sql) {
+    let spread_aggregates = s
+        .embeds
+        .iter()
+        .any(|e| e.spread && !e.many && spread_leaves(e).iter().any(|(_, i)| aggregated(i)));
+    if !spread_aggregates && !s.columns.iter().any(|c| c.aggregate.is_some()) {
         return;
     }
     let mut terms: Vec<String> = Vec::new();
@@ -555,6 +559,15 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, ordinals: bool, out: &mut Sql) {
                         terms.push(place.to_string());
                     }
                 }
+                // a to-one spread's items are grouped by themselves but for its aggregates
+                Item::Embed(e) if e.spread && !e.many => {
+                    for (_, leaf) in spread_leaves(e) {
+                        place += 1;
+                        if !aggregated(&leaf) {
+                            terms.push(place.to_string());
+                        }
+                    }
+                }
                 Item::Embed(e) if e.spread => place += spread_keys(e).len(),
                 Item::Embed(_) => place += 1,
             }
@@ -563,8 +576,26 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, ordinals: bool, out: &mut Sql) {
         for c in s.columns.iter().filter(|c| c.aggregate.is_none()) {
             terms.push(column_value(d, c, out));
         }
+        for e in s.embeds.iter().filter(|e| e.spread && !e.many && !e.hidden) {
+            for (chain, leaf) in spread_leaves(e) {
+                if !aggregated(&leaf) {
+                    let mut term = Sql {
+                        text: String::new(),
+                        params: std::mem::take(&mut out.params),
+                    };
+                    spread_value(d, &chain, lv.next(), leaf, |v| v.to_string(), &mut term);
+                    out.params = term.params;
+                    terms.push(term.text);
+                }
+            }
+        }
     }
-    for e in s.embeds.iter().filter(|e| !e.hidden) {
+    // (a to-one spread's items are grouped themselves: not by the columns it is joined on)
+    for e in s
+        .embeds
+        .iter()
+        .filter(|e| !e.hidden && (!e.spread || e.many))
+    {
         let joined: Vec<&String> = match &e.through {
             Some(j) => j.to_parent.iter().map(|(_, own)| own).collect(),
             None => e.on.iter().map(|(_, own)| own).collect(),
@@ -652,7 +683,7 @@ fn output_list(
                     if m > 0 {
                         out.text.push_str(", ");
                     }
-                    let key = spread_value(d, &chain, lv.next(), inner, |v| v.to_string(), out);
+                    let key = spread_leaf(d, &chain, lv.next(), inner, |v| v.to_string(), out);
                     out.text.push_str(" AS ");
                     out.text.push_str(&d.quote_ident(key));
                 }
@@ -736,6 +767,57 @@ fn spread_value<'a>(
     from_where(d, &e.select, Some((lv, e)), out);
     out.text.push_str(" LIMIT 1)");
     key
+}
+
+/// Whether a spread's item is an aggregate (of the parent's groups).
+fn aggregated(item: &Item<'_>) -> bool {
+    matches!(item, Item::Column(_, c) if c.aggregate.is_some())
+}
+
+/// One item of a to-one spread as its parent's value ([`spread_value`]); an aggregate of it
+/// aggregates the parent's group, as PostgREST's join does: `sum((SELECT amount … LIMIT 1))`,
+/// `count()` the group's rows.
+fn spread_leaf<'a>(
+    d: &dyn Dialect,
+    chain: &[&EmbedStmt],
+    lv: Level<'_>,
+    item: Item<'a>,
+    wrap: impl FnOnce(&str) -> String,
+    out: &mut Sql,
+) -> &'a str {
+    let Item::Column(_, c) = item else {
+        return spread_value(d, chain, lv, item, wrap, out);
+    };
+    let Some(aggregate) = &c.aggregate else {
+        return spread_value(d, chain, lv, item, wrap, out);
+    };
+    let mut value = Sql {
+        text: String::new(),
+        params: std::mem::take(&mut out.params),
+    };
+    if c.column.is_empty() {
+        value.text.push('*');
+    } else {
+        let plain = OutputColumn {
+            aggregate: None,
+            ..c.clone()
+        };
+        spread_value(
+            d,
+            chain,
+            lv,
+            Item::Column(0, &plain),
+            |v| v.to_string(),
+            &mut value,
+        );
+    }
+    out.params = value.params;
+    let mut total = format!("{}({})", aggregate.function.name(), value.text);
+    if let Some(t) = aggregate.cast.as_deref().and_then(|t| d.cast_type(t)) {
+        total = format!("CAST({total} AS {t})");
+    }
+    out.text.push_str(&wrap(&total));
+    &c.key
 }
 
 /// The items a to-one spread puts into its parent, each with the chain of spreads it is read
@@ -878,7 +960,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         out.text.push_str(" AS ");
         out.text.push_str(&row);
         from_where(d, &e.select, Some((lv, e)), out);
-        group_by(d, &e.select, false, out);
+        group_by(d, &e.select, lv, false, out);
         order_by(d, &e.select, lv, &lv.alias(), out);
         out.text
             .push_str(&d.limit_offset(e.select.limit, e.select.offset));
@@ -887,7 +969,7 @@ fn embedded(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
         out.text.push_str("(SELECT ");
         json_object(d, e, lv, out);
         from_where(d, &e.select, Some((lv, e)), out);
-        group_by(d, &e.select, false, out);
+        group_by(d, &e.select, lv, false, out);
         out.text.push_str(" LIMIT 1)");
     }
 }
@@ -956,7 +1038,7 @@ fn json_object(d: &dyn Dialect, e: &EmbedStmt, lv: Level<'_>, out: &mut Sql) {
                     if kind != ValueKind::Plain {
                         out.text.push_str("json(");
                     }
-                    spread_value(
+                    spread_leaf(
                         d,
                         &chain,
                         lv.next(),

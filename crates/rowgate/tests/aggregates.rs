@@ -159,11 +159,58 @@ async fn aggregates_in_embeds(b: Backend) {
     );
 }
 
-/// Where aggregates are refused: in a spread, ordered by a column that is not grouped, in
-/// what a write returns.
+/// Aggregates in a to-one spread aggregate the parent's groups, as PostgREST's join does: the
+/// spread's other items (a nested spread's too) group them; `count()` counts the group's rows;
+/// the groups are ordered by a spread item's name.
+async fn aggregates_in_to_one_spreads(b: Backend) {
+    let s = server(b, true).await;
+    // what the join gives: per team name, its drivers, their points and the team's points
+    // counted once per driver
+    let expected: Vec<Value> = s
+        .rows(
+            "SELECT t.name, count(*), sum(d.points), sum(t.points) FROM driver d JOIN team t ON t.team_id = d.team_id GROUP BY t.name ORDER BY t.name DESC",
+        )
+        .into_iter()
+        .map(|r| {
+            let n = |i: usize| -> i64 { r[i].as_deref().expect("n").parse().expect("int") };
+            json!({"drivers": n(1), "driver_points": n(2), "team": r[0], "team_points": n(3)})
+        })
+        .collect();
+    let got = read(
+        &s,
+        "/driver?select=drivers:count(),driver_points:points.sum(),...team(team:name,team_points:points.sum())&order=team(team).desc",
+    )
+    .await;
+    assert_eq!(got, Value::Array(expected));
+    // only aggregates: one group
+    let total = s.int("SELECT sum(t.points) FROM driver d JOIN team t ON t.team_id = d.team_id");
+    assert_eq!(
+        read(&s, "/driver?select=...team(points.sum())").await,
+        json!([{ "sum": total }])
+    );
+    // through a nested spread: per race, the points of its drivers' teams
+    let first = s.int("SELECT min(race_id) FROM race");
+    s.exec(&format!(
+        "INSERT INTO driver_race_map (race_id, driver_id, position) VALUES ({first}, 1, 1), ({first}, 3, 2)"
+    ));
+    let nested = s.int(&format!(
+        "SELECT sum(t.points) FROM driver_race_map m JOIN driver d ON d.driver_id = m.driver_id JOIN team t ON t.team_id = d.team_id WHERE m.race_id = {first}"
+    ));
+    assert_eq!(
+        read(
+            &s,
+            &format!("/driver_race_map?select=race_id,...driver(...team(points.sum()))&race_id=eq.{first}")
+        )
+        .await,
+        json!([{ "race_id": first, "sum": nested }])
+    );
+}
+
+/// Where aggregates are refused: in a to-many spread, ordered by a column that is not grouped,
+/// in what a write returns.
 async fn where_aggregates_are_refused(b: Backend) {
     let s = server(b, true).await;
-    let body = refused(&s, "/driver?select=...team(points.sum())", "PGRST127").await;
+    let body = refused(&s, "/team?select=...driver(points.sum())", "PGRST127").await;
     assert!(body["details"]
         .as_str()
         .is_some_and(|d| d.contains("spread")));
@@ -204,5 +251,6 @@ backend_tests!(
     off_by_default,
     counts_and_aggregates,
     aggregates_in_embeds,
+    aggregates_in_to_one_spreads,
     where_aggregates_are_refused,
 );

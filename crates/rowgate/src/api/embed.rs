@@ -67,6 +67,16 @@ impl<'a> Embedder<'a> {
                     ))
                     .hint(format!("order its rows with {}.order=…", stmt.key)));
                 }
+                // a name the embed's select= gives a column (`rel(alias)`, as PostgREST reads
+                // it of a spread) stands for that column
+                if view.column(&term.column).is_none() && term.path.is_empty() {
+                    if let Some(c) = stmt.select.columns.iter().find(|c| {
+                        c.key == term.column && c.aggregate.is_none() && !c.column.is_empty()
+                    }) {
+                        term.column = c.column.clone();
+                        term.path = c.path.clone();
+                    }
+                }
                 let checked = plan::order(
                     &view,
                     &[OrderTerm {
@@ -135,17 +145,14 @@ impl<'a> Embedder<'a> {
             None => relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
                 .map_err(|why| self.not_found(parent, e, why))?,
         };
-        if e.spread && plan::has_aggregates(&e.select) {
-            let details = if rel.is_many() {
-                "Aggregates are not implemented for one-to-many or many-to-many spreads."
-            } else {
-                "Aggregates are not implemented for spreads yet: aggregate the embedded resource (without ...) instead."
-            };
+        // a to-one spread's aggregates aggregate its parent's groups; a to-many one's would
+        // be arrays of aggregates, which PostgREST does not have either
+        if e.spread && rel.is_many() && plan::has_aggregates(&e.select) {
             return Err(ApiError::new(
                 ErrorCode::AggregateNotImplemented,
                 "Feature not implemented",
             )
-            .details(details));
+            .details("Aggregates are not implemented for one-to-many or many-to-many spreads."));
         }
         let full = plan::table(self.cx.schema, &rel.related)?;
         let guard = Guard::new(
