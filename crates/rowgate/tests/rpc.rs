@@ -312,6 +312,9 @@ CREATE FUNCTION up_to(n integer) RETURNS SETOF integer LANGUAGE sql IMMUTABLE AS
 CREATE FUNCTION driver_stats(OUT total bigint, OUT best integer) LANGUAGE sql STABLE AS $$ SELECT count(*), max(points) FROM driver $$;
 CREATE FUNCTION sum_all(xs integer[]) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT sum(x)::int FROM unnest(xs) x $$;
 CREATE FUNCTION standings() RETURNS TABLE(team text, total integer) LANGUAGE sql STABLE AS $$ SELECT name, points FROM team $$;
+CREATE FUNCTION plus_one(n integer, OUT n_plus_one integer) LANGUAGE sql IMMUTABLE AS $$ SELECT n + 1 $$;
+CREATE FUNCTION bumped(INOUT n integer) LANGUAGE sql IMMUTABLE AS $$ SELECT n + 1 $$;
+CREATE FUNCTION team_names() RETURNS TABLE(team text) LANGUAGE sql STABLE AS $$ SELECT name FROM team ORDER BY team_id LIMIT 2 $$;
 CREATE FUNCTION whoami() RETURNS json LANGUAGE sql STABLE AS $$ SELECT current_setting('request.jwt.claims', true)::json $$;
 CREATE FUNCTION sneaky() RETURNS integer LANGUAGE plpgsql STABLE AS $$ BEGIN UPDATE team SET points = 0; RETURN 1; END $$;
 "#;
@@ -367,6 +370,13 @@ async fn postgres_functions_are_called_by_argument_names() {
     assert_eq!(body, json!([1, 2, 3]));
     let (_, body) = json_of(s.get("/rpc/driver_stats").send().await.expect("get")).await;
     assert_eq!(body, json!({"total": 20, "best": 575}));
+    // one OUT (or INOUT) parameter, one RETURNS TABLE column: rows too, as PostgREST's
+    let (_, body) = json_of(s.get("/rpc/plus_one?n=5").send().await.expect("get")).await;
+    assert_eq!(body, json!({"n_plus_one": 6}));
+    let (_, body) = json_of(s.get("/rpc/bumped?n=2").send().await.expect("get")).await;
+    assert_eq!(body, json!({"n": 3}));
+    let (_, body) = json_of(s.get("/rpc/team_names?limit=1").send().await.expect("get")).await;
+    assert_eq!(body, json!([{"team": "Mercedes"}]));
     let (_, body) = json_of(
         s.get("/rpc/standings?total=gt.400&order=total.desc&select=team")
             .send()

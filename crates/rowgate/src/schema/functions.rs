@@ -265,25 +265,16 @@ fn resolve(
         set: f.set,
         table: Box::new(table),
     };
+    // OUT parameters and `RETURNS TABLE` columns are rows, as PostgREST answers them: one
+    // OUT parameter too (`{"num_plus_one": 6}`), though PostgreSQL returns it as a scalar
     let returns = if !outs.is_empty() {
-        if outs.len() == 1 {
-            // one OUT parameter: a scalar, as PostgreSQL returns it
-            let (json_type, json_kind) = classify(ret_kind);
-            Returns::Scalar {
-                set: f.set,
-                json_kind,
-                json_type,
-                decl_type: ret_decl.clone(),
-            }
-        } else {
-            rows(Table::new(
-                f.name.clone(),
-                true,
-                outs,
-                Vec::new(),
-                Vec::new(),
-            ))
-        }
+        rows(Table::new(
+            f.name.clone(),
+            true,
+            outs,
+            Vec::new(),
+            Vec::new(),
+        ))
     } else if ret_typtype == "c" {
         let (type_name, columns) = composite.get(ret_relid)?;
         match tables.get(type_name) {
