@@ -809,3 +809,50 @@ async fn postgres_singular_calls_roll_back_unless_one_row() {
     assert_eq!((status, body), (200, json!({"team_id": 1, "name": "y1"})));
     assert_eq!(s.int("SELECT count(*) FROM team WHERE name = 'y1'"), 1);
 }
+
+/// Several overloads fitting a call: the one taking exactly the arguments given, else 300
+/// `PGRST203` naming the candidates; rows in a CSV body name arguments (a function of one
+/// unnamed parameter takes a JSON or bytes body whole, not rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_ambiguous_overloads() {
+    let setup = format!(
+        "{FUNCTIONS}
+CREATE FUNCTION twin(arg integer) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'integer' $$;
+CREATE FUNCTION twin(arg text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'text' $$;
+CREATE FUNCTION twin(arg text, extra integer DEFAULT 0) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'two' $$;
+CREATE FUNCTION whole(json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;"
+    );
+    let s = start(Backend::Postgres, &setup, GRANTS).await;
+    let body = assert_error(
+        s.get("/rpc/twin?arg=1").send().await.expect("get"),
+        300,
+        "PGRST203",
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "Could not choose the best candidate function between: public.twin(arg => integer), public.twin(arg => text), public.twin(arg => text, extra => integer)"
+    );
+    // exactly the arguments of one of them
+    let (status, body) = json_of(s.get("/rpc/twin?arg=1&extra=2").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!("two")));
+    let r = s
+        .post("/rpc/whole", json!({"k": 1}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(json_of(r).await, (200, json!({"k": 1})));
+    let r = s
+        .client
+        .post(s.url("/rpc/whole"))
+        .header("content-type", "text/csv")
+        .body("a,b\n1,2")
+        .send()
+        .await
+        .expect("post");
+    let body = assert_error(r, 404, "PGRST202").await;
+    assert_eq!(
+        body["message"],
+        "Could not find the function public.whole(a, b) in the schema cache"
+    );
+}

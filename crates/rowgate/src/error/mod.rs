@@ -76,6 +76,7 @@ error_codes! {
     NotEmbedded => ("PGRST108", StatusCode::BAD_REQUEST, Plan, "a parameter names an embedded resource that select= does not embed"),
     RelationshipNotFound => ("PGRST200", StatusCode::BAD_REQUEST, Plan, "no foreign-key relationship between the tables fits an embedded resource"),
     AmbiguousRelationship => ("PGRST201", StatusCode::MULTIPLE_CHOICES, Plan, "several relationships fit an embedded resource: pick one with a !hint (the candidates are in details)"),
+    AmbiguousFunction => ("PGRST203", StatusCode::MULTIPLE_CHOICES, Plan, "several overloads of a function fit the arguments given (the candidates are in the message)"),
     ColumnNotFound => ("PGRST204", StatusCode::BAD_REQUEST, Plan, "a column named in the request does not exist"),
     FunctionNotFound => ("PGRST202", StatusCode::NOT_FOUND, Plan, "no function of that name takes the arguments given (the hint names one that might be meant)"),
     TableNotFound => ("PGRST205", StatusCode::NOT_FOUND, Plan, "the table or view does not exist in the schema cache"),

@@ -149,17 +149,41 @@ pub fn resolve<'a>(
     }
     let whole = !call.read_only
         && (call.prefer.single_object
-            || !matches!(call.body_json(), Ok(Some(Json::Object(_))) | Ok(None)));
+            || match call.body_json() {
+                Ok(Some(Json::Object(_))) | Ok(None) => false,
+                Ok(Some(Json::Array(rows))) => !super::is_rows(&rows),
+                _ => true,
+            });
+    // the whole body goes to a function of one unnamed parameter when it is JSON or bytes (a
+    // form's or CSV's rows name arguments)
+    let raw_body =
+        !call.read_only && call.body_is(&["application/json", "application/octet-stream"]);
     let fitting = candidates.iter().filter(|f| {
         if call.prefer.single_object && !call.read_only {
             return f.takes_one_json();
         }
-        if whole || (f.takes_raw_body() && !call.read_only) {
+        if whole || (f.takes_raw_body() && raw_body) {
             return f.takes_raw_body();
         }
         f.fits(&given)
     });
-    let chosen = fitting.max_by_key(|f| given.iter().filter(|g| f.has_param(g)).count());
+    let fitting: Vec<&Function> = fitting.collect();
+    // of several overloads that fit, the one taking exactly the arguments given; else the
+    // call is ambiguous (300 `PGRST203`), as PostgREST resolves it
+    let chosen = match fitting.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        several => {
+            let exact: Vec<&&Function> = several
+                .iter()
+                .filter(|f| f.params.len() == given.len())
+                .collect();
+            match exact.as_slice() {
+                [one] if !whole => Some(**one),
+                _ => return Err(ambiguous(several)),
+            }
+        }
+    };
     match chosen {
         // A GET may call a VOLATILE function, as PostgREST: reads run in a read-only
         // transaction, so one that writes fails there (405 `25006`) and nothing is written.
@@ -241,7 +265,11 @@ fn not_found(
             _ => format!(" with parameters {list}"),
         },
         // a POST of JSON might also have meant the whole body for one parameter
-        if call.read_only { "" } else { " or with a single unnamed json/jsonb parameter" }
+        if !call.read_only && call.body_is(&["application/json"]) {
+            " or with a single unnamed json/jsonb parameter"
+        } else {
+            ""
+        }
     ));
     // the signature most like the call's, as PostgREST's fuzzy search picks it
     let wanted = format!("({list})");
@@ -261,6 +289,29 @@ fn not_found(
         )),
         None => err,
     }
+}
+
+/// 300 `PGRST203`: several overloads fit the call, as PostgREST words it.
+fn ambiguous(candidates: &[&Function]) -> ApiError {
+    let list: Vec<String> = candidates
+        .iter()
+        .map(|f| {
+            let params: Vec<String> = f
+                .params
+                .iter()
+                .map(|p| format!("{} => {}", p.name, p.decl_type))
+                .collect();
+            format!("{}.{}({})", f.schema, f.name, params.join(", "))
+        })
+        .collect();
+    ApiError::new(
+        ErrorCode::AmbiguousFunction,
+        format!(
+            "Could not choose the best candidate function between: {}",
+            list.join(", ")
+        ),
+    )
+    .hint("Try renaming the parameters or the function itself in the database so function overloading can be resolved")
 }
 
 /// The name most like `name` (Jaro-Winkler ≥ 0.8), if any.

@@ -39,6 +39,11 @@ fn is_argument(key: &str, value: &str) -> bool {
         && rowgate_query::parse::parse_query([(key, value)]).is_err()
 }
 
+/// Whether a JSON array is rows: objects, at least one.
+pub fn is_rows(items: &[Json]) -> bool {
+    !items.is_empty() && items.iter().all(Json::is_object)
+}
+
 /// The arguments of a call, as sent.
 #[derive(Debug)]
 pub enum Arguments {
@@ -85,6 +90,21 @@ impl<'a> CallRequest<'a> {
         }
         match self.body_json()? {
             Some(Json::Object(map)) => Ok(map.keys().cloned().collect()),
+            // rows (a JSON array of objects, CSV): their keys name the arguments, as PostgREST
+            // reads them
+            Some(Json::Array(rows)) if is_rows(&rows) => {
+                let mut names: Vec<String> = Vec::new();
+                for key in rows
+                    .iter()
+                    .filter_map(Json::as_object)
+                    .flat_map(|o| o.keys())
+                {
+                    if !names.contains(key) {
+                        names.push(key.clone());
+                    }
+                }
+                Ok(names)
+            }
             Some(_) | None => Ok(Vec::new()),
         }
     }
@@ -94,6 +114,19 @@ impl<'a> CallRequest<'a> {
         self.pairs
             .iter()
             .filter(|(k, v)| self.read_only && is_argument(k, v))
+    }
+
+    /// Whether the body's `Content-Type` is one of `media` (absent counts as JSON).
+    pub fn body_is(&self, media: &[&str]) -> bool {
+        let sent = self
+            .parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map_or("application/json", |t| {
+                t.split(';').next().unwrap_or("").trim()
+            });
+        media.iter().any(|m| sent.eq_ignore_ascii_case(m))
     }
 
     /// For a POST whose body is text (`text/plain`) or XML (`text/xml`): the type of the one
