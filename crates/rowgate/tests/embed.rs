@@ -216,6 +216,26 @@ async fn inner_and_presence(b: Backend) {
         ok(&s, "/team?select=driver()&driver=is.null").await,
         json!([{}])
     );
+    // embeds of nothing but embeds of nothing show nothing either, at any depth
+    assert_eq!(
+        ok(&s, "/team?select=team_id,driver(team())&team_id=eq.1").await,
+        json!([{"team_id": 1}])
+    );
+    // a relation embedded under an alias is named by it in parameters
+    let (status, body) = get_json(
+        &s,
+        "/team?select=team_id,crew:driver(name)&driver.order=name&team_id=eq.1",
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("PGRST108")),
+        "{body}"
+    );
+    assert_eq!(
+        body["hint"],
+        "Change 'driver' to 'crew' in filters, orders or limits."
+    );
     // parameters of an embed that select= does not have: PostgREST's 400
     for path in [
         "/team?select=name&driver.points=gt.1",

@@ -856,3 +856,62 @@ CREATE FUNCTION whole(json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT $1 
         "Could not find the function public.whole(a, b) in the schema cache"
     );
 }
+
+/// A POST's arguments as PostgREST reads them: a form's repeated name is a `VARIADIC`
+/// parameter's array (and the last value of another's), a JSON array of objects calls with the
+/// first, `columns=` keeps only the keys it names; `character` and `bit` parameters take any
+/// length (PostgreSQL prints them as if of length 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_post_arguments_as_postgrest_reads_them() {
+    let setup = format!(
+        "{FUNCTIONS}
+CREATE FUNCTION words(VARIADIC w text[] DEFAULT '{{}}') RETURNS text[] LANGUAGE sql IMMUTABLE AS $$ SELECT w $$;
+CREATE FUNCTION padded(c character, cs character[], b bit, bs bit[]) RETURNS TABLE(c text, cs text[], b text, bs text[])
+  LANGUAGE sql IMMUTABLE AS $$ SELECT c::text, cs::text[], b::text, bs::text[] $$;"
+    );
+    let s = start(Backend::Postgres, &setup, GRANTS).await;
+    let form = |path: &str, body: &str| {
+        s.client
+            .post(s.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_string())
+            .send()
+    };
+    let (_, body) = json_of(form("/rpc/words", "w=hi&w=there").await.expect("post")).await;
+    assert_eq!(body, json!(["hi", "there"]));
+    let (_, body) = json_of(form("/rpc/add_ints", "a=1&a=5&b=2").await.expect("post")).await;
+    assert_eq!(body, json!(7), "the last of a repeated name");
+    let (status, body) = json_of(
+        s.post("/rpc/add_ints", json!([{"a": 1, "b": 2}, {"a": 4, "b": 6}]))
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (200, json!(3)));
+    let (status, body) = json_of(
+        s.post(
+            "/rpc/add_ints?columns=a,b",
+            json!({"a": 1, "b": 2, "c": 100}),
+        )
+        .send()
+        .await
+        .expect("post"),
+    )
+    .await;
+    assert_eq!((status, body), (200, json!(3)), "c left out by columns=");
+    let (status, body) = json_of(
+        s.get("/rpc/padded?c=abcdefg&cs={abc,abcdefg}&b=101010&bs={101,101010}")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!([{"c": "abcdefg", "cs": ["abc", "abcdefg"], "b": "101010", "bs": ["101", "101010"]}])
+        )
+    );
+}

@@ -994,6 +994,27 @@ async fn csv_bodies_insert() {
     }
 }
 
+/// A partitioned table is served as one table, its partitions not at all (PostgREST's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_partitions_are_their_table() {
+    let setup = r#"
+CREATE TABLE sale (id integer, year integer, amount integer, PRIMARY KEY (id, year)) PARTITION BY LIST (year);
+CREATE TABLE sale_2024 PARTITION OF sale FOR VALUES IN (2024);
+CREATE TABLE sale_other PARTITION OF sale DEFAULT;
+INSERT INTO sale VALUES (1, 2024, 10), (2, 2025, 20);
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    assert_eq!(
+        get(&s, "/sale?select=id,amount&order=id").await,
+        (
+            200,
+            json!([{"id": 1, "amount": 10}, {"id": 2, "amount": 20}])
+        )
+    );
+    let r = s.get("/sale_2024").send().await.expect("get");
+    assert_error(r, 404, "PGRST205").await;
+}
+
 /// A full-text filter on a column of a domain over `tsvector` (or over such a domain) searches
 /// it as the `tsvector` it is, where a text column goes through `to_tsvector` first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,7 +42,23 @@ impl<'a> Embedder<'a> {
     ) -> Result<Vec<EmbedStmt>, ApiError> {
         // parameters of an embed that is not there (`driver.points=…` without `driver(…)`)
         if let Some(missing) = self.missing_embed(pending, path) {
-            return Err(not_embedded(&missing));
+            // the relation is embedded, under another name: the parameters take that name
+            let aliased = pending
+                .iter()
+                .find(|p| p.embed.relation == missing)
+                .and_then(|p| p.embed.alias.as_deref());
+            return Err(match aliased {
+                Some(alias) => ApiError {
+                    details: Some(
+                        "Target names are not allowed in filters if they have an alias".into(),
+                    ),
+                    hint: Some(format!(
+                        "Change '{missing}' to '{alias}' in filters, orders or limits."
+                    )),
+                    ..not_embedded(&missing)
+                },
+                None => not_embedded(&missing),
+            });
         }
         let mut out = Vec::with_capacity(pending.len());
         let mut shapes = Vec::with_capacity(pending.len());
@@ -223,6 +239,13 @@ impl<'a> Embedder<'a> {
             &mut order,
             &mut shape,
         )?;
+        // an embed of nothing but embeds of nothing (`a(b(c()))`) shows nothing either, as
+        // PostgREST leaves it out
+        let hidden = hidden
+            || (count.is_none()
+                && selection.columns.is_empty()
+                && !embeds.is_empty()
+                && embeds.iter().all(|n| n.hidden));
         // (inside a to-many spread, whose rows are read as an embed's, any spread is fine; a
         // to-one spread inside a to-one spread is read through both)
         if e.spread && !rel.is_many() && embeds.iter().any(|n| n.spread && n.many) {

@@ -455,6 +455,21 @@ fn no_modifiers(request: &ApiRequest<'_>, name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// A parameter's type as an argument is read into it: `character` and `bit` without their
+/// length (as PostgreSQL prints a parameter's type, they would mean a length of 1 in a column
+/// definition; a function's parameter takes any length), as PostgREST passes them.
+fn unbounded(decl_type: &str) -> std::borrow::Cow<'_, str> {
+    let (base, array) = match decl_type.strip_suffix("[]") {
+        Some(base) => (base, "[]"),
+        None => (decl_type, ""),
+    };
+    match base {
+        "character" => format!("bpchar{array}").into(),
+        "bit" => format!("varbit{array}").into(),
+        _ => decl_type.into(),
+    }
+}
+
 /// A PostgreSQL function's call.
 fn plan_function(
     f: &Function,
@@ -496,7 +511,14 @@ fn plan_function(
             } else {
                 // a query string's repeated argument is its last value, but for a VARIADIC
                 // parameter, which takes them all (one alone, too, as an array)
-                let by_get = matches!(*request.method, http::Method::GET | http::Method::HEAD);
+                let by_get = matches!(*request.method, http::Method::GET | http::Method::HEAD)
+                    || request
+                        .headers
+                        .get(http::header::CONTENT_TYPE)
+                        .is_some_and(|t| {
+                            t.as_bytes()
+                                .starts_with(b"application/x-www-form-urlencoded")
+                        });
                 let record: Map<String, Json> = map
                     .into_iter()
                     .filter(|(k, _)| f.has_param(k))
@@ -517,7 +539,7 @@ fn plan_function(
                     render::bind(d, &mut call, Value::Text(Json::Object(record).to_string()));
                 let columns: Vec<String> = given
                     .iter()
-                    .map(|p| format!("{} {}", d.quote_ident(&p.name), p.decl_type))
+                    .map(|p| format!("{} {}", d.quote_ident(&p.name), unbounded(&p.decl_type)))
                     .collect();
                 let args: Vec<String> = given
                     .iter()

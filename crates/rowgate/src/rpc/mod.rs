@@ -39,6 +39,23 @@ fn is_argument(key: &str, value: &str) -> bool {
         && rowgate_query::parse::parse_query([(key, value)]).is_err()
 }
 
+/// Name-value pairs as named arguments: a repeated name gives an array of its values (a
+/// `VARIADIC` parameter's), as PostgREST reads a query string or a form.
+fn merged<'p>(pairs: impl Iterator<Item = (&'p str, &'p str)>) -> Map<String, Json> {
+    let mut map = Map::new();
+    for (k, v) in pairs {
+        let value = Json::String(v.to_string());
+        match map.get_mut(k) {
+            Some(Json::Array(items)) => items.push(value),
+            Some(first) => *first = Json::Array(vec![first.take(), value]),
+            None => {
+                map.insert(k.to_string(), value);
+            }
+        }
+    }
+    map
+}
+
 /// Whether a JSON array is rows: objects, at least one.
 pub fn is_rows(items: &[Json]) -> bool {
     !items.is_empty() && items.iter().all(Json::is_object)
@@ -88,25 +105,38 @@ impl<'a> CallRequest<'a> {
             }
             return Ok(names);
         }
-        match self.body_json()? {
-            Some(Json::Object(map)) => Ok(map.keys().cloned().collect()),
-            // rows (a JSON array of objects, CSV): their keys name the arguments, as PostgREST
-            // reads them
-            Some(Json::Array(rows)) if is_rows(&rows) => {
-                let mut names: Vec<String> = Vec::new();
-                for key in rows
-                    .iter()
-                    .filter_map(Json::as_object)
-                    .flat_map(|o| o.keys())
-                {
-                    if !names.contains(key) {
-                        names.push(key.clone());
-                    }
-                }
-                Ok(names)
+        Ok(self
+            .body_arguments()?
+            .map(|map| map.keys().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// The named arguments of a POST's body, as PostgREST reads them: a JSON object, the first
+    /// of a JSON array of objects (or of CSV's rows), a form's pairs (a repeated name gives an
+    /// array); of these only the keys `columns=` names, when it names some. `None` for JSON
+    /// of another shape.
+    fn body_arguments(&self) -> Result<Option<Map<String, Json>>, ApiError> {
+        let form = self.body_is(&["application/x-www-form-urlencoded"])
+            && !matches!(self.body.trim_ascii_start().first(), Some(b'{' | b'['));
+        let mut map = if form {
+            let pairs = request::form_pairs(&self.body)?;
+            merged(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+        } else {
+            match self.body_json()? {
+                None => Map::new(),
+                Some(Json::Object(map)) => map,
+                Some(Json::Array(rows)) if is_rows(&rows) => match rows.into_iter().next() {
+                    Some(Json::Object(first)) => first,
+                    _ => Map::new(),
+                },
+                Some(_) => return Ok(None),
             }
-            Some(_) | None => Ok(Vec::new()),
+        };
+        if let Some((_, columns)) = self.pairs.iter().find(|(k, _)| k == "columns") {
+            let columns = rowgate_query::parse::parse_columns(columns)?;
+            map.retain(|k, _| columns.contains(k));
         }
+        Ok(Some(map))
     }
 
     /// A GET's query-string pairs that are arguments.
@@ -160,27 +190,15 @@ impl<'a> CallRequest<'a> {
             return Ok(Arguments::Whole(self.body.clone()));
         }
         if self.read_only {
-            let mut map = Map::new();
-            for (k, v) in self.argument_pairs() {
-                if !params.contains(&k.as_str()) {
-                    continue;
-                }
-                match map.get_mut(k) {
-                    Some(Json::Array(items)) => items.push(Json::String(v.clone())),
-                    Some(first) => {
-                        *first = Json::Array(vec![first.take(), Json::String(v.clone())])
-                    }
-                    None => {
-                        map.insert(k.clone(), Json::String(v.clone()));
-                    }
-                }
-            }
-            return Ok(Arguments::Named(map));
+            let given = self
+                .argument_pairs()
+                .filter(|(k, _)| params.contains(&k.as_str()))
+                .map(|(k, v)| (k.as_str(), v.as_str()));
+            return Ok(Arguments::Named(merged(given)));
         }
-        match self.body_json()? {
-            None => Ok(Arguments::Named(Map::new())),
-            Some(Json::Object(map)) => Ok(Arguments::Named(map)),
-            Some(_) => Err(ApiError::new(
+        match self.body_arguments()? {
+            Some(map) => Ok(Arguments::Named(map)),
+            None => Err(ApiError::new(
                 ErrorCode::InvalidBody,
                 "the arguments must be a JSON object",
             )

@@ -24,6 +24,7 @@ pub async fn introspect(
                     CASE WHEN c.relkind = 'v' THEN pg_relation_is_updatable(c.oid::regclass, true) ELSE 0 END
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+               AND NOT c.relispartition
              ORDER BY 4, c.relname",
             &[&schemas],
         )
