@@ -915,3 +915,43 @@ CREATE FUNCTION padded(c character, cs character[], b bit, bs bit[]) RETURNS TAB
         )
     );
 }
+
+/// Functions returning an anonymous `record` (or a set of them) answer the rows they hold as
+/// objects; one returning a domain over a row type answers that row type's rows, embedding as
+/// its table's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_records_and_row_domains() {
+    let setup = format!(
+        "{FUNCTIONS}
+CREATE FUNCTION first_team() RETURNS record LANGUAGE sql STABLE AS $$ SELECT team_id, name FROM team ORDER BY team_id LIMIT 1 $$;
+CREATE FUNCTION two_teams() RETURNS SETOF record LANGUAGE sql STABLE AS $$ SELECT team_id, name FROM team ORDER BY team_id LIMIT 2 $$;
+CREATE DOMAIN team_row AS team;
+CREATE FUNCTION team_as_domain(id integer) RETURNS SETOF team_row LANGUAGE sql STABLE AS $$ SELECT t::team_row FROM team t WHERE team_id = id $$;"
+    );
+    let s = start(Backend::Postgres, &setup, GRANTS).await;
+    let names: Vec<Option<String>> = s
+        .rows("SELECT name FROM team ORDER BY team_id LIMIT 2")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let (_, body) = json_of(s.get("/rpc/first_team").send().await.expect("get")).await;
+    assert_eq!(body, json!({"team_id": 1, "name": names[0]}));
+    let (_, body) = json_of(s.get("/rpc/two_teams").send().await.expect("get")).await;
+    assert_eq!(
+        body,
+        json!([{"team_id": 1, "name": names[0]}, {"team_id": 2, "name": names[1]}])
+    );
+    let (status, body) = json_of(
+        s.get("/rpc/team_as_domain?id=1&select=name,driver(driver_id)&driver.order=driver_id")
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["name"], json!(names[0]));
+    assert!(
+        body[0]["driver"].as_array().is_some_and(|d| !d.is_empty()),
+        "{body}"
+    );
+}

@@ -486,6 +486,16 @@ fn plan_function(
     let mut function = d.quote_ident(&f.schema);
     function.push('.');
     function.push_str(&d.quote_ident(&f.name));
+    // an anonymous record has no columns to read it by: it is called in a select list, its
+    // one column the record
+    let record = matches!(&f.returns, Returns::Scalar { decl_type, .. } if decl_type == "record");
+    let invoke = |call: String| {
+        if record {
+            format!("LATERAL (SELECT {call} AS {alias}) AS {alias}")
+        } else {
+            format!("{call} AS {alias}")
+        }
+    };
     match arguments {
         Arguments::Whole(body) => {
             let text = String::from_utf8(body.to_vec()).map_err(|_| {
@@ -496,9 +506,8 @@ fn plan_function(
             })?;
             let placeholder = render::bind(d, &mut call, Value::Text(text));
             let ty = &f.params[0].decl_type;
-            call.text.push_str(&format!(
-                "{function}(CAST({placeholder} AS {ty})) AS {alias}"
-            ));
+            call.text
+                .push_str(&invoke(format!("{function}(CAST({placeholder} AS {ty}))")));
         }
         Arguments::Named(map) => {
             let given: Vec<_> = f
@@ -507,7 +516,7 @@ fn plan_function(
                 .filter(|p| map.contains_key(&p.name))
                 .collect();
             if given.is_empty() {
-                call.text.push_str(&format!("{function}() AS {alias}"));
+                call.text.push_str(&invoke(format!("{function}()")));
             } else {
                 // a query string's repeated argument is its last value, but for a VARIADIC
                 // parameter, which takes them all (one alone, too, as an array)
@@ -550,9 +559,9 @@ fn plan_function(
                     })
                     .collect();
                 call.text.push_str(&format!(
-                    "json_to_record(CAST({placeholder} AS json)) AS \"_args\"({}), {function}({}) AS {alias}",
+                    "json_to_record(CAST({placeholder} AS json)) AS \"_args\"({}), {}",
                     columns.join(", "),
-                    args.join(", ")
+                    invoke(format!("{function}({})", args.join(", ")))
                 ));
             }
         }

@@ -137,10 +137,14 @@ pub async fn introspect(
                 p.pronargdefaults::int4, {}, coalesce(p.proargnames, '{{}}'::text[]),
                 coalesce(p.proargmodes::text[], '{{}}'::text[]), {},
                 format_type(p.prorettype, NULL), rt.typname::text || ':' || rt.typcategory::text,
-                rt.typtype::text, rt.typrelid, p.prorows
+                -- a domain over a composite type returns rows of that type
+                CASE WHEN rt.typtype = 'd' AND bt.typtype = 'c' THEN 'c' ELSE rt.typtype::text END,
+                CASE WHEN rt.typtype = 'd' AND bt.typtype = 'c' THEN bt.typrelid ELSE rt.typrelid END,
+                p.prorows
          FROM pg_proc p
          JOIN pg_namespace n ON n.oid = p.pronamespace
          JOIN pg_type rt ON rt.oid = p.prorettype
+         LEFT JOIN pg_type bt ON bt.oid = rt.typbasetype
          WHERE n.nspname::text = ANY($1::text[]) AND p.prokind = 'f'
            AND rt.typname NOT IN ('trigger', 'event_trigger') AND p.proname NOT LIKE '\\_rowgate%'
          ORDER BY array_position($1::text[], n.nspname::text), p.proname, p.oid",
@@ -290,6 +294,15 @@ fn resolve(
         }
     } else if ret_decl == "void" {
         Returns::Void
+    } else if ret_typtype == "p" && ret_decl == "record" {
+        // an anonymous record (`RETURNS record` / `SETOF record` without OUT parameters):
+        // each one as the JSON object of the row it holds, as PostgREST answers it
+        Returns::Scalar {
+            set: f.set,
+            json_kind: JsonKind::Json,
+            json_type: "object",
+            decl_type: ret_decl.clone(),
+        }
     } else if ret_typtype == "p" {
         return None;
     } else {
