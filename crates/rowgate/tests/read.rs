@@ -1060,6 +1060,20 @@ async fn max_rows_limits_reads(b: Backend) {
             .map(Vec::len),
         Some(5)
     );
+    // at every level: the related rows of a to-many embed too, a to-one one untouched
+    s.exec(
+        "INSERT INTO driver (driver_id, name, points, team_id) VALUES (101, 'R1', 0, 1), (102, 'R2', 0, 1), (103, 'R3', 0, 1), (104, 'R4', 0, 1)",
+    );
+    let (_, body) = get_json(
+        &s,
+        "/team?select=team_id,driver(driver_id)&team_id=eq.1&driver.limit=9",
+    )
+    .await;
+    let drivers = s.int("SELECT count(*) FROM driver WHERE team_id = 1");
+    assert!(drivers > 5);
+    assert_eq!(body[0]["driver"].as_array().map(Vec::len), Some(5));
+    let (_, body) = get_json(&s, "/driver?select=driver_id,team(name)&driver_id=eq.1").await;
+    assert!(body[0]["team"]["name"].is_string(), "{body}");
 }
 
 async fn percent_encoded_values(b: Backend) {

@@ -292,6 +292,11 @@ impl<'a> Embedder<'a> {
                 // (a function declared `ROWS 1` may still return more: the first counts)
                 limit: match rel.cardinality {
                     Cardinality::Computed { many: false, .. } => Some(1),
+                    // `rest.max_rows` bounds the related rows too, as PostgREST's at every level
+                    _ if rel.is_many() && self.cx.rest.max_rows > 0 => {
+                        let max = self.cx.rest.max_rows;
+                        Some(params.and_then(|p| p.limit).map_or(max, |l| l.min(max)))
+                    }
                     _ => params.and_then(|p| p.limit),
                 },
                 offset: params.and_then(|p| p.offset),
