@@ -1170,3 +1170,17 @@ ops = ["select"]
         .expect("get");
     assert_error(r, 406, "PGRST107").await;
 }
+
+/// A view whose subquery returns several rows fails as PostgREST answers it: 500 `21000` (the
+/// view's fault, its text in the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cardinality_violations_are_server_errors() {
+    let setup = "CREATE VIEW bad_subquery AS SELECT * FROM team WHERE team_id = (SELECT team_id FROM team);";
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    let r = s.get("/bad_subquery").send().await.expect("get");
+    let body = assert_error(r, 500, "21000").await;
+    assert_eq!(
+        body["message"],
+        "the database raised an error; details are in the server log"
+    );
+}

@@ -99,8 +99,9 @@ error_codes! {
     ForeignKeyViolation => ("23503", StatusCode::CONFLICT, Execute, "a foreign-key constraint was violated"),
     NotNullViolation => ("23502", StatusCode::BAD_REQUEST, Execute, "a NOT NULL constraint was violated"),
     CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
+    SafeUpdate => ("21000", StatusCode::BAD_REQUEST, Execute, "the pg-safeupdate extension refused an UPDATE or DELETE without a WHERE clause"),
     DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value (the code is the value error's SQLSTATE, class 22: 22P02 invalid text for the type, 22007 invalid date, 22003 out of range, …)"),
-    Database => ("SQLSTATE", StatusCode::BAD_REQUEST, Execute, "another error the database raised: the code is its SQLSTATE and the status PostgREST's for it (class 42 and others 400, 42P01/42883 404, 53 503, 08 503, 25/38/39/40/55/57/58/XX/F0/HV/P0 500, 42P17 500, P0001 400)"),
+    Database => ("SQLSTATE", StatusCode::BAD_REQUEST, Execute, "another error the database raised: the code is its SQLSTATE and the status PostgREST's for it (class 42 and others 400, 42P01/42883 404, 53 503, 08 503, 25/38/39/40/55/57/58/XX/F0/HV/P0 500, 42P17 and 21000 500, P0001 400)"),
     ReadOnlyTransaction => ("25006", StatusCode::METHOD_NOT_ALLOWED, Execute, "a read tried to write (a GET may only read)"),
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
     MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
@@ -212,8 +213,11 @@ impl ApiError {
     /// the code and decides the status. A server-side (5xx) error keeps its code but not its
     /// text, which goes to the log.
     pub fn database(sqlstate: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
         let code = if sqlstate.starts_with("22") {
             ErrorCode::DataError
+        } else if sqlstate == "21000" && message.ends_with("requires a WHERE clause") {
+            ErrorCode::SafeUpdate
         } else {
             ErrorCode::Database
         };
@@ -403,7 +407,8 @@ pub fn sqlstate_status(sqlstate: &str) -> StatusCode {
     let class = sqlstate.get(..2).unwrap_or("");
     match sqlstate {
         "42883" | "42P01" => return StatusCode::NOT_FOUND,
-        "42P17" | "53400" => return StatusCode::INTERNAL_SERVER_ERROR,
+        // a cardinality violation (a subquery of several rows): a function's or view's fault
+        "42P17" | "53400" | "21000" => return StatusCode::INTERNAL_SERVER_ERROR,
         "57P01" => return StatusCode::SERVICE_UNAVAILABLE,
         "25006" => return StatusCode::METHOD_NOT_ALLOWED,
         "23503" | "23505" => return StatusCode::CONFLICT,
@@ -435,6 +440,7 @@ mod tests {
             ("53300", 503),
             ("XX000", 500),
             ("P0001", 400),
+            ("21000", 500),
             ("0A000", 400),
         ] {
             let err = ApiError::database(sqlstate, "text");
@@ -447,6 +453,15 @@ mod tests {
                 "5xx bodies do not carry the database's text: {body}"
             );
         }
+    }
+
+    #[test]
+    fn pg_safeupdate_refusals_are_the_clients() {
+        let err = ApiError::database("21000", "UPDATE requires a WHERE clause");
+        assert_eq!((err.status().as_u16(), err.code_text()), (400, "21000"));
+        assert_eq!(err.message, "UPDATE requires a WHERE clause");
+        let err = ApiError::database("21000", "more than one row returned by a subquery");
+        assert_eq!(err.status().as_u16(), 500);
     }
 
     #[test]
