@@ -574,8 +574,20 @@ CREATE DOMAIN "text/plain" AS text;
 CREATE FUNCTION hello() RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT 'Hello'::"text/plain" $$;
 CREATE FUNCTION tag() RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT '<a/>'::xml $$;
 CREATE FUNCTION blob() RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT '\x00ff41'::bytea $$;
+CREATE SCHEMA media;
+CREATE DOMAIN media."text/csv" AS text;
+CREATE FUNCTION listing() RETURNS media."text/csv" LANGUAGE sql IMMUTABLE AS $$ SELECT 'a,b'::media."text/csv" $$;
 "#;
     let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
+    // a media type's domain of another schema
+    let r = s
+        .get("/rpc/listing")
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-type"], "text/csv; charset=utf-8");
+    assert_eq!(r.text().await.expect("body"), "a,b");
     let raw = |path: &'static str, accept: &'static str| {
         let s = &s;
         async move {

@@ -51,7 +51,8 @@ impl Callee<'_> {
             return None;
         };
         // the type as PostgreSQL prints it: `"text/plain"`, or schema-qualified
-        let name = decl_type.rsplit("\".").next().unwrap_or(decl_type);
+        // (`other."text/plain"`, a domain of another schema)
+        let name = decl_type.rsplit(".\"").next().unwrap_or(decl_type);
         let name = name.trim_matches('"');
         match name {
             "xml" => Some("text/xml".into()),
