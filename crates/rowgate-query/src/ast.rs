@@ -301,6 +301,10 @@ pub struct Predicate {
     /// relation's name, the column read as a function of its row in attribute notation
     /// (`"items"."always_true"`). Not part of the query syntax.
     pub written_row: Option<String>,
+    /// Set by the planner for `rel.is.null` / `rel.not.is.null` inside a logic tree, where
+    /// `rel` is an embedded resource of the level: whether related rows exist (`or=(a.not.is.null,
+    /// b.not.is.null)`). Not part of the query syntax.
+    pub related: bool,
 }
 
 /// A database object (a function, a type) named by the schema cache, schema-qualified where

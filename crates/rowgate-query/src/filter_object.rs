@@ -310,6 +310,7 @@ fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Conditio
         vectorize: false,
         parse: None,
         written_row: None,
+        related: false,
     })
 }
 

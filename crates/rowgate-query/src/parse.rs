@@ -1061,6 +1061,7 @@ fn parse_op_value(
         vectorize: false,
         parse: None,
         written_row: None,
+        related: false,
     })
 }
 

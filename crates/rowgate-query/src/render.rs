@@ -872,7 +872,7 @@ fn from_where(d: &dyn Dialect, s: &SelectStmt, at: Option<(Level<'_>, &EmbedStmt
     }
     for c in &s.filters {
         and(out);
-        condition(d, c, out);
+        level_condition(d, c, Some((&s.embeds, lv)), out);
     }
     for e in required {
         and(out);
@@ -1650,10 +1650,35 @@ fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, table: &str, out: &m
 /// Append `c` as a self-contained SQL boolean expression to `out.text` (groups are
 /// parenthesized), binding its values to `out.params`.
 pub fn condition(d: &dyn Dialect, c: &Condition, out: &mut Sql) {
+    level_condition(d, c, None, out);
+}
+
+/// The embeds of a level (at its place), whose presence a logic tree may test.
+type LevelEmbeds<'a, 'l> = Option<(&'a [EmbedStmt], Level<'l>)>;
+
+/// [`condition`] at a level whose embeds a test of their presence names
+/// ([`Predicate::related`]: `EXISTS` of its related rows, `NOT EXISTS` for `is.null`).
+fn level_condition(d: &dyn Dialect, c: &Condition, at: LevelEmbeds<'_, '_>, out: &mut Sql) {
     match c {
+        Condition::Pred(p) if p.related => {
+            let embed = at.and_then(|(embeds, lv)| {
+                embeds.iter().find(|e| e.key == p.column).map(|e| (e, lv))
+            });
+            let Some((e, lv)) = embed else {
+                out.text.push_str("FALSE");
+                return;
+            };
+            let exists = matches!(p.operand, Operand::Is(IsValue::NotNull)) != p.negated;
+            if !exists {
+                out.text.push_str("NOT ");
+            }
+            out.text.push_str("EXISTS (SELECT 1");
+            from_where(d, &e.select, Some((lv.next(), e)), out);
+            out.text.push(')');
+        }
         Condition::Pred(p) => predicate(d, p, out),
-        Condition::And { negated, items } => group(d, *negated, items, " AND ", "1 = 1", out),
-        Condition::Or { negated, items } => group(d, *negated, items, " OR ", "1 = 0", out),
+        Condition::And { negated, items } => group(d, *negated, items, (" AND ", "1 = 1"), at, out),
+        Condition::Or { negated, items } => group(d, *negated, items, (" OR ", "1 = 0"), at, out),
     }
 }
 
@@ -1661,8 +1686,8 @@ fn group(
     d: &dyn Dialect,
     negated: bool,
     items: &[Condition],
-    sep: &str,
-    empty: &str,
+    (sep, empty): (&str, &str),
+    at: LevelEmbeds<'_, '_>,
     out: &mut Sql,
 ) {
     if negated {
@@ -1681,7 +1706,7 @@ fn group(
         if i > 0 {
             out.text.push_str(sep);
         }
-        condition(d, c, out);
+        level_condition(d, c, at, out);
     }
     out.text.push(')');
 }

@@ -311,6 +311,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
             vectorize: false,
             parse: None,
             written_row: None,
+            related: false,
             column,
             negated,
             op,

@@ -30,6 +30,7 @@ fn pred(col: &str, op: Op, operand: Operand) -> Condition {
         vectorize: false,
         parse: None,
         written_row: None,
+        related: false,
     })
 }
 

@@ -143,6 +143,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
                 vectorize: false,
                 parse: None,
                 written_row: None,
+                related: false,
             },
         )
 }

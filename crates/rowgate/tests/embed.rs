@@ -216,6 +216,44 @@ async fn inner_and_presence(b: Backend) {
         ok(&s, "/team?select=driver()&driver=is.null").await,
         json!([{}])
     );
+    // the presence of related rows tested in a logic tree, each embed under its own filters
+    let expected: Vec<Value> = s
+        .ints(
+            "SELECT team_id FROM team t WHERE EXISTS (SELECT 1 FROM driver d WHERE d.team_id = t.team_id AND d.points > 400) OR EXISTS (SELECT 1 FROM team_sponsor ts JOIN sponsor sp ON sp.id = ts.sponsor_id WHERE ts.team_id = t.team_id AND sp.name = 'Tea') ORDER BY team_id",
+        )
+        .into_iter()
+        .map(|id| json!({ "team_id": id }))
+        .collect();
+    assert!(expected.len() >= 2, "{expected:?}");
+    let path = "/team?select=team_id,driver(),sponsor()&driver.points=gt.400&sponsor.name=eq.Tea&or=(driver.not.is.null,sponsor.not.is.null)&order=team_id";
+    assert_eq!(ok(&s, path).await, Value::Array(expected.clone()));
+    let r = s
+        .get(path)
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("0-{}/{}", expected.len() - 1, expected.len()).as_str()
+    );
+    let none = ok(
+        &s,
+        "/team?select=team_id,sponsor()&and=(sponsor.is.null,team_id.lte.2)&order=team_id",
+    )
+    .await;
+    let unsponsored = s.ints(
+        "SELECT team_id FROM team t WHERE team_id <= 2 AND NOT EXISTS (SELECT 1 FROM team_sponsor ts WHERE ts.team_id = t.team_id) ORDER BY team_id",
+    );
+    assert_eq!(
+        none,
+        Value::Array(
+            unsponsored
+                .into_iter()
+                .map(|id| json!({ "team_id": id }))
+                .collect()
+        )
+    );
     // embeds of nothing but embeds of nothing show nothing either, at any depth
     assert_eq!(
         ok(&s, "/team?select=team_id,driver(team())&team_id=eq.1").await,

@@ -404,11 +404,14 @@ fn read_from(
     )?;
     if let Some(count) = &mut plan.count {
         count.filters.extend(row_filter.iter().cloned());
+        // the embeds whose presence filters the rows: required ones, and those a logic tree
+        // tests
+        let tested = related_keys(&count.filters);
         count.embeds = plan
             .select
             .embeds
             .iter()
-            .filter(|e| e.required.is_some())
+            .filter(|e| e.required.is_some() || tested.contains(&e.key.as_str()))
             .cloned()
             .collect();
     }
@@ -467,6 +470,22 @@ fn read_from(
             offset: plan.select.offset.unwrap_or(0),
         },
     })
+}
+
+/// The embeds a logic tree tests the presence of ([`rowgate_query::Predicate::related`]).
+fn related_keys(filters: &[Condition]) -> Vec<&str> {
+    fn walk<'c>(c: &'c Condition, out: &mut Vec<&'c str>) {
+        match c {
+            Condition::Pred(p) if p.related => out.push(&p.column),
+            Condition::Pred(_) => {}
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                items.iter().for_each(|i| walk(i, out))
+            }
+        }
+    }
+    let mut out = Vec::new();
+    filters.iter().for_each(|c| walk(c, &mut out));
+    out
 }
 
 /// What a write gives back: its columns and, when it embeds related rows, those too.

@@ -467,7 +467,28 @@ pub fn split_presence<'f>(
         _ => None,
     };
     let presence: Vec<(String, bool)> = filters.iter().filter_map(presence_of).collect();
-    if presence.is_empty() {
+    // in a logic tree, such a filter is one of its tests (`or=(a.not.is.null,b.not.is.null)`)
+    fn mark(c: &mut Condition, is_presence: &dyn Fn(&Condition) -> bool) {
+        match c {
+            Condition::Pred(p) => p.related = is_presence(&Condition::Pred(p.clone())),
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                items.iter_mut().for_each(|i| mark(i, is_presence))
+            }
+        }
+    }
+    let in_trees = |c: &Condition| {
+        fn any(c: &Condition, test: &dyn Fn(&Condition) -> bool) -> bool {
+            match c {
+                Condition::Pred(_) => test(c),
+                Condition::And { items, .. } | Condition::Or { items, .. } => {
+                    items.iter().any(|i| any(i, test))
+                }
+            }
+        }
+        matches!(c, Condition::And { .. } | Condition::Or { .. })
+            && any(c, &|p| presence_of(p).is_some())
+    };
+    if presence.is_empty() && !filters.iter().any(in_trees) {
         // the common case, a read without such filters: nothing copied
         return (Cow::Borrowed(filters), presence);
     }
@@ -475,6 +496,12 @@ pub fn split_presence<'f>(
         .iter()
         .filter(|c| presence_of(c).is_none())
         .cloned()
+        .map(|mut c| {
+            if in_trees(&c) {
+                mark(&mut c, &|p| presence_of(p).is_some());
+            }
+            c
+        })
         .collect();
     (Cow::Owned(rest), presence)
 }
@@ -519,6 +546,8 @@ pub fn conditions(
 
 fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Condition, ApiError> {
     Ok(match c {
+        // the presence of an embedded resource's rows, which the renderer tests
+        Condition::Pred(p) if p.related => c.clone(),
         Condition::Pred(p) => {
             let name = column(table, &p.column)?;
             let path = json_path(table, &name, &p.path, dialect);
@@ -707,6 +736,7 @@ fn eq(column: &str, value: &str) -> Condition {
         vectorize: false,
         parse: None,
         written_row: None,
+        related: false,
     })
 }
 

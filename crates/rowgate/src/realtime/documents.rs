@@ -189,6 +189,7 @@ pub async fn events(
         vectorize: false,
         parse: None,
         written_row: None,
+        related: false,
     }));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(
