@@ -33,6 +33,7 @@ CREATE TABLE seat (
     number    INTEGER
 );
 INSERT INTO seat VALUES (1, 1, 44), (2, 5, 1);
+CREATE VIEW brands AS SELECT id AS brand_id, name AS brand FROM sponsor;
 ";
 
 async fn server(b: Backend) -> TestServer {
@@ -741,6 +742,23 @@ async fn views_relate_through_their_base_columns(b: Backend) {
         )
         .await,
         json!([{"pilot": "Charles Leclerc", "team": {"name": "Ferrari"}, "team_standings": {"points": 406}}])
+    );
+    // many-to-many from a view, and to a view, through the junction of their tables
+    assert_eq!(
+        ok(
+            &s,
+            "/team?select=name,brands(brand)&team_id=eq.1&brands.order=brand_id"
+        )
+        .await,
+        json!([{"name": "Mercedes", "brands": [{"brand": "Oil"}, {"brand": "Tea"}]}])
+    );
+    assert_eq!(
+        ok(
+            &s,
+            "/brands?select=brand,team_standings(name)&brand_id=eq.2&team_standings.order=team_id"
+        )
+        .await,
+        json!([{"brand": "Tea", "team_standings": [{"name": "Mercedes"}, {"name": "Ferrari"}]}])
     );
     // the tables themselves relate as before: no ambiguity with the views over them
     assert_eq!(

@@ -1006,6 +1006,47 @@ async fn csv_bodies_insert() {
     }
 }
 
+/// A view over a table of an unexposed schema is a junction, as its table would be: the
+/// many-to-many relationship runs through the view's columns (PostgREST's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_views_are_junctions() {
+    let setup = r#"
+CREATE SCHEMA private;
+CREATE TABLE private.fan (id integer PRIMARY KEY, name text);
+CREATE TABLE private.fan_team (fan_id integer REFERENCES private.fan(id), team_id integer REFERENCES team(team_id), PRIMARY KEY (fan_id, team_id));
+INSERT INTO private.fan VALUES (1, 'Ann'), (2, 'Bo');
+INSERT INTO private.fan_team VALUES (1, 1), (1, 3), (2, 3);
+CREATE VIEW fans AS SELECT * FROM private.fan;
+CREATE VIEW fan_team AS SELECT * FROM private.fan_team;
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    assert_eq!(
+        get(
+            &s,
+            "/fans?select=name,team(team_id)&order=id&team.order=team_id"
+        )
+        .await,
+        (
+            200,
+            json!([
+                {"name": "Ann", "team": [{"team_id": 1}, {"team_id": 3}]},
+                {"name": "Bo", "team": [{"team_id": 3}]}
+            ])
+        )
+    );
+    assert_eq!(
+        get(
+            &s,
+            "/team?select=team_id,fans!fan_team(name)&team_id=eq.3&fans.order=id"
+        )
+        .await,
+        (
+            200,
+            json!([{"team_id": 3, "fans": [{"name": "Ann"}, {"name": "Bo"}]}])
+        )
+    );
+}
+
 /// A partitioned table is served as one table, its partitions not at all (PostgREST's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_partitions_are_their_table() {

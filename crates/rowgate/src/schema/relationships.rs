@@ -233,6 +233,12 @@ fn bases(table: &Table) -> Vec<String> {
 /// a stable order. A foreign key between two base tables relates every table or view showing
 /// its columns on either side.
 pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
+    of_to(schema, origin, None)
+}
+
+/// [`of`], of the many-to-many relationships only those to `target` when it is given (a
+/// many-to-many relationship is named by its related table alone).
+fn of_to(schema: &SchemaCache, origin: &Table, target: Option<&str>) -> Vec<Relationship> {
     let mut out = Vec::new();
     for base_name in bases(origin) {
         let Some(base) = schema.base_table(&base_name) else {
@@ -289,10 +295,8 @@ pub fn of(schema: &SchemaCache, origin: &Table) -> Vec<Relationship> {
             }
         }
     }
-    if !origin.is_view {
-        for other in schema.tables.values().filter(|t| !t.is_view) {
-            out.extend(through(schema, origin, other));
-        }
+    for junction in schema.tables.values() {
+        out.extend(through(schema, origin, junction, target));
     }
     out
 }
@@ -321,42 +325,95 @@ fn showing<'s>(
     })
 }
 
-/// The many-to-many relationships from `origin` through `junction`: a pair of its foreign keys,
-/// one to `origin` and one to another table, both within its primary key.
-fn through(schema: &SchemaCache, origin: &Table, junction: &Table) -> Vec<Relationship> {
-    let in_key = |fk: &ForeignKey| {
-        !fk.columns.is_empty() && fk.columns.iter().all(|c| junction.primary_key.contains(c))
-    };
-    let mut out = Vec::new();
-    for to_origin in junction
-        .foreign_keys
-        .iter()
-        .filter(|fk| fk.ref_table == origin.name && in_key(fk))
-    {
-        for to_related in junction.foreign_keys.iter().filter(|fk| {
-            !std::ptr::eq(*fk, to_origin) && in_key(fk) && fk.columns != to_origin.columns
-        }) {
-            let Some(related) = schema.table(&to_related.ref_table) else {
+/// The many-to-many relationships from `origin` through `junction` (each a table, or a view
+/// through the base columns it carries, as PostgREST relates them): a pair of the foreign keys
+/// of the junction's base tables, each shown whole by the junction within its primary key,
+/// one referencing columns `origin` shows, the other columns another table or view shows
+/// (`target` when given).
+fn through(
+    schema: &SchemaCache,
+    origin: &Table,
+    junction: &Table,
+    target: Option<&str>,
+) -> Vec<Relationship> {
+    // the junction's foreign keys, as its own columns
+    let mut keys: Vec<(&ForeignKey, Vec<String>)> = Vec::new();
+    if junction.is_view {
+        for base_name in bases(junction) {
+            let Some(base) = schema.base_table(&base_name) else {
                 continue;
             };
-            let pairs = |fk: &ForeignKey, table: &Table| -> Vec<(String, String)> {
-                fk.columns
-                    .iter()
-                    .cloned()
-                    .zip(referenced(fk, table).iter().cloned())
-                    .collect()
-            };
-            out.push(Relationship {
-                origin: origin.name.clone(),
-                related: related.name.clone(),
-                constraint: junction.name.clone(),
-                columns: Vec::new(),
-                cardinality: Cardinality::ManyToMany(Junction {
-                    table: junction.name.clone(),
-                    to_origin: (to_origin.name.clone(), pairs(to_origin, origin)),
-                    to_related: (to_related.name.clone(), pairs(to_related, related)),
-                }),
-            });
+            if base.foreign_keys.is_empty() {
+                continue;
+            }
+            let shows = shown(junction, &base_name);
+            for fk in &base.foreign_keys {
+                for own in mapped(&shows, &fk.columns) {
+                    keys.push((fk, own));
+                }
+            }
+        }
+    } else {
+        keys.extend(
+            junction
+                .foreign_keys
+                .iter()
+                .map(|fk| (fk, fk.columns.clone())),
+        );
+    }
+    keys.retain(|(_, own)| !own.is_empty() && own.iter().all(|c| junction.primary_key.contains(c)));
+    if keys.len() < 2 {
+        return Vec::new();
+    }
+    let pairs = |own: &[String], theirs: Vec<String>| -> Vec<(String, String)> {
+        own.iter().cloned().zip(theirs).collect()
+    };
+    let mut out = Vec::new();
+    for (to_origin, own_origin) in &keys {
+        let Some(origin_base) = schema.base_table(&to_origin.ref_table) else {
+            continue;
+        };
+        let origin_sides = mapped(
+            &shown(origin, &to_origin.ref_table),
+            referenced(to_origin, origin_base),
+        );
+        for origin_side in origin_sides {
+            for (to_related, own_related) in &keys {
+                if own_related == own_origin {
+                    continue;
+                }
+                let Some(related_base) = schema.base_table(&to_related.ref_table) else {
+                    continue;
+                };
+                let candidates = schema
+                    .tables
+                    .values()
+                    .filter(|t| target.is_none_or(|name| t.name == name));
+                for related in candidates {
+                    for related_side in mapped(
+                        &shown(related, &to_related.ref_table),
+                        referenced(to_related, related_base),
+                    ) {
+                        out.push(Relationship {
+                            origin: origin.name.clone(),
+                            related: related.name.clone(),
+                            constraint: junction.name.clone(),
+                            columns: Vec::new(),
+                            cardinality: Cardinality::ManyToMany(Junction {
+                                table: junction.name.clone(),
+                                to_origin: (
+                                    to_origin.name.clone(),
+                                    pairs(own_origin, origin_side.clone()),
+                                ),
+                                to_related: (
+                                    to_related.name.clone(),
+                                    pairs(own_related, related_side),
+                                ),
+                            }),
+                        });
+                    }
+                }
+            }
         }
     }
     out
@@ -399,7 +456,7 @@ pub fn find(
     let constraint = |r: &Relationship, name: &str| {
         !matches!(r.cardinality, Cardinality::ManyToMany(_)) && r.constraint == name
     };
-    let mut found: Vec<Relationship> = of(schema, origin)
+    let mut found: Vec<Relationship> = of_to(schema, origin, Some(target))
         .into_iter()
         .filter(|r| {
             // a column or constraint names the relationship to the table itself, not to views
