@@ -111,6 +111,8 @@ def variant_of(config_text):
     m = re.search(r"configDbAggregates\s*=\s*True", config_text)
     if m:
         settings["aggregates"] = True
+    if re.search(r"configDbPlanEnabled\s*=\s*True", config_text):
+        settings["plan"] = True
     m = re.search(r"configDbMaxRows\s*=\s*Just\s+(\d+)", config_text)
     if m:
         settings["max_rows"] = int(m.group(1))
@@ -145,6 +147,7 @@ prefix = "{PREFIX}"
 tx_end = "rollback-allow-override"
 aggregates = {str(settings.get("aggregates", False)).lower()}
 max_rows = {settings.get("max_rows", 0)}
+plan = {str(settings.get("plan", False)).lower()}
 [auth]
 anon_role = "postgrest_test_anonymous"
 [[auth.external]]

@@ -478,6 +478,10 @@ pub struct RestConfig {
     /// grouped by the other selected columns), as PostgREST's `db-aggregates-enabled`: off by
     /// default, since one request can make the database read a whole table.
     pub aggregates: bool,
+    /// Answer `Accept: application/vnd.pgrst.plan` with a read's execution plan (PostgreSQL's
+    /// `EXPLAIN`), as PostgREST's `db-plan-enabled`: off by default, since a plan shows the
+    /// schema's tables and indexes and `options=analyze` runs the query.
+    pub plan: bool,
     /// How a write's transaction ends, as PostgREST's `db-tx-end`: `commit` (the default),
     /// `commit-allow-override` (a request's `Prefer: tx=rollback` rolls it back, for tests),
     /// `rollback` (nothing is ever kept), `rollback-allow-override` (`tx=commit` keeps it).
@@ -574,6 +578,7 @@ impl Default for RestConfig {
             refuse_unfiltered_writes: false,
             server_timing: false,
             aggregates: false,
+            plan: false,
             tx_end: TxEnd::Commit,
         }
     }

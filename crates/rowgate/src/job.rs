@@ -76,6 +76,9 @@ pub enum Step {
     },
     /// One integer into [`Output::count`].
     Count(Sql),
+    /// The statement's execution plan (PostgreSQL's `EXPLAIN (…)`, prefixed to it) into
+    /// [`Output::value`]: its JSON, or its lines of text.
+    Explain(Sql),
     /// A count of the rows an upsert will overwrite (those whose conflict keys exist), added
     /// to [`Output::existing`]: an upsert that inserts nothing answers 200, not 201.
     Existing(Sql),

@@ -1237,3 +1237,98 @@ async fn postgres_cardinality_violations_are_server_errors() {
         "the database raised an error; details are in the server log"
     );
 }
+
+/// `Accept: application/vnd.pgrst.plan` answers a read's execution plan (PostgreSQL's
+/// `EXPLAIN`, as JSON or text, with its options) when `rest.plan` allows it; otherwise, for a
+/// write, an unknown option or on SQLite, the media type is not available (406 `PGRST107`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_execution_plans() {
+    let on = format!("{GRANTS}\n[rest]\nplan = true\n");
+    let s = start(Backend::Postgres, "", &on).await;
+    let explain = |path: &'static str, accept: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .get(path)
+                .header("accept", accept)
+                .send()
+                .await
+                .expect("get");
+            let status = r.status().as_u16();
+            let ct = r.headers()["content-type"]
+                .to_str()
+                .expect("ct")
+                .to_string();
+            (status, ct, r.text().await.expect("body"))
+        }
+    };
+    let (status, ct, body) = explain(
+        "/team?team_id=in.(1,2)&select=name,driver(name)",
+        "application/vnd.pgrst.plan+json",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        ct,
+        "application/vnd.pgrst.plan+json; for=\"application/json\"; charset=utf-8"
+    );
+    let plan: Value = serde_json::from_str(&body).expect("json");
+    assert!(
+        plan[0]["Plan"]["Total Cost"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{plan}"
+    );
+    let (status, ct, body) = explain("/team", "application/vnd.pgrst.plan").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        ct,
+        "application/vnd.pgrst.plan+text; for=\"application/json\"; charset=utf-8"
+    );
+    assert!(body.contains("Scan on team"), "{body}");
+    let (_, ct, body) = explain(
+        "/team?select=name",
+        "application/vnd.pgrst.plan+json; for=\"text/csv\"; options=analyze|buffers",
+    )
+    .await;
+    assert_eq!(
+        ct,
+        "application/vnd.pgrst.plan+json; for=\"text/csv\"; options=analyze|buffers; charset=utf-8"
+    );
+    assert!(
+        body.contains("Actual Total Time") && body.contains("Shared Hit Blocks"),
+        "{body}"
+    );
+    let (status, _, _) = explain(
+        "/team",
+        "application/vnd.pgrst.plan+json; options=everything",
+    )
+    .await;
+    assert_eq!(status, 406);
+    let r = s
+        .patch("/team?team_id=eq.1", json!({"points": 1}))
+        .header("accept", "application/vnd.pgrst.plan+json")
+        .send()
+        .await
+        .expect("patch");
+    assert_error(r, 406, "PGRST107").await;
+    s.stop().await;
+
+    // off by default, and PostgreSQL's only
+    let off = start(Backend::Postgres, "", GRANTS).await;
+    let r = off
+        .get("/team")
+        .header("accept", "application/vnd.pgrst.plan+json")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 406, "PGRST107").await;
+    let sqlite = start(Backend::Sqlite, "", &on).await;
+    let r = sqlite
+        .get("/team")
+        .header("accept", "application/vnd.pgrst.plan")
+        .send()
+        .await
+        .expect("get");
+    assert_error(r, 406, "PGRST107").await;
+}

@@ -982,6 +982,7 @@ mod tests {
                 | Step::Count(sql)
                 | Step::Existing(sql)
                 | Step::Value(sql)
+                | Step::Explain(sql)
                 | Step::Forbid { sql, .. } => sql.text.clone(),
                 Step::IfMatch { sql, .. } => format!("if-match {}", sql.text),
                 Step::ResponseSettings => "response settings".to_string(),

@@ -8,6 +8,7 @@
 pub mod action_plan;
 pub mod document_write;
 pub mod embed;
+pub mod explain;
 pub mod guard;
 pub mod media_handler;
 pub mod plan;
@@ -91,10 +92,20 @@ async fn handle_once(
     let schema = cache.profile(request::profile(parts))?;
     let context = app.plan_context(schema, principal);
     // a media type handler `Accept` asks for, on a read (PostgreSQL's aggregates)
-    let handler = if matches!(parts.method, Method::GET | Method::HEAD) {
+    let read = matches!(parts.method, Method::GET | Method::HEAD);
+    let handler = if read {
         media_handler::pick(schema, target.table, parts, |f| context.may_call(f))
     } else {
         None
+    };
+    // an execution plan instead of the rows (PostgreSQL, `rest.plan`, reads)
+    let explain = match explain::asked(&parts.headers).transpose()? {
+        Some(_) if !(read && app.config.rest.plan && context.dialect.has_schemas()) => {
+            let accept = parts.headers.get(http::header::ACCEPT);
+            let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or("");
+            return Err(explain::not_available(accept));
+        }
+        asked => asked,
     };
     let mut request = ApiRequest::parse(
         parts,
@@ -102,7 +113,7 @@ async fn handle_once(
         target.key,
         body,
         &app.config.limits,
-        handler.is_some(),
+        handler.is_some() || explain.is_some(),
     )?;
     request.prefer.settle_tx(app.config.rest.tx_end);
     timing.mark("parse");
@@ -119,6 +130,10 @@ async fn handle_once(
         media_handler::apply(handler, &mut plan, context.dialect, &row_type);
         // the aggregate is a function: it sees the request as any function does
         settings.extend(plan::request_settings(parts, principal));
+    }
+    if let Some(asked) = &explain {
+        // (the rows' statement is the same in every media type: only their encoding differs)
+        explain::apply(asked, &mut plan);
     }
     settings.extend(request.prefer.settings(context.dialect));
     if let Some(step) = plan::settings(context.dialect, &settings) {

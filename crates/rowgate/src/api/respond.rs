@@ -406,6 +406,11 @@ pub enum Answer {
         /// Whether the URL names an item.
         item: bool,
     },
+    /// A read's execution plan (`application/vnd.pgrst.plan`), as the database gave it.
+    Plan {
+        /// Its `Content-Type` (`application/vnd.pgrst.plan+json; for="…"; charset=utf-8`).
+        content_type: String,
+    },
     /// A media type handler's value (its aggregate over a read's rows), raw, of its media type.
     Handled {
         /// The media type.
@@ -569,6 +574,11 @@ pub fn answer(
             }
             Ok(reply)
         }
+        Answer::Plan { content_type } => Ok(Reply::typed(
+            StatusCode::OK,
+            HeaderValue::from_str(&content_type).map_err(ApiError::internal)?,
+            Bytes::from(outcome.value.unwrap_or_default()),
+        )),
         Answer::Handled { media, bytes } => {
             let value = outcome.value.unwrap_or_else(|| b"null".to_vec());
             Reply::new(StatusCode::OK, MediaType::Json, Bytes::from(value)).raw_of(&media, bytes)

@@ -497,6 +497,23 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                     _ => count_of(client, exact).await?,
                 });
             }
+            Step::Explain(sql) => {
+                let stmt = client.prepare_cached(&sql.text).await?;
+                let values = bound(&sql.params);
+                let rows = client.query(&stmt, &refs(&values)).await?;
+                let plan = match rows.first().map(|r| r.columns()[0].type_().clone()) {
+                    Some(Type::JSON) => {
+                        let value: serde_json::Value = rows[0].get(0);
+                        value.to_string()
+                    }
+                    _ => rows
+                        .iter()
+                        .map(|r| r.get::<_, String>(0))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                };
+                tally.valued(plan.into_bytes());
+            }
             Step::Value(sql) => {
                 let text = format!(
                     "WITH _r AS ({}) SELECT (SELECT value FROM json_each(row_to_json(_r)) LIMIT 1)::text FROM _r LIMIT 1",

@@ -9,7 +9,7 @@ use rowgate_query::Value;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
-use super::error::DbError;
+use super::error::{DbError, Kind};
 use super::tally::Tally;
 pub use crate::job::Format;
 use crate::job::{Job, Output, OutputShape, Step};
@@ -94,6 +94,13 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
             }
             Step::Existing(sql) => tally.existed(scalar(conn, sql)?),
             Step::Value(sql) => tally.valued(first_value_as_declared(conn, sql)?),
+            // (plans are PostgreSQL's: the plan stage answers 406 on SQLite before any job)
+            Step::Explain(_) => {
+                return Err(DbError::new(
+                    Kind::Internal,
+                    "an execution plan was asked of SQLite",
+                ))
+            }
             Step::Forbid { sql, error } => Tally::forbid(scalar(conn, sql)?, error)?,
         }
     }

@@ -1,0 +1,112 @@
+//! The plan stage (PostgREST's `application/vnd.pgrst.plan`): a read asked for in that media
+//! type answers the execution plan of its statement, PostgreSQL's `EXPLAIN`, instead of its
+//! rows, when `rest.plan` allows it.
+//!
+//! `Accept: application/vnd.pgrst.plan` (text) or `application/vnd.pgrst.plan+json`, with
+//! `for="application/json"` (the media type the rows would have been answered in: JSON, CSV or
+//! a single object) and `options=analyze|verbose|settings|buffers|wal` (`EXPLAIN`'s own).
+//! Off, on SQLite, or for a write, the media type is not available: 406 `PGRST107`.
+
+use http::HeaderMap;
+
+use super::action_plan::ActionPlan;
+use super::respond::Answer;
+use crate::error::{ApiError, ErrorCode};
+use crate::job::Step;
+
+/// A plan asked for by `Accept`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanRequest {
+    /// `+json`: the plan as JSON, else as text.
+    pub json: bool,
+    /// The media type the rows would have had (`for=`).
+    pub for_media: String,
+    /// `EXPLAIN`'s options, in the order given.
+    pub options: Vec<&'static str>,
+}
+
+/// `EXPLAIN`'s options a request may name.
+const OPTIONS: &[&str] = &["analyze", "verbose", "settings", "buffers", "wal"];
+
+/// The plan `Accept`'s first media range asks for, if it asks for one; 406 when the range is
+/// not one Rowgate can answer (an unknown option, a `for=` of no table's media type).
+pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
+    let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
+    let range = accept.split(',').next()?.trim();
+    let mut parts = range.split(';').map(str::trim);
+    let media = parts.next()?.to_ascii_lowercase();
+    let json = match media.as_str() {
+        "application/vnd.pgrst.plan" | "application/vnd.pgrst.plan+text" => false,
+        "application/vnd.pgrst.plan+json" => true,
+        _ => return None,
+    };
+    let mut plan = PlanRequest {
+        json,
+        for_media: "application/json".to_string(),
+        options: Vec::new(),
+    };
+    for param in parts {
+        let Some((name, value)) = param.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"').to_ascii_lowercase();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "for" => plan.for_media = value,
+            "options" => {
+                for option in value.split('|') {
+                    match OPTIONS.iter().find(|o| **o == option) {
+                        Some(o) if !plan.options.contains(o) => plan.options.push(o),
+                        Some(_) => {}
+                        None => return Some(Err(not_available(accept))),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !matches!(
+        plan.for_media.as_str(),
+        "application/json" | "text/csv" | "application/vnd.pgrst.object+json"
+    ) {
+        return Some(Err(not_available(accept)));
+    }
+    Some(Ok(plan))
+}
+
+/// 406 `PGRST107`, PostgREST's words for a media type it cannot answer.
+pub fn not_available(accept: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotAcceptable,
+        format!("None of these media types are available: {accept}"),
+    )
+}
+
+/// Turns a planned read into its statement's plan: `EXPLAIN (FORMAT …, options)` of the rows'
+/// statement (not counted), answered in the plan's media type.
+pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
+    let Some(Step::Rows { mut sql, .. }) = plan.job.steps.pop() else {
+        return;
+    };
+    let mut options = vec![if plan_request.json {
+        "FORMAT JSON"
+    } else {
+        "FORMAT TEXT"
+    }
+    .to_string()];
+    options.extend(plan_request.options.iter().map(|o| o.to_ascii_uppercase()));
+    sql.text = format!("EXPLAIN ({}) {}", options.join(", "), sql.text);
+    plan.job
+        .steps
+        .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
+    plan.job.steps.push(Step::Explain(sql));
+    let mut content_type = format!(
+        "application/vnd.pgrst.plan+{}; for=\"{}\"",
+        if plan_request.json { "json" } else { "text" },
+        plan_request.for_media
+    );
+    if !plan_request.options.is_empty() {
+        content_type.push_str(&format!("; options={}", plan_request.options.join("|")));
+    }
+    content_type.push_str("; charset=utf-8");
+    plan.answer = Answer::Plan { content_type };
+}
