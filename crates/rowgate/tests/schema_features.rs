@@ -1018,6 +1018,9 @@ INSERT INTO private.fan VALUES (1, 'Ann'), (2, 'Bo');
 INSERT INTO private.fan_team VALUES (1, 1), (1, 3), (2, 3);
 CREATE VIEW fans AS SELECT * FROM private.fan;
 CREATE VIEW fan_team AS SELECT * FROM private.fan_team;
+CREATE TABLE private.node (id integer PRIMARY KEY, parent_id integer REFERENCES private.node(id));
+INSERT INTO private.node VALUES (1, NULL), (2, 1);
+CREATE VIEW node AS SELECT * FROM private.node;
 "#;
     let s = start(Backend::Postgres, setup, GRANTS).await;
     assert_eq!(
@@ -1043,6 +1046,21 @@ CREATE VIEW fan_team AS SELECT * FROM private.fan_team;
         (
             200,
             json!([{"team_id": 3, "fans": [{"name": "Ann"}, {"name": "Bo"}]}])
+        )
+    );
+    // a view over a private self-referencing table: its foreign-key column names the parent
+    assert_eq!(
+        get(
+            &s,
+            "/node?select=id,parent_id(id),children:node!parent_id(id)&order=id"
+        )
+        .await,
+        (
+            200,
+            json!([
+                {"id": 1, "parent_id": null, "children": [{"id": 2}]},
+                {"id": 2, "parent_id": {"id": 1}, "children": []}
+            ])
         )
     );
 }

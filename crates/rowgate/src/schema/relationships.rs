@@ -460,8 +460,14 @@ pub fn find(
         .into_iter()
         .filter(|r| {
             // a column or constraint names the relationship to the table itself, not to views
-            // over it
-            let to_table = schema.table(&r.related).is_some_and(|t| !t.is_view);
+            // over it; to a view only when its table is not exposed (an API view over a
+            // private table stands for it)
+            let to_table = schema.table(&r.related).is_some_and(|t| {
+                !t.is_view
+                    || bases(t)
+                        .iter()
+                        .all(|b| schema.table(b).is_none_or(|base| base.is_view))
+            });
             r.related == target || to_table && (origin_column(r, target) || constraint(r, target))
         })
         .filter(|r| match hint {
