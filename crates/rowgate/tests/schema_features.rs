@@ -1021,6 +1021,7 @@ CREATE VIEW fan_team AS SELECT * FROM private.fan_team;
 CREATE TABLE private.node (id integer PRIMARY KEY, parent_id integer REFERENCES private.node(id));
 INSERT INTO private.node VALUES (1, NULL), (2, 1);
 CREATE VIEW node AS SELECT * FROM private.node;
+CREATE VIEW fans_again AS SELECT id, name FROM fans;
 "#;
     let s = start(Backend::Postgres, setup, GRANTS).await;
     assert_eq!(
@@ -1047,6 +1048,11 @@ CREATE VIEW node AS SELECT * FROM private.node;
             200,
             json!([{"team_id": 3, "fans": [{"name": "Ann"}, {"name": "Bo"}]}])
         )
+    );
+    // a view over a view relates as the view's table does
+    assert_eq!(
+        get(&s, "/fans_again?select=name,team(team_id)&id=eq.2").await,
+        (200, json!([{"name": "Bo", "team": [{"team_id": 3}]}]))
     );
     // a view over a private self-referencing table: its foreign-key column names the parent
     assert_eq!(

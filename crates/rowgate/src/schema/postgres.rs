@@ -161,6 +161,27 @@ pub async fn introspect(
         }
     }
 
+    // a view over another view shows that view's base columns: follow the chain (a few levels)
+    let inner_views = origins.clone();
+    for list in origins.values_mut() {
+        for (_, table, column) in list.iter_mut() {
+            for _ in 0..8 {
+                let Some(inner) = inner_views.get(table) else {
+                    break;
+                };
+                let name = columns
+                    .get(table)
+                    .and_then(|cs| cs.iter().find(|(n, _)| n == column))
+                    .map(|(_, c)| c.name.as_str());
+                let Some(next) = name.and_then(|name| inner.iter().find(|(n, _, _)| n == name))
+                else {
+                    break;
+                };
+                (*table, *column) = (next.1, next.2);
+            }
+        }
+    }
+
     // the primary keys of the tables views show (exposed or not): a view's key is the key
     // columns of every table it shows all of them of (a join's, both tables'), as PostgREST
     // takes it (Location, PUT, upserts); PostgREST also counts a key shown in part, which
