@@ -297,14 +297,24 @@ pub struct Predicate {
     /// domain representations): each value goes through this function of `text` first. Not
     /// part of the query syntax.
     pub parse: Option<QualifiedName>,
-    /// Set by the planner for a computed column a write filters on (PostgreSQL): the written
-    /// relation's name, the column read as a function of its row in attribute notation
-    /// (`"items"."always_true"`). Not part of the query syntax.
-    pub written_row: Option<String>,
+    /// Set by the planner for a computed column a write filters on (PostgreSQL): its function,
+    /// called with the written row (`"test"."always_true"("items")`). Not part of the query
+    /// syntax.
+    pub written_row: Option<Box<RowFunction>>,
     /// Set by the planner for `rel.is.null` / `rel.not.is.null` inside a logic tree, where
     /// `rel` is an embedded resource of the level: whether related rows exist (`or=(a.not.is.null,
     /// b.not.is.null)`). Not part of the query syntax.
     pub related: bool,
+}
+
+/// A computed column of a row a write names by its table's name: its function, called with
+/// that row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowFunction {
+    /// The function (the column's name, in its schema).
+    pub function: QualifiedName,
+    /// The written table's name, which stands for its row.
+    pub row: String,
 }
 
 /// A database object (a function, a type) named by the schema cache, schema-qualified where

@@ -17,7 +17,7 @@
 
 use crate::ast::{
     Condition, Direction, IsValue, JsonKey, JsonStep, Nulls, Operand, Operator, Predicate,
-    QualifiedName, Quantifier, Value,
+    QualifiedName, Quantifier, RowFunction, Value,
 };
 use crate::stmt::{
     Constant, CountStmt, DeleteStmt, EmbedStmt, InsertRows, InsertStmt, JsonRows, OnConflict,
@@ -535,17 +535,18 @@ fn column_value(d: &dyn Dialect, c: &OutputColumn, out: &mut Sql) -> String {
     }
 }
 
-/// ` GROUP BY …` of a level with aggregates: its other columns, and the columns of its own its
-/// embeds are joined on (so that they can be read per group); nothing without aggregates or
-/// without such columns. `ordinals`: the other columns by their place in the select list (the
+/// ` GROUP BY …` of a level (at `lv`) with aggregates: its other columns, the items of a to-one
+/// spread with aggregates but for those, and the columns of its own its other embeds are
+/// joined on (so that they can be read per group); nothing without aggregates or without such
+/// columns. `ordinals`: the other columns by their place in the select list (the
 /// same expression to PostgreSQL, whose bound JSON path keys would otherwise differ), else by
 /// their expressions (SQLite's `json_object` of an embedded row).
 fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out: &mut Sql) {
-    let spread_aggregates = s
-        .embeds
-        .iter()
-        .any(|e| e.spread && !e.many && spread_leaves(e).iter().any(|(_, i)| aggregated(i)));
-    if !spread_aggregates && !s.columns.iter().any(|c| c.aggregate.is_some()) {
+    // a to-one spread with aggregates among its items: grouped by its other items (a spread
+    // without is grouped, as any embed, by the columns it is joined on)
+    let aggregating =
+        |e: &EmbedStmt| e.spread && !e.many && spread_leaves(e).iter().any(|(_, i)| aggregated(i));
+    if !s.columns.iter().any(|c| c.aggregate.is_some()) && !s.embeds.iter().any(aggregating) {
         return;
     }
     let mut terms: Vec<String> = Vec::new();
@@ -559,8 +560,9 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out:
                         terms.push(place.to_string());
                     }
                 }
-                // a to-one spread's items are grouped by themselves but for its aggregates
-                Item::Embed(e) if e.spread && !e.many => {
+                // an aggregating spread's items are grouped by themselves but for its
+                // aggregates (its embeds are refused by the planner: JSON has no equality)
+                Item::Embed(e) if aggregating(e) => {
                     for (_, leaf) in spread_leaves(e) {
                         place += 1;
                         if !aggregated(&leaf) {
@@ -576,7 +578,7 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out:
         for c in s.columns.iter().filter(|c| c.aggregate.is_none()) {
             terms.push(column_value(d, c, out));
         }
-        for e in s.embeds.iter().filter(|e| e.spread && !e.many && !e.hidden) {
+        for e in s.embeds.iter().filter(|e| !e.hidden && aggregating(e)) {
             for (chain, leaf) in spread_leaves(e) {
                 if !aggregated(&leaf) {
                     let mut term = Sql {
@@ -590,12 +592,9 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out:
             }
         }
     }
-    // (a to-one spread's items are grouped themselves: not by the columns it is joined on)
-    for e in s
-        .embeds
-        .iter()
-        .filter(|e| !e.hidden && (!e.spread || e.many))
-    {
+    // (an aggregating spread's items are grouped themselves: not by the columns it is joined
+    // on, which would split its groups)
+    for e in s.embeds.iter().filter(|e| !e.hidden && !aggregating(e)) {
         let joined: Vec<&String> = match &e.through {
             Some(j) => j.to_parent.iter().map(|(_, own)| own).collect(),
             None => e.on.iter().map(|(_, own)| own).collect(),
@@ -1455,7 +1454,6 @@ fn push_source(
     }
 }
 
-/// `schema.name`, quoted.
 /// `schema.name` (or `name`), quoted: an object the schema cache named.
 pub fn qualified(d: &dyn Dialect, name: &QualifiedName) -> String {
     let mut text = String::new();
@@ -1507,18 +1505,18 @@ fn field(d: &dyn Dialect, column: &str, path: &[JsonStep], out: &mut Sql) -> Str
     json_path(d, d.quote_ident(column), path, out)
 }
 
-/// A column of a written row, with its JSON path: a computed one (`written_row`) in
-/// attribute notation, `"items"."always_true"`, the function of the row PostgreSQL calls.
+/// A column of a written row, with its JSON path: a computed one (`written_row`) as its
+/// function called with the row, `"test"."always_true"("items")`.
 fn row_field(
     d: &dyn Dialect,
     column: &str,
-    written_row: Option<&str>,
+    written_row: Option<&RowFunction>,
     path: &[JsonStep],
     out: &mut Sql,
 ) -> String {
     match written_row {
-        Some(row) => {
-            let expr = format!("{}.{}", d.quote_ident(row), d.quote_ident(column));
+        Some(f) => {
+            let expr = call(d, &f.function, &d.quote_ident(&f.row));
             json_path(d, expr, path, out)
         }
         None => field(d, column, path, out),

@@ -2,7 +2,7 @@
 //! already been checked against (and taken from) the schema cache by the caller; rendering only
 //! quotes them.
 
-use crate::ast::{Aggregate, Condition, JsonStep, OrderTerm, QualifiedName, Value};
+use crate::ast::{Aggregate, Condition, JsonStep, OrderTerm, QualifiedName, RowFunction, Value};
 
 /// A table or view as SQL names it: its name, qualified by its schema where the backend has
 /// several (PostgreSQL: the connection's search path need not include the exposed schemas).
@@ -85,9 +85,9 @@ pub struct OutputColumn {
     /// A function giving the column's value its JSON representation (PostgREST's domain
     /// representations), applied before the cast.
     pub format: Option<QualifiedName>,
-    /// For a computed column a write returns (PostgreSQL): the written relation's name, the
-    /// column read as a function of its row in attribute notation (`"items"."always_true"`).
-    pub written_row: Option<String>,
+    /// For a computed column a write returns (PostgreSQL): its function, called with the
+    /// written row (`"test"."always_true"("items")`).
+    pub written_row: Option<Box<RowFunction>>,
 }
 
 impl OutputColumn {

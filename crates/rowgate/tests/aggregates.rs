@@ -214,6 +214,23 @@ async fn where_aggregates_are_refused(b: Backend) {
     assert!(body["details"]
         .as_str()
         .is_some_and(|d| d.contains("spread")));
+    // a to-one spread with aggregates cannot group by an embedded resource (JSON)
+    refused(
+        &s,
+        "/driver_race_map?select=...driver(points.sum(),team(name))",
+        "PGRST127",
+    )
+    .await;
+    // while a spread without aggregates beside them groups as its join does
+    let teams = read(
+        &s,
+        "/driver?select=points.sum(),...team(name)&order=team(name)",
+    )
+    .await;
+    assert_eq!(
+        teams.as_array().map(Vec::len),
+        Some(usize::try_from(s.int("SELECT count(DISTINCT team_id) FROM driver")).expect("n"))
+    );
     let body = refused(
         &s,
         "/driver?select=team_id,points.sum()&order=name",

@@ -4,7 +4,7 @@
 //! may do, and the statements are rendered per dialect; nothing runs.
 
 use http::Method;
-use rowgate_query::ast::QualifiedName;
+use rowgate_query::ast::{QualifiedName, RowFunction};
 use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{EmbedStmt, OutputColumn, Relation, Sql};
 use rowgate_query::{Condition, Direction, Nulls, Operand, Query, SelectItem};
@@ -33,6 +33,24 @@ pub struct ActionPlan {
     pub job: Job,
     /// How the outcome becomes the answer.
     pub answer: Answer,
+}
+
+impl ActionPlan {
+    /// A read's statement of its rows, taken out of the job with the count that goes with it
+    /// (for a stage that answers something else of them: a handler's aggregate, a plan);
+    /// `None`, the job untouched, when its last step reads no rows.
+    pub fn take_rows(&mut self) -> Option<Sql> {
+        if !matches!(self.job.steps.last(), Some(Step::Rows { .. })) {
+            return None;
+        }
+        let Some(Step::Rows { sql, .. }) = self.job.steps.pop() else {
+            return None;
+        };
+        self.job
+            .steps
+            .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
+        Some(sql)
+    }
 }
 
 /// The table of a request: whole (for writes and the role's row filter), as the role may read
@@ -610,13 +628,17 @@ fn sort_keys(
     Ok(())
 }
 
-/// For a computed column of `table` (PostgreSQL), the name a write's statement reads it by, as
-/// a function of the written row (`"items"."always_true"`); `None` for a stored column.
-fn written_row(table: &Table, column: &str) -> Option<String> {
-    table
-        .column(column)
-        .filter(|c| c.computed.is_some())
-        .map(|_| table.name.clone())
+/// For a computed column of `table` (PostgreSQL), its function, which a write's statement
+/// calls with the written row (`"test"."always_true"("items")`); `None` for a stored column.
+fn written_row(table: &Table, column: &str) -> Option<Box<RowFunction>> {
+    let schema = table.column(column)?.computed.clone()?;
+    Some(Box::new(RowFunction {
+        function: QualifiedName {
+            schema: Some(schema),
+            name: column.to_string(),
+        },
+        row: table.name.clone(),
+    }))
 }
 
 /// `filters` reading a written row's computed columns as functions of it ([`written_row`]).
@@ -644,12 +666,14 @@ fn representation(
     } else {
         // a select= or order= naming what the table has not is refused even when nothing is
         // returned
+        let table = plan::with_computed(table, query.select.as_deref(), &[], &query.order, |f| {
+            cx.may_call(f)
+        });
         if let Some(select) = query.select.as_deref() {
-            let table = plan::with_computed(table, Some(select), &[], &[], |f| cx.may_call(f));
             plan::output(&table, Some(select), cx.dialect)?;
         }
         for term in query.order.iter().filter(|t| t.relation.is_none()) {
-            plan::column(table, &term.column)?;
+            plan::column(&table, &term.column)?;
         }
         Ok(Returning::none())
     }

@@ -170,6 +170,20 @@ impl<'a> Embedder<'a> {
             )
             .details("Aggregates are not implemented for one-to-many or many-to-many spreads."));
         }
+        // its groups are its other items: an embedded resource (JSON, without equality)
+        // cannot be one
+        if e.spread
+            && plan::has_aggregates(&e.select)
+            && e.select
+                .iter()
+                .any(|i| matches!(i, SelectItem::Embed(n) if !n.spread))
+        {
+            return Err(ApiError::new(
+                ErrorCode::AggregateNotImplemented,
+                "Feature not implemented",
+            )
+            .details("A spread with aggregates cannot group by an embedded resource: spread it too, or aggregate without it."));
+        }
         let full = plan::table(self.cx.schema, &rel.related)?;
         let guard = Guard::new(
             self.cx.policy,

@@ -34,11 +34,14 @@ pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
     let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
     let range = accept.split(',').next()?.trim();
     let mut parts = range.split(';').map(str::trim);
-    let media = parts.next()?.to_ascii_lowercase();
-    let json = match media.as_str() {
-        "application/vnd.pgrst.plan" | "application/vnd.pgrst.plan+text" => false,
-        "application/vnd.pgrst.plan+json" => true,
-        _ => return None,
+    let media = parts.next()?;
+    let is = |name: &str| media.eq_ignore_ascii_case(name);
+    let json = if is("application/vnd.pgrst.plan+json") {
+        true
+    } else if is("application/vnd.pgrst.plan") || is("application/vnd.pgrst.plan+text") {
+        false
+    } else {
+        return None;
     };
     let mut plan = PlanRequest {
         json,
@@ -84,7 +87,7 @@ pub fn not_available(accept: &str) -> ApiError {
 /// Turns a planned read into its statement's plan: `EXPLAIN (FORMAT …, options)` of the rows'
 /// statement (not counted), answered in the plan's media type.
 pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
-    let Some(Step::Rows { mut sql, .. }) = plan.job.steps.pop() else {
+    let Some(mut sql) = plan.take_rows() else {
         return;
     };
     let mut options = vec![if plan_request.json {
@@ -95,9 +98,6 @@ pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
     .to_string()];
     options.extend(plan_request.options.iter().map(|o| o.to_ascii_uppercase()));
     sql.text = format!("EXPLAIN ({}) {}", options.join(", "), sql.text);
-    plan.job
-        .steps
-        .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
     plan.job.steps.push(Step::Explain(sql));
     let mut content_type = format!(
         "application/vnd.pgrst.plan+{}; for=\"{}\"",

@@ -84,7 +84,7 @@ pub fn apply(
     d: &dyn Dialect,
     row_type: &QualifiedName,
 ) {
-    let Some(Step::Rows { sql, .. }) = plan.job.steps.pop() else {
+    let Some(sql) = plan.take_rows() else {
         return;
     };
     let row = match &handler.relation {
@@ -97,10 +97,6 @@ pub fn apply(
         render::call(d, &handler.function, &row),
         wrapped.text
     );
-    // the rows are not counted: the handler's value is the answer
-    plan.job
-        .steps
-        .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
     plan.job.steps.push(Step::Value(wrapped));
     plan.job.steps.push(Step::ResponseSettings);
     plan.answer = Answer::Handled {

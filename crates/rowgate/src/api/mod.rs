@@ -91,13 +91,7 @@ async fn handle_once(
     let cache = app.db.schema();
     let schema = cache.profile(request::profile(parts))?;
     let context = app.plan_context(schema, principal);
-    // a media type handler `Accept` asks for, on a read (PostgreSQL's aggregates)
     let read = matches!(parts.method, Method::GET | Method::HEAD);
-    let handler = if read {
-        media_handler::pick(schema, target.table, parts, |f| context.may_call(f))
-    } else {
-        None
-    };
     // an execution plan instead of the rows (PostgreSQL, `rest.plan`, reads)
     let explain = match explain::asked(&parts.headers).transpose()? {
         Some(_) if !(read && app.config.rest.plan && context.dialect.has_schemas()) => {
@@ -106,6 +100,12 @@ async fn handle_once(
             return Err(explain::not_available(accept));
         }
         asked => asked,
+    };
+    // else, a media type handler `Accept` asks for
+    let handler = if read && explain.is_none() {
+        media_handler::pick(schema, target.table, parts, |f| context.may_call(f))
+    } else {
+        None
     };
     let mut request = ApiRequest::parse(
         parts,

@@ -451,42 +451,39 @@ pub fn split_presence<'f>(
     embeds: &[Pending<'_>],
 ) -> (Cow<'f, [Condition]>, Vec<(String, bool)>) {
     // which embed a filter says must (true) or must not (false) have related rows
+    let tests_presence = |p: &Predicate| {
+        p.path.is_empty()
+            && p.op == Operator::Is
+            && matches!(p.operand, Operand::Is(IsValue::Null | IsValue::NotNull))
+            && embeds.iter().any(|e| embed_key(e.embed) == p.column)
+    };
     let presence_of = |c: &Condition| match c {
-        Condition::Pred(p)
-            if p.path.is_empty()
-                && p.op == Operator::Is
-                && embeds.iter().any(|e| embed_key(e.embed) == p.column) =>
-        {
-            match p.operand {
-                Operand::Is(v @ (IsValue::Null | IsValue::NotNull)) => {
-                    Some((p.column.clone(), (v == IsValue::NotNull) != p.negated))
-                }
-                _ => None,
-            }
-        }
+        Condition::Pred(p) if tests_presence(p) => Some((
+            p.column.clone(),
+            matches!(p.operand, Operand::Is(IsValue::NotNull)) != p.negated,
+        )),
         _ => None,
     };
     let presence: Vec<(String, bool)> = filters.iter().filter_map(presence_of).collect();
     // in a logic tree, such a filter is one of its tests (`or=(a.not.is.null,b.not.is.null)`)
-    fn mark(c: &mut Condition, is_presence: &dyn Fn(&Condition) -> bool) {
+    fn mark(c: &mut Condition, is_presence: &dyn Fn(&Predicate) -> bool) {
         match c {
-            Condition::Pred(p) => p.related = is_presence(&Condition::Pred(p.clone())),
+            Condition::Pred(p) => p.related = is_presence(p),
             Condition::And { items, .. } | Condition::Or { items, .. } => {
                 items.iter_mut().for_each(|i| mark(i, is_presence))
             }
         }
     }
     let in_trees = |c: &Condition| {
-        fn any(c: &Condition, test: &dyn Fn(&Condition) -> bool) -> bool {
+        fn any(c: &Condition, test: &dyn Fn(&Predicate) -> bool) -> bool {
             match c {
-                Condition::Pred(_) => test(c),
+                Condition::Pred(p) => test(p),
                 Condition::And { items, .. } | Condition::Or { items, .. } => {
                     items.iter().any(|i| any(i, test))
                 }
             }
         }
-        matches!(c, Condition::And { .. } | Condition::Or { .. })
-            && any(c, &|p| presence_of(p).is_some())
+        matches!(c, Condition::And { .. } | Condition::Or { .. }) && any(c, &tests_presence)
     };
     if presence.is_empty() && !filters.iter().any(in_trees) {
         // the common case, a read without such filters: nothing copied
@@ -498,7 +495,7 @@ pub fn split_presence<'f>(
         .cloned()
         .map(|mut c| {
             if in_trees(&c) {
-                mark(&mut c, &|p| presence_of(p).is_some());
+                mark(&mut c, &tests_presence);
             }
             c
         })

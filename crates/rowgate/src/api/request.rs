@@ -118,14 +118,16 @@ pub struct ApiRequest<'a> {
 }
 
 impl<'a> ApiRequest<'a> {
-    /// Parses the request for `table` (and item `key`) within `limits`.
+    /// Parses the request for `table` (and item `key`) within `limits`. `negotiated_elsewhere`:
+    /// a later stage answers a read in the media type `Accept` asks for (a media type handler,
+    /// an execution plan), so its rows are read as JSON's would be.
     pub fn parse(
         parts: &'a http::request::Parts,
         table: &'a str,
         key: Option<&'a str>,
         body: Bytes,
         limits: &LimitsConfig,
-        handled: bool,
+        negotiated_elsewhere: bool,
     ) -> Result<ApiRequest<'a>, ApiError> {
         let query = parse_query(parts.uri.query())?;
         check_limits(&query.filters, limits)?;
@@ -135,8 +137,7 @@ impl<'a> ApiRequest<'a> {
         let negotiated = negotiation(&parts.headers, &offered);
         let nulls_stripped = negotiated.as_ref().is_ok_and(|(_, strip)| *strip);
         let (media, range) = match action {
-            // a media type handler answers: the rows are read as JSON's would be
-            Action::Read { .. } if handled => {
+            Action::Read { .. } if negotiated_elsewhere => {
                 (MediaType::Json, parse_range(&parts.method, &parts.headers)?)
             }
             Action::Read { .. } => (negotiated?.0, parse_range(&parts.method, &parts.headers)?),

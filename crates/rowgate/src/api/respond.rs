@@ -140,6 +140,10 @@ impl Reply {
                 };
                 let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
                 let value = HeaderValue::from_str(&value).map_err(|_| invalid())?;
+                // the connection's and the body's framing stay the server's
+                if crate::error::raised::is_framing(&name) {
+                    continue;
+                }
                 if name == header::CONTENT_TYPE {
                     self.content_type = Some(value);
                     continue;

@@ -435,7 +435,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             Step::Document {
                 sql, nocheck, tags, ..
             } => {
-                let (json, n) = json_rows(client, sql, false).await?;
+                let (json, n) = json_rows(client, sql, false, None).await?;
                 crate::job::check_document(n, json.as_bytes(), nocheck, tags.as_deref())?
             }
             Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
@@ -470,10 +470,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                     );
                 }
                 let strip = job.format == Format::JsonNullsStripped;
-                let (json, n) = match sorted {
-                    Some(shape) => sorted_json_rows(client, sql, shape, strip).await?,
-                    None => json_rows(client, sql, strip).await?,
-                };
+                let (json, n) = json_rows(client, sql, strip, sorted).await?;
                 append_json_array(&mut rows, &json);
                 tally.returned(job.access, n);
             }
@@ -559,65 +556,56 @@ fn append_json_array(acc: &mut String, json: &str) {
 }
 
 /// The statement's rows as one compact JSON array built by PostgreSQL (without null members,
-/// at any depth, when `strip_nulls`), and how many there are.
+/// at any depth, when `strip_nulls`), and how many there are. With `sorted` (a write's
+/// representation), the rows end in hidden columns after its keys that say their order: they
+/// are ordered by them in the aggregate, where PostgreSQL guarantees an order, and left out of
+/// each row's JSON.
 async fn json_rows(
     client: &deadpool_postgres::Object,
     sql: &Sql,
     strip_nulls: bool,
-) -> Result<(String, u64), DbError> {
-    let row = if strip_nulls {
-        "json_strip_nulls(row_to_json(_r))"
-    } else {
-        "row_to_json(_r)"
-    };
-    let text = format!(
-        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ',') || ']', '[]'), count(*) FROM _r",
-        sql.text
-    );
-    let row = query_one(client, &text, &sql.params).await?;
-    let n: i64 = row.get(1);
-    Ok((row.get(0), u64::try_from(n).unwrap_or(0)))
-}
-
-/// Like [`json_rows`] for rows whose hidden columns after `shape`'s keys say their order (a
-/// write's representation): ordered by them in the aggregate, which is where PostgreSQL
-/// guarantees an order, and left out of each row's JSON.
-async fn sorted_json_rows(
-    client: &deadpool_postgres::Object,
-    sql: &Sql,
-    shape: &OutputShape,
-    strip_nulls: bool,
+    sorted: Option<&OutputShape>,
 ) -> Result<(String, u64), DbError> {
     use rowgate_query::render::Dialect as _;
     let quote = |name: &str| rowgate_query::render::Postgres.quote_ident(name);
-    let keys: Vec<String> = shape
-        .keys
-        .iter()
-        .map(|k| format!("_r.{}", quote(k)))
-        .collect();
-    let record = format!("(SELECT _k FROM (SELECT {}) AS _k)", keys.join(", "));
+    let record = match sorted {
+        None => "_r".to_string(),
+        Some(shape) => {
+            let keys: Vec<String> = shape
+                .keys
+                .iter()
+                .map(|k| format!("_r.{}", quote(k)))
+                .collect();
+            format!("(SELECT _k FROM (SELECT {}) AS _k)", keys.join(", "))
+        }
+    };
     let row = if strip_nulls {
         format!("json_strip_nulls(row_to_json({record}))")
     } else {
         format!("row_to_json({record})")
     };
-    let order: Vec<String> = shape
-        .sort
-        .iter()
-        .enumerate()
-        .map(|(n, key)| {
-            format!(
-                "_r.{} {} NULLS {}",
-                quote(&format!("_rg_sort_{n}")),
-                if key.descending { "DESC" } else { "ASC" },
-                if key.nulls_first { "FIRST" } else { "LAST" }
-            )
-        })
-        .collect();
+    let order = match sorted {
+        None => String::new(),
+        Some(shape) => {
+            let terms: Vec<String> = shape
+                .sort
+                .iter()
+                .enumerate()
+                .map(|(n, key)| {
+                    format!(
+                        "_r.{} {} NULLS {}",
+                        quote(&format!("_rg_sort_{n}")),
+                        if key.descending { "DESC" } else { "ASC" },
+                        if key.nulls_first { "FIRST" } else { "LAST" }
+                    )
+                })
+                .collect();
+            format!(" ORDER BY {}", terms.join(", "))
+        }
+    };
     let text = format!(
-        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ',' ORDER BY {}) || ']', '[]'), count(*) FROM _r",
-        sql.text,
-        order.join(", ")
+        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ','{order}) || ']', '[]'), count(*) FROM _r",
+        sql.text
     );
     let row = query_one(client, &text, &sql.params).await?;
     let n: i64 = row.get(1);
@@ -630,7 +618,7 @@ async fn check_if_match(
     _shape: &OutputShape,
     tags: &[String],
 ) -> Result<(), DbError> {
-    let (json, n) = json_rows(client, current, false).await?;
+    let (json, n) = json_rows(client, current, false, None).await?;
     crate::job::check_if_match(n, json.as_bytes(), tags)
 }
 

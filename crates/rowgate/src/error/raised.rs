@@ -16,7 +16,8 @@ use serde::Deserialize;
 
 use super::{ApiError, ErrorCode, More};
 
-/// What a `PGRST` error asks of the answer beyond its body.
+/// What a raised error asks of the answer beyond its body: a `PT` code's status and reason
+/// phrase, a `PGRST` error's headers too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// The status.
@@ -73,12 +74,29 @@ pub fn answer(
     Some(err)
 }
 
-/// A status a final answer may have (RFC 9110 §15: 1xx are interim).
+/// A status an error's answer may have: a final one (RFC 9110 §15: 1xx are interim) that
+/// carries its body (not 204 or 304).
 fn final_status(code: u16) -> Option<StatusCode> {
-    (200..=599)
-        .contains(&code)
+    ((200..=599).contains(&code) && code != 204 && code != 304)
         .then(|| StatusCode::from_u16(code).ok())
         .flatten()
+}
+
+/// Whether a header a database function sets is the connection's or the body's framing,
+/// which are the server's to set (RFC 9110 §7.6.1's hop-by-hop fields, and the length).
+pub fn is_framing(name: &HeaderName) -> bool {
+    use http::header;
+    [
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::CONNECTION,
+        header::TE,
+        header::UPGRADE,
+        header::TRAILER,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ]
+    .contains(name)
 }
 
 /// `text` as a reason phrase, when it is one (visible ASCII, spaces and tabs).
@@ -133,14 +151,7 @@ fn pgrst(message: &str, detail: Option<&str>) -> Result<ApiError, ApiError> {
         ) else {
             return Err(invalid_detail());
         };
-        // the body's framing is the server's to set
-        if [
-            http::header::CONTENT_LENGTH,
-            http::header::TRANSFER_ENCODING,
-            http::header::CONNECTION,
-        ]
-        .contains(&name)
-        {
+        if is_framing(&name) {
             continue;
         }
         headers.push((name, value));
@@ -167,7 +178,7 @@ mod tests {
         assert_eq!(err.status().as_u16(), 402);
         assert_eq!(err.code_text(), "PT402");
         assert_eq!(err.details.as_deref(), Some("Quota"));
-        for code in ["PT40A", "PT100", "PT600", "PT"] {
+        for code in ["PT40A", "PT100", "PT204", "PT304", "PT600", "PT"] {
             let err = answer(code, "Wrong", None, None).expect("raised");
             assert_eq!(err.status().as_u16(), 500, "{code}");
             assert_eq!(err.message, "Wrong");

@@ -104,8 +104,9 @@ impl Callee<'_> {
 
 /// The function `call` names, fitting the arguments it gives: a custom resource declared as
 /// that function first, else the PostgreSQL function (of its overloads, the one whose
-/// parameters take every argument given, every parameter without a default given). 404 `PGRST202`
-/// otherwise, with the closest signature as a hint.
+/// parameters take every argument given, every parameter without a default given; of several,
+/// the one taking exactly those, else 300 `PGRST203`). 404 `PGRST202` otherwise, with the
+/// closest signature as a hint.
 pub fn resolve<'a>(
     call: &CallRequest<'_>,
     schema: &'a SchemaCache,
@@ -399,7 +400,10 @@ pub fn plan(
     let mut planned = match callee {
         Callee::Function(f) => {
             let mut planned = plan_function(f, request, arguments, cx)?;
-            if let Some(step) = crate::api::plan::settings(cx.dialect, &call_settings(call, cx)) {
+            if let Some(step) = crate::api::plan::settings(
+                cx.dialect,
+                &crate::api::plan::request_settings(call.parts, cx.principal),
+            ) {
                 planned.job.steps.insert(0, step);
             }
             planned
@@ -427,15 +431,6 @@ pub fn plan(
         }
     }
     Ok(planned)
-}
-
-/// The settings of a function call's transaction, as PostgREST makes them: the token's claims
-/// (and the role) in `request.jwt.claims`, so that a function may read who calls it
-/// (`current_setting('request.jwt.claims', true)::json ->> 'sub'`, Supabase's `auth.uid()`);
-/// and `request.method`, `request.path`, `request.headers` and `request.cookies` (JSON objects
-/// keyed by lower-case names).
-fn call_settings(call: &CallRequest<'_>, cx: &Context<'_>) -> Vec<(&'static str, String)> {
-    crate::api::plan::request_settings(call.parts, cx.principal)
 }
 
 /// Refuses result modifiers where the result is not rows.
@@ -521,13 +516,18 @@ fn plan_function(
             } else {
                 // a query string's repeated argument is its last value, but for a VARIADIC
                 // parameter, which takes them all (one alone, too, as an array)
+                // (name-value pairs: a query string's, or a form's)
                 let by_get = matches!(*request.method, http::Method::GET | http::Method::HEAD)
                     || request
                         .headers
                         .get(http::header::CONTENT_TYPE)
+                        .and_then(|t| t.to_str().ok())
                         .is_some_and(|t| {
-                            t.as_bytes()
-                                .starts_with(b"application/x-www-form-urlencoded")
+                            t.split(';')
+                                .next()
+                                .unwrap_or("")
+                                .trim()
+                                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
                         });
                 let record: Map<String, Json> = map
                     .into_iter()

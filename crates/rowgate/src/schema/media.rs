@@ -37,7 +37,8 @@ pub async fn introspect(
              JOIN pg_type a ON a.oid = p.proargtypes[0]
              LEFT JOIN pg_class c ON c.oid = a.typrelid
              WHERE p.prokind = 'a' AND p.pronargs = 1 AND n.nspname = ANY($1)
-               AND (a.typname = 'anyelement' OR c.oid IS NOT NULL)
+               -- a table's handler of the same schema (its name is the table's there)
+               AND (a.typname = 'anyelement' OR c.relnamespace = p.pronamespace)
              ORDER BY 1, 2",
             &[&schemas],
         )

@@ -336,8 +336,14 @@ fn through(
     junction: &Table,
     target: Option<&str>,
 ) -> Vec<Relationship> {
-    // the junction's foreign keys, as its own columns
+    // the junction's foreign keys, as its own columns, within its key (most tables have
+    // fewer than two: nothing to do)
+    let in_key =
+        |own: &[String]| !own.is_empty() && own.iter().all(|c| junction.primary_key.contains(c));
     let mut keys: Vec<(&ForeignKey, Vec<String>)> = Vec::new();
+    if junction.primary_key.len() < 2 || (!junction.is_view && junction.foreign_keys.len() < 2) {
+        return Vec::new();
+    }
     if junction.is_view {
         for base_name in bases(junction) {
             let Some(base) = schema.base_table(&base_name) else {
@@ -349,7 +355,9 @@ fn through(
             let shows = shown(junction, &base_name);
             for fk in &base.foreign_keys {
                 for own in mapped(&shows, &fk.columns) {
-                    keys.push((fk, own));
+                    if in_key(&own) {
+                        keys.push((fk, own));
+                    }
                 }
             }
         }
@@ -358,10 +366,10 @@ fn through(
             junction
                 .foreign_keys
                 .iter()
+                .filter(|fk| in_key(&fk.columns))
                 .map(|fk| (fk, fk.columns.clone())),
         );
     }
-    keys.retain(|(_, own)| !own.is_empty() && own.iter().all(|c| junction.primary_key.contains(c)));
     if keys.len() < 2 {
         return Vec::new();
     }
@@ -369,7 +377,11 @@ fn through(
         own.iter().cloned().zip(theirs).collect()
     };
     let mut out = Vec::new();
+    let origin_bases = bases(origin);
     for (to_origin, own_origin) in &keys {
+        if !origin_bases.contains(&to_origin.ref_table) {
+            continue;
+        }
         let Some(origin_base) = schema.base_table(&to_origin.ref_table) else {
             continue;
         };
@@ -385,10 +397,10 @@ fn through(
                 let Some(related_base) = schema.base_table(&to_related.ref_table) else {
                     continue;
                 };
-                let candidates = schema
-                    .tables
-                    .values()
-                    .filter(|t| target.is_none_or(|name| t.name == name));
+                let candidates: Vec<&Table> = match target {
+                    Some(name) => schema.table(name).into_iter().collect(),
+                    None => schema.tables.values().collect(),
+                };
                 for related in candidates {
                     for related_side in mapped(
                         &shown(related, &to_related.ref_table),
