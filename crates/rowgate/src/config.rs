@@ -478,9 +478,10 @@ pub struct RestConfig {
     /// grouped by the other selected columns), as PostgREST's `db-aggregates-enabled`: off by
     /// default, since one request can make the database read a whole table.
     pub aggregates: bool,
-    /// Answer `Accept: application/vnd.pgrst.plan` with a read's execution plan (PostgreSQL's
-    /// `EXPLAIN`), as PostgREST's `db-plan-enabled`: off by default, since a plan shows the
-    /// schema's tables and indexes and `options=analyze` runs the query.
+    /// Answer `Accept: application/vnd.pgrst.plan` with a request's execution plan
+    /// (PostgreSQL's `EXPLAIN`; a write's rolled back), as PostgREST's `db-plan-enabled`: off by
+    /// default, since a plan shows the schema's tables and indexes and `options=analyze` runs
+    /// the query.
     pub plan: bool,
     /// How a write's transaction ends, as PostgREST's `db-tx-end`: `commit` (the default),
     /// `commit-allow-override` (a request's `Prefer: tx=rollback` rolls it back, for tests),

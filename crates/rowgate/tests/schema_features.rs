@@ -1262,13 +1262,14 @@ async fn postgres_cardinality_violations_are_server_errors() {
     );
 }
 
-/// `Accept: application/vnd.pgrst.plan` answers a read's execution plan (PostgreSQL's
-/// `EXPLAIN`, as JSON or text, with its options) when `rest.plan` allows it; otherwise, for a
-/// write, an unknown option or on SQLite, the media type is not available (406 `PGRST107`).
+/// `Accept: application/vnd.pgrst.plan` answers a request's execution plan (PostgreSQL's
+/// `EXPLAIN`, as JSON or text, with its options: a read's, a write's, rolled back, a call's)
+/// when `rest.plan` allows it; otherwise, for an unknown option or on SQLite, the media type
+/// is not available (406 `PGRST107`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_execution_plans() {
     let on = format!("{GRANTS}\n[rest]\nplan = true\n");
-    let s = start(Backend::Postgres, "", &on).await;
+    let s = start(Backend::Postgres, VIEWS, &on).await;
     let explain = |path: &'static str, accept: &'static str| {
         let s = &s;
         async move {
@@ -1329,13 +1330,34 @@ async fn postgres_execution_plans() {
     )
     .await;
     assert_eq!(status, 406);
+    // a write's plan: analyzed, it runs, and is rolled back
+    let before = s.int("SELECT points FROM team WHERE team_id = 1");
     let r = s
-        .patch("/team?team_id=eq.1", json!({"points": 1}))
-        .header("accept", "application/vnd.pgrst.plan+json")
+        .patch("/team?team_id=eq.1", json!({"points": before + 1}))
+        .header("accept", "application/vnd.pgrst.plan+json; options=analyze")
+        .header("prefer", "return=representation")
         .send()
         .await
         .expect("patch");
-    assert_error(r, 406, "PGRST107").await;
+    assert_eq!(r.status().as_u16(), 200);
+    let plan: Value = r.json().await.expect("json");
+    assert_eq!(plan[0]["Plan"]["Node Type"], "ModifyTable", "{plan}");
+    assert_eq!(s.int("SELECT points FROM team WHERE team_id = 1"), before);
+    // a function call's
+    let r = s
+        .get("/rpc/team_count")
+        .header("accept", "application/vnd.pgrst.plan")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("application/vnd.pgrst.plan+text")),
+        "{:?}",
+        r.headers()
+    );
     s.stop().await;
 
     // off by default, and PostgreSQL's only

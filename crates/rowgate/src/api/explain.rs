@@ -1,18 +1,17 @@
-//! The plan stage (PostgREST's `application/vnd.pgrst.plan`): a read asked for in that media
-//! type answers the execution plan of its statement, PostgreSQL's `EXPLAIN`, instead of its
-//! rows, when `rest.plan` allows it.
+//! The plan stage (PostgREST's `application/vnd.pgrst.plan`): a request asked for in that
+//! media type answers the execution plan of its statement, PostgreSQL's `EXPLAIN`, instead of
+//! its rows, when `rest.plan` allows it.
 //!
 //! `Accept: application/vnd.pgrst.plan` (text) or `application/vnd.pgrst.plan+json`, with
 //! `for="application/json"` (the media type the rows would have been answered in: JSON, CSV or
-//! a single object) and `options=analyze|verbose|settings|buffers|wal` (`EXPLAIN`'s own).
-//! Off, on SQLite, or for a write, the media type is not available: 406 `PGRST107`.
+//! a single object) and `options=analyze|verbose|settings|buffers|wal` (`EXPLAIN`'s own), of
+//! a read, a write (rolled back: `analyze` runs it) or a function call. Off or on SQLite, the
+//! media type is not available: 406 `PGRST107`.
 
 use http::HeaderMap;
 
-use super::action_plan::ActionPlan;
-use super::respond::Answer;
 use crate::error::{ApiError, ErrorCode};
-use crate::job::Step;
+use crate::job::{Job, Step};
 
 /// A plan asked for by `Accept`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +75,24 @@ pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
     Some(Ok(plan))
 }
 
+/// The plan a request asks for, when `rest.plan` and the backend (PostgreSQL) allow one; 406
+/// when it asks for one they do not.
+pub fn allowed(
+    app: &crate::app::App,
+    parts: &http::request::Parts,
+    dialect: &dyn rowgate_query::render::Dialect,
+) -> Result<Option<PlanRequest>, ApiError> {
+    match asked(&parts.headers).transpose()? {
+        Some(_) if !(app.config.rest.plan && dialect.has_schemas()) => {
+            let accept = parts.headers.get(http::header::ACCEPT);
+            Err(not_available(
+                accept.and_then(|v| v.to_str().ok()).unwrap_or(""),
+            ))
+        }
+        asked => Ok(asked),
+    }
+}
+
 /// 406 `PGRST107`, PostgREST's words for a media type it cannot answer.
 pub fn not_available(accept: &str) -> ApiError {
     ApiError::new(
@@ -84,11 +101,19 @@ pub fn not_available(accept: &str) -> ApiError {
     )
 }
 
-/// Turns a planned read into its statement's plan: `EXPLAIN (FORMAT …, options)` of the rows'
-/// statement (not counted), answered in the plan's media type.
-pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
-    let Some(mut sql) = plan.take_rows() else {
-        return;
+/// Turns a job into the plan of its statement: its last statement (a read's rows, a write's,
+/// a call's value), in its place, prefixed with `EXPLAIN (FORMAT …, options)`, its count left out, the rest run
+/// as it would be and a write's transaction rolled back (`options=analyze` runs it); the
+/// answer's `Content-Type`. `None`, the job untouched, when it ends in no statement.
+pub fn apply(plan_request: &PlanRequest, job: &mut Job) -> Option<String> {
+    // (after it, at most the steps that read what the transaction set: response settings)
+    let last = job
+        .steps
+        .iter()
+        .rposition(|s| matches!(s, Step::Rows { .. } | Step::Execute(_) | Step::Value(_)))?;
+    let mut sql = match job.steps.remove(last) {
+        Step::Rows { sql, .. } | Step::Execute(sql) | Step::Value(sql) => sql,
+        _ => return None,
     };
     let mut options = vec![if plan_request.json {
         "FORMAT JSON"
@@ -98,7 +123,13 @@ pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
     .to_string()];
     options.extend(plan_request.options.iter().map(|o| o.to_ascii_uppercase()));
     sql.text = format!("EXPLAIN ({}) {}", options.join(", "), sql.text);
-    plan.job.steps.push(Step::Explain(sql));
+    job.steps.insert(last, Step::Explain(sql));
+    job.steps
+        .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
+    // nothing a plan's request runs is kept
+    job.rollback = true;
+    job.max_affected = None;
+    job.exactly_one = false;
     let mut content_type = format!(
         "application/vnd.pgrst.plan+{}; for=\"{}\"",
         if plan_request.json { "json" } else { "text" },
@@ -108,5 +139,5 @@ pub fn apply(plan_request: &PlanRequest, plan: &mut ActionPlan) {
         content_type.push_str(&format!("; options={}", plan_request.options.join("|")));
     }
     content_type.push_str("; charset=utf-8");
-    plan.answer = Answer::Plan { content_type };
+    Some(content_type)
 }

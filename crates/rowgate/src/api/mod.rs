@@ -92,15 +92,8 @@ async fn handle_once(
     let schema = cache.profile(request::profile(parts))?;
     let context = app.plan_context(schema, principal);
     let read = matches!(parts.method, Method::GET | Method::HEAD);
-    // an execution plan instead of the rows (PostgreSQL, `rest.plan`, reads)
-    let explain = match explain::asked(&parts.headers).transpose()? {
-        Some(_) if !(read && app.config.rest.plan && context.dialect.has_schemas()) => {
-            let accept = parts.headers.get(http::header::ACCEPT);
-            let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or("");
-            return Err(explain::not_available(accept));
-        }
-        asked => asked,
-    };
+    // an execution plan instead of the rows (PostgreSQL, `rest.plan`)
+    let explain = explain::allowed(app, parts, context.dialect)?;
     // else, a media type handler `Accept` asks for
     let handler = if read && explain.is_none() {
         media_handler::pick(schema, target.table, parts, |f| context.may_call(f))
@@ -133,7 +126,9 @@ async fn handle_once(
     }
     if let Some(asked) = &explain {
         // (the rows' statement is the same in every media type: only their encoding differs)
-        explain::apply(asked, &mut plan);
+        if let Some(content_type) = explain::apply(asked, &mut plan.job) {
+            plan.answer = respond::Answer::Plan { content_type };
+        }
     }
     settings.extend(request.prefer.settings(context.dialect));
     if let Some(step) = plan::settings(context.dialect, &settings) {

@@ -141,6 +141,7 @@ impl<'a> ApiRequest<'a> {
                 (MediaType::Json, parse_range(&parts.method, &parts.headers)?)
             }
             Action::Read { .. } => (negotiated?.0, parse_range(&parts.method, &parts.headers)?),
+            _ if negotiated_elsewhere => (MediaType::Json, None),
             // A singular `Accept` guards every write, whatever it returns: unless exactly one
             // row is affected, the write answers 406 and commits nothing (as PostgREST).
             // Without a representation the other media types do not matter.

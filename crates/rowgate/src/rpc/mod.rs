@@ -288,7 +288,11 @@ pub async fn handle(
     let raw = callee
         .raw_media()
         .filter(|m| request::prefers(&parts.headers, m));
+    // an execution plan of the call instead of its answer (PostgreSQL, `rest.plan`)
+    let dialect = app.plan_context(schema, principal).dialect;
+    let explain = crate::api::explain::allowed(app, parts, dialect)?;
     let (media, nulls_stripped) = match raw {
+        _ if explain.is_some() => (MediaType::Json, false),
         Some(_) => (MediaType::Json, false),
         None => request::negotiation(&parts.headers, &offered)?,
     };
@@ -317,6 +321,10 @@ pub async fn handle(
     if matches!(callee, call::Callee::Function(_)) {
         planned.job.steps.push(crate::job::Step::ResponseSettings);
     }
+    let plan_of = match &explain {
+        Some(asked) => crate::api::explain::apply(asked, &mut planned.job),
+        None => None,
+    };
     timing.mark("plan");
     let mut outcome = match app.db.run(planned.job).await {
         Ok(outcome) => outcome,
@@ -332,6 +340,10 @@ pub async fn handle(
         }
     };
     timing.mark("db");
+    if let Some(content_type) = plan_of {
+        let answer = crate::api::respond::Answer::Plan { content_type };
+        return crate::api::respond::answer(&api_request, answer, outcome);
+    }
     let response = std::mem::take(&mut outcome.response);
     let reply = planned
         .answer
