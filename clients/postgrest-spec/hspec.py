@@ -373,6 +373,95 @@ def body_of(value):
 # Statements
 
 
+STATUSES = {"ok200": 200, "status200": 200, "created201": 201, "status201": 201,
+            "noContent204": 204, "status204": 204, "partialContent206": 206, "status206": 206,
+            "badRequest400": 400, "status400": 400, "unauthorized401": 401, "status401": 401,
+            "notFound404": 404, "status404": 404, "notAcceptable406": 406, "status406": 406,
+            "status416": 416, "requestedRangeNotSatisfiable416": 416, "status300": 300}
+
+
+def parse_bound_request(tokens, env):
+    """`r <- REQUEST`: the request, as a step that expects nothing yet (its assertions come
+    in the `liftIO` block that follows), and the name it is bound to."""
+    if len(tokens) < 3 or tokens[0][0] != "ident" or tokens[1] != ("op", "<-"):
+        raise Unsupported("binding")
+    name = tokens[0][1]
+    p = Parser(tokens[2:], env)
+    step = request_of(p)
+    if not p.at_end():
+        raise Unsupported(f"after the bound request: {p.peek()[1]!r}")
+    step["expect"] = {"status": None, "body": None, "headers": [], "json_type": False}
+    return name, step
+
+
+def apply_assertions(text, bound, step):
+    """A `liftIO $ do` block's assertions on the response bound to `bound`, into `step`'s
+    expectations: its status, headers (equal, present among, or matching a regex) and body."""
+    body = text.split("do", 1)[1] if re.match(r"\s*liftIO\s*\$\s*do", text) else None
+    if body is None:
+        raise Unsupported("liftIO block")
+    expect = step["expect"]
+    # one assertion per logical line: continuation lines are indented further
+    lines, current = [], ""
+    for line in body.split("\n"):
+        if not line.strip():
+            continue
+        if current and indent_of(line) > indent_of(current.split("\n")[0]):
+            current += " " + line.strip()
+        else:
+            if current:
+                lines.append(current)
+            current = line
+    if current:
+        lines.append(current)
+    b = re.escape(bound)
+    for line in (l.strip() for l in lines):
+        m = re.fullmatch(rf"simpleStatus {b} `shouldBe` (\w+)", line)
+        if m and m.group(1) in STATUSES:
+            expect["status"] = STATUSES[m.group(1)]
+            continue
+        m = re.fullmatch(rf'simpleHeaders {b} `shouldSatisfy` matchHeader "([^"]+)" "((?:[^"\\]|\\.)*)"', line)
+        if m:
+            expect["headers"].append(("regex", m.group(1), haskell_string('"' + m.group(2) + '"')))
+            continue
+        m = re.fullmatch(rf'simpleHeaders {b} `shouldSatisfy` elem \("([^"]+)", "((?:[^"\\]|\\.)*)"\)', line)
+        if m:
+            expect["headers"].append(("equals", m.group(1), haskell_string('"' + m.group(2) + '"')))
+            continue
+        m = re.fullmatch(rf'simpleHeaders {b} `shouldContain` \[\("([^"]+)", "((?:[^"\\]|\\.)*)"\)\]', line)
+        if m:
+            expect["headers"].append(("equals", m.group(1), haskell_string('"' + m.group(2) + '"')))
+            continue
+        m = re.fullmatch(rf'simpleBody {b} `shouldBe` ("(?:[^"\\]|\\.)*")', line)
+        if m:
+            expect["body"] = ("text", haskell_string(m.group(1)))
+            continue
+        raise Unsupported(f"assertion {line[:40]!r}")
+
+
+def request_of(p):
+    """The request a statement makes (`request METHOD PATH HEADERS BODY`, or `get PATH`, …)."""
+    kind, name = p.next()
+    if kind != "ident":
+        raise Unsupported(f"statement starts with {name!r}")
+    if name == "request":
+        method = p.atom()
+        if method[0] != "method":
+            raise Unsupported("request method")
+        method = method[1]
+        path = p.text_arg()
+        headers = headers_of(p.atom())
+        body = body_of(p.atom())
+    elif name in SHORT_REQUESTS:
+        method, has_body = SHORT_REQUESTS[name]
+        path = p.text_arg()
+        headers = []
+        body = body_of(p.atom()) if has_body else ""
+    else:
+        raise Unsupported(f"statement {name}")
+    return {"method": method, "path": path, "headers": headers, "body": body}
+
+
 def parse_step(tokens, env):
     """`REQUEST `shouldRespondWith` MATCHER [{ … }]` → a step dict."""
     p = Parser(tokens, env)
@@ -531,7 +620,13 @@ def read_file(path, module):
             try:
                 steps = []
                 stmts = statements(body_lines) if m.group(4) else ["\n".join(body_lines)]
+                bound = None
                 for stmt in stmts:
+                    if bound is not None:
+                        # the assertions on the response just bound
+                        apply_assertions(stmt, *bound)
+                        bound = None
+                        continue
                     toks = tokenize(stmt)
                     for name in broken_lets:
                         if ("ident", name) in toks:
@@ -539,7 +634,14 @@ def read_file(path, module):
                     if toks and toks[0] == ("ident", "pendingWith"):
                         case["pending"] = True
                         continue
+                    if len(toks) > 1 and toks[1] == ("op", "<-"):
+                        name, step = parse_bound_request(toks, env)
+                        steps.append(step)
+                        bound = (name, step)
+                        continue
                     steps.append(parse_step(toks, env))
+                if bound is not None:
+                    raise Unsupported("a bound response without assertions")
                 if not steps and not case["pending"]:
                     raise Unsupported("no request")
                 case["steps"] = steps

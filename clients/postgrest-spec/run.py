@@ -241,7 +241,7 @@ def verdict(step, status, headers, data, tolerant=False):
     """What is wrong with a response, or None (`tolerant`: but for the documented differences)."""
     exp = step["expect"]
     problems = []
-    if status != exp["status"]:
+    if exp["status"] is not None and status != exp["status"]:
         problems.append(f"status {status}, expected {exp['status']}")
     lower = [(n.lower(), v) for n, v in headers]
 
@@ -286,10 +286,22 @@ def verdict(step, status, headers, data, tolerant=False):
                 want = PREFIX + want  # Location holds the API's prefix
             if tolerant and length_differs and m[1].lower() == "content-length":
                 continue
+            # JSON written compactly (PostgreSQL's `json_agg` spaces its arrays): the length of
+            # a JSON body is its own
+            compact = any(json_media(v) for v in values("Content-Type")) and data
+            if tolerant and compact and m[1].lower() == "content-length":
+                continue
             if tolerant and m[1].lower() == "proxy-status":
                 want = want.replace("PostgREST;", "Rowgate;", 1)  # the server names itself
             if want not in values(m[1]) and m[2] not in values(m[1]):
                 problems.append(f"{m[1]} {values(m[1])}, expected {m[2]!r}")
+        elif m[0] == "regex":
+            # hspec's `matchHeader name regex`: a value the regex finds itself in
+            compact = any(json_media(v) for v in values("Content-Type")) and data
+            if tolerant and compact and m[1].lower() == "content-length":
+                continue
+            if not any(re.search(m[2], v) for v in values(m[1])):
+                problems.append(f"{m[1]} {values(m[1])}, expected to match {m[2]!r}")
         elif m[0] == "absent":
             if values(m[1]):
                 problems.append(f"{m[1]} {values(m[1])}, expected none")
