@@ -32,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hspec  # noqa: E402
 
 JWT_SECRET = "reallyreallyreallyreallyverysafe"  # SpecHelper.baseCfg's jwt-secret
+# SpecHelper.baseCfg's configAppSettings, as Rowgate's db.settings
+APP_SETTINGS = {"app.settings.app_host": "localhost",
+                "app.settings.external_api_secret": "0123456789abcdef"}
 TEST_ROLES = ["postgrest_test_anonymous", "postgrest_test_author", "postgrest_test_default_role",
               "postgrest_test_superuser", "postgrest_test", "postgres"]
 PREFIX = "/api"
@@ -142,6 +145,8 @@ log = "warn"
 url = "{pg.url('postgrest_test')}"
 schemas = {json.dumps(schemas)}
 schema_poll_ms = 0
+[db.settings]
+{chr(10).join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in APP_SETTINGS.items())}
 [rest]
 prefix = "{PREFIX}"
 tx_end = "rollback-allow-override"

@@ -68,6 +68,7 @@ impl App {
             dialect: self.db.dialect(),
             rest: &self.config.rest,
             duality: &self.duality,
+            app_settings: &self.config.db.settings,
         }
     }
 

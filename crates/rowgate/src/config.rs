@@ -150,6 +150,10 @@ pub struct DbConfig {
     pub max_lifetime_s: u64,
     /// PostgreSQL: exposed schemas, comma-separated, in search order.
     pub schemas: String,
+    /// PostgreSQL: settings a function call's transaction starts with, as PostgREST's
+    /// `app.settings.*` (`"app.settings.app_host" = "localhost"`, read by
+    /// `current_setting('app.settings.app_host')`): dotted names, string values.
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// The database a configuration names, resolved once: a SQLite file or a PostgreSQL URL.
@@ -567,6 +571,7 @@ impl Default for DbConfig {
             acquire_timeout_ms: 5_000,
             max_lifetime_s: 1_800,
             schemas: "public".into(),
+            settings: Default::default(),
         }
     }
 }
@@ -603,7 +608,13 @@ impl Default for LimitsConfig {
 
 /// Keys whose values are tables (`[[resources]]`, `[[grants]]`, `[[auth.external]]`): they are
 /// set in the file only.
-const TABLE_KEYS: &[&str] = &["resources", "grants", "duality_views", "auth.external"];
+const TABLE_KEYS: &[&str] = &[
+    "resources",
+    "grants",
+    "duality_views",
+    "auth.external",
+    "db.settings",
+];
 
 /// One configuration key: its dotted name and the environment variable that overrides it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -783,6 +794,21 @@ impl Config {
                 "ords.schema must be one path segment, got {:?}",
                 self.ords.schema
             );
+        }
+        // a custom setting's name is dotted, as PostgreSQL requires (`app.settings.x`)
+        let word = |w: &str| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if let Some(name) = self
+            .db
+            .settings
+            .keys()
+            .find(|n| !n.contains('.') || !n.split('.').all(word))
+        {
+            bail!("db.settings: {name:?} is not a dotted setting name, like app.settings.app_host");
         }
         if self.limits.max_headers == 0 || self.limits.body_bytes == 0 {
             bail!("limits.max_headers and limits.body_bytes must be positive");

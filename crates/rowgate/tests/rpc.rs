@@ -955,3 +955,23 @@ CREATE FUNCTION team_as_domain(id integer) RETURNS SETOF team_row LANGUAGE sql S
         "{body}"
     );
 }
+
+/// `db.settings` (PostgREST's `app.settings.*`): every function call's transaction starts with
+/// them, so a function reads them with `current_setting`; a name that is not dotted is refused
+/// when the configuration loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_app_settings() {
+    let setup = format!(
+        "{FUNCTIONS}\nCREATE FUNCTION app_host() RETURNS text LANGUAGE sql STABLE AS $$ SELECT current_setting('app.settings.app_host', true) $$;"
+    );
+    let config = format!("{GRANTS}\n[db.settings]\n\"app.settings.app_host\" = \"example.test\"\n");
+    let s = start(Backend::Postgres, &setup, &config).await;
+    let (status, body) = json_of(s.get("/rpc/app_host").send().await.expect("get")).await;
+    assert_eq!((status, body), (200, json!("example.test")));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let refused = write_config(dir.path(), "[db.settings]\nnodots = \"x\"\n", &[]);
+    assert!(
+        refused.is_err_and(|e| e.to_string().contains("not a dotted setting name")),
+        "a name without a dot is refused"
+    );
+}

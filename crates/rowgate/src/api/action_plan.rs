@@ -991,6 +991,7 @@ mod tests {
             dialect: &Sqlite,
             rest: &RestConfig::default(),
             duality: &crate::duality::DualityViews::default(),
+            app_settings: &Default::default(),
         };
         plan(&request, &cx)
     }

@@ -121,8 +121,10 @@ async fn handle_once(
             name: table.name.clone(),
         };
         media_handler::apply(handler, &mut plan, context.dialect, &row_type);
-        // the aggregate is a function: it sees the request as any function does
-        settings.extend(plan::request_settings(parts, principal));
+        // the aggregate is a function: it sees the request, and `db.settings`, as any does
+        if let Some(step) = plan::call_settings(&context, parts) {
+            plan.job.steps.insert(0, step);
+        }
     }
     if let Some(asked) = &explain {
         // (the rows' statement is the same in every media type: only their encoding differs)

@@ -62,6 +62,8 @@ pub struct Context<'a> {
     pub rest: &'a RestConfig,
     /// The duality views, served like tables.
     pub duality: &'a crate::duality::DualityViews,
+    /// `db.settings`: a function call's transaction starts with them.
+    pub app_settings: &'a std::collections::BTreeMap<String, String>,
 }
 
 impl Context<'_> {
@@ -110,6 +112,14 @@ pub fn request_settings(
         ("request.headers", Json::Object(headers).to_string()),
         ("request.cookies", Json::Object(cookies).to_string()),
     ]
+}
+
+/// The settings of a transaction that calls functions: the request's ([`request_settings`])
+/// and `db.settings` (PostgREST's `app.settings.*`).
+pub fn call_settings(cx: &Context<'_>, parts: &http::request::Parts) -> Option<crate::job::Step> {
+    let mut pairs: Vec<(&str, String)> = request_settings(parts, cx.principal);
+    pairs.extend(cx.app_settings.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    settings(cx.dialect, &pairs)
 }
 
 /// `SELECT set_config(name, value, true), …`: settings for the job's transaction (names and

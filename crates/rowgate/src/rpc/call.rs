@@ -400,10 +400,7 @@ pub fn plan(
     let mut planned = match callee {
         Callee::Function(f) => {
             let mut planned = plan_function(f, request, arguments, cx)?;
-            if let Some(step) = crate::api::plan::settings(
-                cx.dialect,
-                &crate::api::plan::request_settings(call.parts, cx.principal),
-            ) {
+            if let Some(step) = crate::api::plan::call_settings(cx, call.parts) {
                 planned.job.steps.insert(0, step);
             }
             planned
