@@ -34,6 +34,9 @@ CREATE TABLE seat (
 );
 INSERT INTO seat VALUES (1, 1, 44), (2, 5, 1);
 CREATE VIEW brands AS SELECT id AS brand_id, name AS brand FROM sponsor;
+CREATE TABLE staff (id INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE dept (id INTEGER PRIMARY KEY, head_id INTEGER REFERENCES staff(id));
+ALTER TABLE staff ADD COLUMN dept_id INTEGER REFERENCES dept(id);
 ";
 
 async fn server(b: Backend) -> TestServer {
@@ -329,6 +332,17 @@ async fn relationship_errors_and_hints(b: Backend) {
         body["hint"],
         "Perhaps you meant 'driver' instead of 'drivers'."
     );
+
+    // the candidates in PostgREST's order: to-many, to-one, then through junctions
+    let (status, body) = get_json(&s, "/staff?select=id,dept(id)").await;
+    assert_eq!(status, 300, "{body}");
+    let cardinalities: Vec<&str> = body["details"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| c["cardinality"].as_str().expect("cardinality"))
+        .collect();
+    assert_eq!(cardinalities, ["one-to-many", "many-to-one"], "{body}");
 
     let (status, body) = get_json(&s, "/duel?select=id,team(name)").await;
     assert_eq!(status, 300, "{body}");

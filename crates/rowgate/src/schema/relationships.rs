@@ -501,8 +501,18 @@ pub fn find(
         0 => Err(NotFound::None),
         1 => Ok(found.remove(0)),
         _ => {
-            // the same order on every backend
-            found.sort_by(|a, b| (&a.related, &a.constraint).cmp(&(&b.related, &b.constraint)));
+            // the same order on every backend, PostgREST's: to-many, then to-one, then through
+            // a junction (by the junction's name)
+            let rank = |r: &Relationship| match r.cardinality {
+                Cardinality::OneToMany => 0,
+                Cardinality::OneToOne => 1,
+                Cardinality::ManyToOne => 2,
+                Cardinality::ManyToMany(_) => 3,
+                Cardinality::Computed { .. } => 4,
+            };
+            found.sort_by(|a, b| {
+                (rank(a), &a.related, &a.constraint).cmp(&(rank(b), &b.related, &b.constraint))
+            });
             Err(NotFound::Ambiguous(found))
         }
     }
