@@ -465,24 +465,7 @@ def request_of(p):
 def parse_step(tokens, env):
     """`REQUEST `shouldRespondWith` MATCHER [{ … }]` → a step dict."""
     p = Parser(tokens, env)
-    kind, name = p.next()
-    if kind != "ident":
-        raise Unsupported(f"statement starts with {name!r}")
-    if name == "request":
-        method = p.atom()
-        if method[0] != "method":
-            raise Unsupported("request method")
-        method = method[1]
-        path = p.text_arg()
-        headers = headers_of(p.atom())
-        body = body_of(p.atom())
-    elif name in SHORT_REQUESTS:
-        method, has_body = SHORT_REQUESTS[name]
-        path = p.text_arg()
-        headers = []
-        body = body_of(p.atom()) if has_body else ""
-    else:
-        raise Unsupported(f"statement {name}")
+    step = request_of(p)
     if p.peek() != ("tick", "`shouldRespondWith`"):
         raise Unsupported(f"after the request: {p.peek()[1]!r}")
     p.next()
@@ -524,7 +507,8 @@ def parse_step(tokens, env):
                 raise Unsupported(f"matcher record: {v!r}")
     if not p.at_end():
         raise Unsupported(f"after the matcher: {p.peek()[1]!r}")
-    return {"method": method, "path": path, "headers": headers, "body": body, "expect": expect}
+    step["expect"] = expect
+    return step
 
 
 def indent_of(line):

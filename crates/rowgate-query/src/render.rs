@@ -581,13 +581,10 @@ fn group_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, ordinals: bool, out:
         for e in s.embeds.iter().filter(|e| !e.hidden && aggregating(e)) {
             for (chain, leaf) in spread_leaves(e) {
                 if !aggregated(&leaf) {
-                    let mut term = Sql {
-                        text: String::new(),
-                        params: std::mem::take(&mut out.params),
-                    };
-                    spread_value(d, &chain, lv.next(), leaf, |v| v.to_string(), &mut term);
-                    out.params = term.params;
-                    terms.push(term.text);
+                    let term = aside(out, |term| {
+                        spread_value(d, &chain, lv.next(), leaf, |v| v.to_string(), term);
+                    });
+                    terms.push(term);
                 }
             }
         }
@@ -768,6 +765,18 @@ fn spread_value<'a>(
     key
 }
 
+/// SQL rendered aside, to be placed in `out` later (its parameters bound in `out`'s order, as
+/// they are rendered): the text `render` writes.
+fn aside(out: &mut Sql, render: impl FnOnce(&mut Sql)) -> String {
+    let mut side = Sql {
+        text: String::new(),
+        params: std::mem::take(&mut out.params),
+    };
+    render(&mut side);
+    out.params = side.params;
+    side.text
+}
+
 /// Whether a spread's item is an aggregate (of the parent's groups).
 fn aggregated(item: &Item<'_>) -> bool {
     matches!(item, Item::Column(_, c) if c.aggregate.is_some())
@@ -790,28 +799,25 @@ fn spread_leaf<'a>(
     let Some(aggregate) = &c.aggregate else {
         return spread_value(d, chain, lv, item, wrap, out);
     };
-    let mut value = Sql {
-        text: String::new(),
-        params: std::mem::take(&mut out.params),
-    };
-    if c.column.is_empty() {
-        value.text.push('*');
+    let value = if c.column.is_empty() {
+        "*".to_string()
     } else {
         let plain = OutputColumn {
             aggregate: None,
             ..c.clone()
         };
-        spread_value(
-            d,
-            chain,
-            lv,
-            Item::Column(0, &plain),
-            |v| v.to_string(),
-            &mut value,
-        );
-    }
-    out.params = value.params;
-    let mut total = format!("{}({})", aggregate.function.name(), value.text);
+        aside(out, |value| {
+            spread_value(
+                d,
+                chain,
+                lv,
+                Item::Column(0, &plain),
+                |v| v.to_string(),
+                value,
+            );
+        })
+    };
+    let mut total = format!("{}({value})", aggregate.function.name());
     if let Some(t) = aggregate.cast.as_deref().and_then(|t| d.cast_type(t)) {
         total = format!("CAST({total} AS {t})");
     }
@@ -1608,15 +1614,10 @@ fn order_by(d: &dyn Dialect, s: &SelectStmt, lv: Level<'_>, table: &str, out: &m
             .as_ref()
             .and_then(|r| s.embeds.iter().find(|e| e.key == *r && !e.many));
         if let Some(e) = embed {
-            col = format!("(SELECT {col}");
-            let mut from = Sql {
-                text: String::new(),
-                params: std::mem::take(&mut out.params),
-            };
-            from_where(d, &e.select, Some((lv.next(), e)), &mut from);
-            out.params = from.params;
-            col.push_str(&from.text);
-            col.push_str(" LIMIT 1)");
+            let from = aside(out, |from| {
+                from_where(d, &e.select, Some((lv.next(), e)), from)
+            });
+            col = format!("(SELECT {col}{from} LIMIT 1)");
         }
         if ends_in_json(&t.path) {
             out.text.push_str(&d.json_comparable(&col));
