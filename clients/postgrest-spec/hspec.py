@@ -1,13 +1,17 @@
 """Reads PostgREST's hspec-wai spec files (test/spec/Feature/Query/*.hs) into request/response cases.
 
-Only the shapes the specs use for plain HTTP exchanges are understood: `get`/`post`/`patch`/
-`put`/`delete`/`request METHOD PATH HEADERS BODY`, followed by `shouldRespondWith` and a matcher
-(a `[json|…|]` or string body, or a status, with `{ matchStatus, matchHeaders }`). A case (an `it`
-block) written with anything else (`liftIO`, bindings, `shouldBe`, interpolated JSON…) is kept
-with the reason it cannot be run, so that the runner reports it instead of hiding it.
+Only the shapes the specs use for HTTP exchanges are understood: `get`/`post`/`patch`/`put`/
+`delete`/`request METHOD PATH HEADERS BODY`, followed by `shouldRespondWith` and a matcher (a
+`[json|…|]` or string body, or a status, with `{ matchStatus, matchHeaders }`); or bound to a
+name (`r <- request …`) and checked by assertions (`simpleBody r ^? nth 0 . key "Plan"
+`shouldBe` …`, `planCost r `shouldSatisfy` (> 0)`, …), each a check (what of the response it
+observes, the verb, the value or predicate) that the runner evaluates. A case (an `it` block)
+written with anything else is kept with the reason it cannot be run, so that the runner
+reports it instead of hiding it.
 """
 
 import json
+import os
 import re
 
 REQUEST_METHODS = {
@@ -38,6 +42,11 @@ CONTENT_TYPE_MATCHERS = {
     "matchCTSingularStrip": "application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8",
 }
 PG_VERSION = 150  # the version the runner starts; `actualPgVersion < pgVersionNNN` is decided with it
+JWT_SECRET = "reallyreallyreallyreallyverysafe"  # SpecHelper's generateSecret, baseCfg's jwt-secret
+FIXTURES_DIR = "."  # test/spec/fixtures of the checkout read (`readFixtureFile`); set by read_file
+# what `simpleStatus r`, `simpleHeaders r`, `simpleBody r` and `planCost r` observe of a response
+RESPONSE_PARTS = {"simpleStatus": "status", "simpleHeaders": "headers", "simpleBody": "body",
+                  "planCost": "cost"}
 
 
 class Unsupported(Exception):
@@ -126,7 +135,7 @@ def haskell_string(lit):
 
 def quasi_value(name, body):
     """The bytes of a `[json|…|]` or `[str|…|]` quasi-quote, and whether it is JSON."""
-    if name == "json":
+    if name in ("json", "aesonQQ"):
         if "#{" in body:
             raise Unsupported("interpolated JSON")
         try:
@@ -152,6 +161,25 @@ def quasi_value(name, body):
             text = text[1:]
         return ("text", text)
     raise Unsupported(f"quasi-quote [{name}|")
+
+
+def hs256_token(claims, secret):
+    """A JWT of `claims` signed with HS256 (SpecHelper's generateJWT)."""
+    import base64
+    import hashlib
+    import hmac
+
+    def part(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    signing = part(b'{"alg":"HS256","typ":"JWT"}') + "." + part(claims.encode())
+    signature = hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest()
+    return signing + "." + part(signature)
+
+
+def timing_metric(metric):
+    """SpecHelper's matchServerTimingHasTiming regex (POSIX `[[:digit:]]`) as a Python one."""
+    return re.escape(metric) + r";dur=[0-9]+.[0-9]+"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +218,14 @@ class Parser:
         if kind == "number":
             return ("number", float(val) if "." in val else int(val))
         if kind == "quasi":
-            return quasi_value(*val)
+            name, body = val
+            # `#{name}`: a number bound before (`currentTime <- liftIO $ relativeSeconds 35`)
+            for var in re.findall(r"#\{([A-Za-z_][A-Za-z0-9_']*)\}", body):
+                value = self.env.get(var)
+                if not value or value[0] != "number":
+                    raise Unsupported("interpolated JSON")
+                body = body.replace("#{" + var + "}", str(value[1]))
+            return quasi_value(name, body)
         if kind == "punct" and val == "[":
             items = []
             if self.peek() == ("punct", "]"):
@@ -206,6 +241,30 @@ class Parser:
         if kind == "punct" and val == "(":
             if self.peek() == ("ident", "if"):
                 return self.conditional()
+            if self.peek() == ("op", "-") and self.peek(1)[0] == "number" and self.peek(2) == ("punct", ")"):
+                # a negative number: `(-35)`
+                self.i += 3
+                return ("number", -float(self.t[self.i - 2][1]) if "." in self.t[self.i - 2][1]
+                        else -int(self.t[self.i - 2][1]))
+            if self.peek() in (("op", ">"), ("op", "<")):
+                # an operator section: `(> 0)`
+                op = self.next()[1]
+                bound = self.atom()
+                self.expect("punct", ")")
+                if bound[0] != "number":
+                    raise Unsupported("a section of a non-number")
+                return ("predicate", op, bound[1])
+            if self.peek() == ("op", "\\") and self.peek(1)[0] == "ident" and self.peek(2) == ("op", "->"):
+                # a lambda on the value asserted: `(\t -> T.isInfixOf "x" t)`
+                self.i += 3
+                saved = self.env
+                self.env = dict(saved, **{self.t[self.i - 2][1]: ("lambda",)})
+                body = self.expr()
+                self.env = saved
+                self.expect("punct", ")")
+                if body[0] != "predicate":
+                    raise Unsupported("lambda")
+                return body
             first = self.expr()
             k, v = self.next()
             if (k, v) == ("punct", ")"):
@@ -280,12 +339,118 @@ class Parser:
         if name == "matchHeaderValuePresent":
             hdr = self.text_arg()
             return ("match", ("contains", hdr, self.text_arg()))
-        if name in ("T.encodeUtf8", "encodeUtf8", "toS", "BL.fromStrict", "LBS.fromStrict"):
-            return self.atom()
+        if name in ("T.encodeUtf8", "encodeUtf8", "toS", "BL.fromStrict", "LBS.fromStrict",
+                    "decodeUtf8", "LBS.toStrict", "BL.toStrict"):
+            return self.argument()
+        if name in ("BL.empty", "LBS.empty"):
+            return ("empty", None)
+        if name == "readFixtureFile":
+            with open(FIXTURES_DIR + "/" + self.text_arg(), "rb") as f:
+                return ("bytes", f.read())
+        if name == "getInsertDataForTiobePlsTable":
+            rows = self.argument()
+            if rows[0] != "number":
+                raise Unsupported("getInsertDataForTiobePlsTable's argument")
+            data = [{"name": f"Lang {i}", "rank": i} for i in range(20, rows[1] + 21)]
+            return ("text", json.dumps(data, separators=(",", ":")))
+        if name in ("generateJWT", "generateJWTWithSecret"):
+            claims = self.argument()
+            secret = self.text_arg() if name == "generateJWTWithSecret" else JWT_SECRET
+            return ("text", hs256_token(body_of(claims), secret))
+        if name == "map":
+            fn = self.expect("ident")[1]
+            items = self.argument()
+            if fn != "matchServerTimingHasTiming" or items[0] != "list":
+                raise Unsupported(f"map {fn}")
+            return ("list", [("match", ("regex", "Server-Timing", timing_metric(metric)))
+                             for metric in (item[1] for item in items[1])])
+        if name in RESPONSE_PARTS:
+            return ("observe", self.response_arg(), (RESPONSE_PARTS[name],))
+        if name == "isErrorFormat":
+            part = self.argument()
+            if part[0] != "observe" or part[2] != ("body",):
+                raise Unsupported("isErrorFormat of a non-body")
+            return ("observe", part[1], ("error_format",))
+        if name == "subtract":
+            # `subtract 1 $ length $ T.splitOn "X" body`: how often "X" occurs in the body
+            if self.next() != ("number", "1") or self.next() != ("op", "$") \
+                    or self.next() != ("ident", "length") or self.next() != ("op", "$") \
+                    or self.next() != ("ident", "T.splitOn"):
+                raise Unsupported("subtract")
+            needle = self.text_arg()
+            part = self.argument()
+            if part[0] != "observe" or part[2] != ("body",):
+                raise Unsupported("T.splitOn of a non-body")
+            return ("observe", part[1], ("occurrences", needle))
+        if name == "Status":
+            record = self.record()
+            return ("status", record["statusCode"][1], record["statusMessage"][1])
+        if name in STATUSES:
+            return ("status", STATUSES[name], None)
+        if name == "Nothing":
+            return ("nothing",)
+        if name == "Just":
+            return ("just", self.argument())
+        if name in ("True", "False"):
+            return ("bool", name == "True")
+        if name in ("isJust", "notZeroContentLength", "noBlankHeader", "noProfileHeader"):
+            return ("predicate", name)
+        if name == "elem":
+            pair = self.argument()
+            return ("predicate", "elem", headers_of(("list", [pair]))[0])
+        if name == "matchHeader":
+            header = self.text_arg()
+            return ("predicate", "matchHeader", header, self.text_arg())
+        if name == "T.isInfixOf":
+            needle = self.text_arg()
+            if self.argument() != ("lambda",):
+                raise Unsupported("T.isInfixOf of another value")
+            return ("predicate", "infix", needle)
+        if name == "not":
+            inner = self.argument()
+            if inner[:2] != ("predicate", "infix"):
+                raise Unsupported("not of another value")
+            return ("predicate", "not infix", inner[2])
+        if name == "LBS.take":
+            n = self.argument()
+            if self.argument() != ("lambda",) or self.next() != ("op", "=="):
+                raise Unsupported("LBS.take")
+            prefix = self.text_arg()
+            if n != ("number", len(prefix)):
+                raise Unsupported("LBS.take of another length")
+            return ("predicate", "prefix", prefix)
         raise Unsupported(f"name {name}")
 
+    def argument(self):
+        """A function's argument: an atom, or the whole expression after `$`."""
+        if self.peek() == ("op", "$"):
+            self.next()
+            return self.expr()
+        return self.atom()
+
+    def response_arg(self):
+        """The name of a bound response (`r` in `simpleBody r`), as the index of its step."""
+        value = self.argument()
+        if value[0] != "response":
+            raise Unsupported("not a bound response")
+        return value[1]
+
+    def record(self):
+        """`{ field = value, … }`, its fields by name."""
+        self.expect("punct", "{")
+        fields = {}
+        while True:
+            field = self.expect("ident")[1]
+            self.expect("op", "=")
+            fields[field] = self.expr()
+            k, v = self.next()
+            if (k, v) == ("punct", "}"):
+                return fields
+            if (k, v) != ("punct", ","):
+                raise Unsupported(f"record: {v!r}")
+
     def text_arg(self):
-        v = self.atom()
+        v = self.argument()
         if v[0] != "text":
             raise Unsupported(f"text argument expected, got {v[0]}")
         return v[1]
@@ -324,6 +489,11 @@ class Parser:
                 if right[0] != "list":
                     raise Unsupported("cons onto a non-list")
                 left = ("list", [left] + right[1])
+            elif tok == ("op", "^?"):
+                self.next()
+                if left[0] != "observe" or left[2] != ("body",):
+                    raise Unsupported("^? on a non-body")
+                left = ("observe", left[1], ("path", self.lens_path()))
             elif tok == ("op", "<:>"):
                 self.next()
                 name = left
@@ -333,6 +503,25 @@ class Parser:
                 left = ("match", ("equals", name[1], value[1]))
             else:
                 return left
+
+
+    def lens_path(self):
+        """`nth 0 . key "Plan" . …`: the keys and indexes into a JSON body."""
+        path = []
+        while True:
+            step = self.expect("ident")[1]
+            if step == "nth":
+                index = self.atom()
+                if index[0] != "number":
+                    raise Unsupported("nth")
+                path.append(index[1])
+            elif step == "key":
+                path.append(self.text_arg())
+            else:
+                raise Unsupported(f"lens {step}")
+            if self.peek() != ("op", "."):
+                return path
+            self.next()
 
 
 def concat(a, b):
@@ -364,7 +553,7 @@ def body_of(value):
         return ""
     if value[0] == "json":
         return json.dumps(value[1], ensure_ascii=False, separators=(",", ":"))
-    if value[0] == "text":
+    if value[0] in ("text", "bytes"):
         return value[1]
     raise Unsupported(f"body of kind {value[0]}")
 
@@ -377,66 +566,114 @@ STATUSES = {"ok200": 200, "status200": 200, "created201": 201, "status201": 201,
             "noContent204": 204, "status204": 204, "partialContent206": 206, "status206": 206,
             "badRequest400": 400, "status400": 400, "unauthorized401": 401, "status401": 401,
             "notFound404": 404, "status404": 404, "notAcceptable406": 406, "status406": 406,
-            "status416": 416, "requestedRangeNotSatisfiable416": 416, "status300": 300}
+            "status416": 416, "requestedRangeNotSatisfiable416": 416, "status300": 300,
+            "internalServerError500": 500, "status500": 500}
 
 
-def parse_bound_request(tokens, env):
-    """`r <- REQUEST`: the request, as a step that expects nothing yet (its assertions come
-    in the `liftIO` block that follows), and the name it is bound to."""
-    if len(tokens) < 3 or tokens[0][0] != "ident" or tokens[1] != ("op", "<-"):
-        raise Unsupported("binding")
-    name = tokens[0][1]
-    p = Parser(tokens[2:], env)
-    step = request_of(p)
-    if not p.at_end():
-        raise Unsupported(f"after the bound request: {p.peek()[1]!r}")
-    step["expect"] = {"status": None, "body": None, "headers": [], "json_type": False}
-    return name, step
+ASSERTIONS = ("shouldBe", "shouldSatisfy", "shouldContain")
 
 
-def apply_assertions(text, bound, step):
-    """A `liftIO $ do` block's assertions on the response bound to `bound`, into `step`'s
-    expectations: its status, headers (equal, present among, or matching a regex) and body."""
-    body = text.split("do", 1)[1] if re.match(r"\s*liftIO\s*\$\s*do", text) else None
-    if body is None:
-        raise Unsupported("liftIO block")
-    expect = step["expect"]
-    # one assertion per logical line: continuation lines are indented further
-    lines, current = [], ""
-    for line in body.split("\n"):
+def let_bindings(text):
+    """The bindings of a `let` statement (`let a = …` and further `b = …` lines at a's
+    column), each as (name, its expression's text)."""
+    first = text.split("\n")[0]
+    m = re.match(r"(\s*)let\s+", first)
+    column = len(m.group(0))
+    lines = [" " * column + first[column:]] + text.split("\n")[1:]
+    out = []
+    for line in lines:
         if not line.strip():
             continue
-        if current and indent_of(line) > indent_of(current.split("\n")[0]):
-            current += " " + line.strip()
+        if indent_of(line) <= column or not out:
+            b = re.match(r"\s*([a-z_][A-Za-z0-9_']*)\s*=(?!=)\s*(.*)$", line)
+            if not b:
+                raise Unsupported("let binding")
+            out.append([b.group(1), b.group(2)])
         else:
-            if current:
-                lines.append(current)
-            current = line
-    if current:
-        lines.append(current)
-    b = re.escape(bound)
-    for line in (l.strip() for l in lines):
-        m = re.fullmatch(rf"simpleStatus {b} `shouldBe` (\w+)", line)
-        if m and m.group(1) in STATUSES:
-            expect["status"] = STATUSES[m.group(1)]
-            continue
-        m = re.fullmatch(rf'simpleHeaders {b} `shouldSatisfy` matchHeader "([^"]+)" "((?:[^"\\]|\\.)*)"', line)
-        if m:
-            expect["headers"].append(("regex", m.group(1), haskell_string('"' + m.group(2) + '"')))
-            continue
-        m = re.fullmatch(rf'simpleHeaders {b} `shouldSatisfy` elem \("([^"]+)", "((?:[^"\\]|\\.)*)"\)', line)
-        if m:
-            expect["headers"].append(("equals", m.group(1), haskell_string('"' + m.group(2) + '"')))
-            continue
-        m = re.fullmatch(rf'simpleHeaders {b} `shouldContain` \[\("([^"]+)", "((?:[^"\\]|\\.)*)"\)\]', line)
-        if m:
-            expect["headers"].append(("equals", m.group(1), haskell_string('"' + m.group(2) + '"')))
-            continue
-        m = re.fullmatch(rf'simpleBody {b} `shouldBe` ("(?:[^"\\]|\\.)*")', line)
-        if m:
-            expect["body"] = ("text", haskell_string(m.group(1)))
-            continue
-        raise Unsupported(f"assertion {line[:40]!r}")
+            out[-1][1] += "\n" + line
+    return out
+
+
+def assertion(tokens, env, steps):
+    """`SUBJECT `shouldBe`|`shouldSatisfy`|`shouldContain` VALUE` on a bound response: a check
+    added to the expectations of the step whose response it observes."""
+    p = Parser(tokens, env)
+    subject = p.expr()
+    verb = p.next()
+    if subject[0] != "observe" or verb[0] != "tick":
+        raise Unsupported(f"assertion on {subject[0]}")
+    verb = verb[1].strip("`")
+    if verb not in ASSERTIONS:
+        raise Unsupported(f"assertion {verb}")
+    value = p.expr()
+    if not p.at_end():
+        raise Unsupported(f"after the assertion: {p.peek()[1]!r}")
+    if verb == "shouldSatisfy" and value[0] != "predicate":
+        raise Unsupported("shouldSatisfy without a predicate")
+    if verb == "shouldContain":
+        value = ("headers", headers_of(value))
+    _, index, part = subject
+    steps[index]["expect"]["checks"].append((part, verb, value))
+
+
+def liftio_block(text, env, steps):
+    """`liftIO $ do` and its statements (bindings and assertions), or `liftIO $ ASSERTION`."""
+    m = re.match(r"\s*liftIO\s*\$\s*(do\b)?", text)
+    if not m:
+        raise Unsupported("liftIO")
+    if not m.group(1):
+        assertion(tokenize(text[m.end():]), env, steps)
+        return
+    inner = text[m.end():].split("\n")
+    first, rest = inner[0], inner[1:]
+    lines = ([" " * (indent_of(rest[0]) if rest else 0) + first.strip()] if first.strip() else []) + rest
+    for stmt in statements(lines):
+        body_statement(stmt, env, steps)
+
+
+def body_statement(stmt, env, steps):
+    """One statement of a case's body: a binding, a request, an assertion block."""
+    toks = tokenize(stmt)
+    if not toks:
+        return
+    if toks[0] == ("ident", "let"):
+        for name, text in let_bindings(stmt):
+            env[name] = Parser(tokenize(text), env).expr()
+        return
+    if toks[0] == ("ident", "liftIO"):
+        liftio_block(stmt, env, steps)
+        return
+    if any(t[0] == "tick" and t[1].strip("`") in ASSERTIONS for t in toks):
+        assertion(toks, env, steps)
+        return
+    if len(toks) > 1 and toks[0][0] == "ident" and toks[1] == ("op", "<-"):
+        name, rest = toks[0][1], toks[2:]
+        if rest[:3] == [("ident", "liftIO"), ("op", "$"), ("ident", "relativeSeconds")]:
+            import time
+            offset = Parser(rest[3:], env).expr()
+            if offset[0] != "number":
+                raise Unsupported("relativeSeconds")
+            env[name] = ("number", int(time.time()) + offset[1])
+            return
+        p = Parser(rest, env)
+        step = request_of(p)
+        if not p.at_end():
+            raise Unsupported(f"after the bound request: {p.peek()[1]!r}")
+        step["expect"] = {"status": None, "body": None, "headers": [], "json_type": False,
+                          "checks": []}
+        if name != "_":
+            env[name] = ("response", len(steps))
+            step["bound"] = True
+        steps.append(step)
+        return
+    if toks[0] == ("ident", "void"):
+        toks = toks[2:] if toks[1:2] == [("op", "$")] else toks[1:]
+        step = request_of(Parser(toks, env))
+        step["expect"] = {"status": None, "body": None, "headers": [], "json_type": False,
+                          "checks": []}
+        steps.append(step)
+        return
+    steps.append(parse_step(toks, env))
 
 
 def request_of(p):
@@ -470,7 +707,7 @@ def parse_step(tokens, env):
         raise Unsupported(f"after the request: {p.peek()[1]!r}")
     p.next()
     matcher = p.atom()
-    expect = {"status": 200, "body": None, "headers": [], "json_type": False}
+    expect = {"status": 200, "body": None, "headers": [], "json_type": False, "checks": []}
     if matcher[0] == "number":
         expect["status"] = matcher[1]
     elif matcher[0] == "json":
@@ -539,6 +776,8 @@ CONFIG = re.compile(r"withConfig\s*\(?\s*(baseCfg(?:\s*\{[^}]*\})?)")
 
 def read_file(path, module):
     """Every `it` case of one spec file."""
+    global FIXTURES_DIR
+    FIXTURES_DIR = os.path.join(os.path.dirname(path), "..", "..", "fixtures")
     lines = open(path, encoding="utf-8").read().split("\n")
     cases = []
     groups = []  # (indent, name)
@@ -567,15 +806,17 @@ def read_file(path, module):
         if let and not IT.match(line):
             # a `let` at group level names a value for the cases below it
             j = i + 1
-            text = let.group(3)
+            text = line
             while j < len(lines) and (not lines[j].strip() or indent_of(lines[j]) > ind):
                 text += "\n" + lines[j]
                 j += 1
-            try:
-                value = Parser(tokenize(text), {name: v for _, name, v in lets if not isinstance(v, Unsupported)}).expr()
-            except Unsupported as e:
-                value = e
-            lets.append((ind - 1, let.group(2), value))
+            for name, expr in let_bindings(text):
+                try:
+                    value = Parser(tokenize(expr), {n: v for _, n, v in lets
+                                                    if not isinstance(v, Unsupported)}).expr()
+                except Unsupported as e:
+                    value = e
+                lets.append((ind - 1, name, value))
         m = IT.match(line)
         if m:
             it_ind = len(m.group(1))
@@ -604,13 +845,7 @@ def read_file(path, module):
             try:
                 steps = []
                 stmts = statements(body_lines) if m.group(4) else ["\n".join(body_lines)]
-                bound = None
                 for stmt in stmts:
-                    if bound is not None:
-                        # the assertions on the response just bound
-                        apply_assertions(stmt, *bound)
-                        bound = None
-                        continue
                     toks = tokenize(stmt)
                     for name in broken_lets:
                         if ("ident", name) in toks:
@@ -618,13 +853,8 @@ def read_file(path, module):
                     if toks and toks[0] == ("ident", "pendingWith"):
                         case["pending"] = True
                         continue
-                    if len(toks) > 1 and toks[1] == ("op", "<-"):
-                        name, step = parse_bound_request(toks, env)
-                        steps.append(step)
-                        bound = (name, step)
-                        continue
-                    steps.append(parse_step(toks, env))
-                if bound is not None:
+                    body_statement(stmt, env, steps)
+                if any(s.get("bound") and not s["expect"]["checks"] for s in steps):
                     raise Unsupported("a bound response without assertions")
                 if not steps and not case["pending"]:
                     raise Unsupported("no request")

@@ -615,6 +615,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             acquire_timeout: Duration::from_millis(config.db.acquire_timeout_ms),
             statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
             schemas: config.db.schema_list(),
+            extra_search_path: config.db.extra_search_list(),
         };
         Database::open_postgres(&url, &opts)
             .await

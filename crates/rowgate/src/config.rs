@@ -150,6 +150,9 @@ pub struct DbConfig {
     pub max_lifetime_s: u64,
     /// PostgreSQL: exposed schemas, comma-separated, in search order.
     pub schemas: String,
+    /// PostgreSQL: schemas searched after the request's own, comma-separated (PostgREST's
+    /// `db-extra-search-path`): where extensions' types, operators and functions live.
+    pub extra_search_path: String,
     /// PostgreSQL: settings a function call's transaction starts with, as PostgREST's
     /// `app.settings.*` (`"app.settings.app_host" = "localhost"`, read by
     /// `current_setting('app.settings.app_host')`): dotted names, string values.
@@ -188,12 +191,21 @@ impl DbConfig {
 
     /// The exposed PostgreSQL schemas.
     pub fn schema_list(&self) -> Vec<String> {
-        self.schemas
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        names(&self.schemas)
     }
+
+    /// The schemas searched after the request's own.
+    pub fn extra_search_list(&self) -> Vec<String> {
+        names(&self.extra_search_path)
+    }
+}
+
+/// The names of a comma-separated list.
+fn names(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// `[auth]`: how tokens are issued and checked. The signing secret never sits in this file: it
@@ -472,11 +484,12 @@ pub struct RestConfig {
     pub prefix: String,
     /// Largest number of rows a read returns (0 = unlimited).
     pub max_rows: u64,
-    /// Refuse PATCH and DELETE without any filter (400 `RG104`) instead of changing the whole
-    /// table (PostgREST's behaviour, the default).
+    /// Refuse PATCH and DELETE without any filter (400 `21000`, as pg-safeupdate answers)
+    /// instead of changing the whole table (PostgREST's behaviour, the default).
     pub refuse_unfiltered_writes: bool,
-    /// Answer a `Server-Timing` header naming each stage of a table request and its duration
-    /// (`auth`, `parse`, `plan`, `db`, `respond`), as PostgREST's `server-timing-enabled`.
+    /// Answer a `Server-Timing` header naming each stage of an API request and its duration
+    /// (`jwt`, `parse`, `plan`, `transaction`, `response`), as PostgREST's
+    /// `server-timing-enabled`.
     pub server_timing: bool,
     /// Take aggregate functions in `select=` (`count()`, `amount.sum()`, `avg`, `min`, `max`,
     /// grouped by the other selected columns), as PostgREST's `db-aggregates-enabled`: off by
@@ -491,6 +504,20 @@ pub struct RestConfig {
     /// `commit-allow-override` (a request's `Prefer: tx=rollback` rolls it back, for tests),
     /// `rollback` (nothing is ever kept), `rollback-allow-override` (`tx=commit` keeps it).
     pub tx_end: TxEnd,
+    /// How much an error tells the client, as PostgREST's `client-error-verbosity`: `verbose`
+    /// (the default: code, message, details and hint) or `minimal` (code and message).
+    pub client_error_verbosity: ErrorVerbosity,
+}
+
+/// `rest.client_error_verbosity`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorVerbosity {
+    /// Code, message, details and hint.
+    #[default]
+    Verbose,
+    /// Code and message only.
+    Minimal,
 }
 
 /// `rest.tx_end`.
@@ -571,6 +598,7 @@ impl Default for DbConfig {
             acquire_timeout_ms: 5_000,
             max_lifetime_s: 1_800,
             schemas: "public".into(),
+            extra_search_path: "public".into(),
             settings: Default::default(),
         }
     }
@@ -586,6 +614,7 @@ impl Default for RestConfig {
             aggregates: false,
             plan: false,
             tx_end: TxEnd::Commit,
+            client_error_verbosity: ErrorVerbosity::Verbose,
         }
     }
 }

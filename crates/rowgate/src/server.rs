@@ -187,20 +187,21 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     let head = req.method() == Method::HEAD;
+    let verbose = app.config.rest.client_error_verbosity == crate::config::ErrorVerbosity::Verbose;
     let mut allowed = None;
     let mut response = match app.cors.verdict(req.method(), req.headers()) {
         Verdict::Preflight(answer) => {
             let (parts, ()) = answer.into_parts();
             Response::from_parts(parts, Body::Left(http_body_util::Full::new(Bytes::new())))
         }
-        Verdict::Refused(err) => error_response(&err, head),
+        Verdict::Refused(err) => error_response(&err, head, verbose),
         verdict => {
             if let Verdict::Allowed(origin) = verdict {
                 allowed = Some(origin);
             }
             match route(app, req, peer).await {
                 Ok(reply) => reply.into_response(head),
-                Err(err) => error_response(&err, head),
+                Err(err) => error_response(&err, head, verbose),
             }
         }
     };
@@ -222,6 +223,81 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
         response.headers_mut().insert("server-timing", v);
     }
     response
+}
+
+/// One request to the API's routes (the OpenAPI document, tables and items, functions), its
+/// `principal` known: `OPTIONS` answers the methods allowed ([`api::allow`]); the others go
+/// through their pipelines.
+#[allow(clippy::too_many_arguments)]
+async fn api_route(
+    app: &Arc<App>,
+    route: Route,
+    parts: &http::request::Parts,
+    body: impl RequestBody,
+    table: Option<String>,
+    key: Option<String>,
+    function: Option<String>,
+    principal: &auth::Principal,
+    timing: &mut api::timing::Timing,
+) -> Result<Reply, ApiError> {
+    if parts.method == Method::OPTIONS {
+        let cache = app.db.schema();
+        let schema = cache.profile(api::request::profile(parts))?;
+        timing.mark("parse");
+        let policy = &app.auth.policy;
+        let reply = match route {
+            Route::OpenApi => Ok(api::allow::root()),
+            Route::Rpc => api::allow::function(
+                schema,
+                &app.resources.load(),
+                policy,
+                principal,
+                &function.unwrap_or_default(),
+            ),
+            _ => api::allow::relation(
+                schema,
+                policy,
+                principal,
+                &table.unwrap_or_default(),
+                key.is_some(),
+            ),
+        };
+        timing.mark("response");
+        return reply;
+    }
+    match route {
+        Route::OpenApi => {
+            if !(parts.method == Method::GET || parts.method == Method::HEAD) {
+                return Err(ApiError::method_not_allowed(
+                    &parts.method,
+                    &["GET", "HEAD", "OPTIONS"],
+                ));
+            }
+            openapi::reply(app, &parts.headers, principal, timing)
+        }
+        Route::Rpc => {
+            let name = function.unwrap_or_default();
+            crate::rpc::handle(app, parts, body, &name, principal, timing).await
+        }
+        _ => {
+            // the slot of a large body is held until the answer; the bytes go to the handler,
+            // which may drop them once planned
+            let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
+            let table = table.unwrap_or_default();
+            api::handle(
+                app,
+                parts,
+                bytes,
+                Target {
+                    table: &table,
+                    key: key.as_deref(),
+                },
+                principal,
+                timing,
+            )
+            .await
+        }
+    }
 }
 
 /// What HTTP/1.1 framing requires of every request before it is routed (RFC 9112): exactly
@@ -287,44 +363,23 @@ async fn route(
                 Bytes::from_static(b"{\"status\":\"ready\"}"),
             ))
         }
-        Route::OpenApi => {
-            if !(parts.method == Method::GET || parts.method == Method::HEAD) {
-                return Err(ApiError::method_not_allowed(
-                    &parts.method,
-                    &["GET", "HEAD"],
-                ));
-            }
+        Route::OpenApi | Route::Table | Route::Item | Route::Rpc => {
+            // the API's routes, in stages timed for `Server-Timing` (`rest.server_timing`)
+            let mut timing = api::timing::Timing::start(app.config.rest.server_timing);
             let principal = app.auth.authenticate(&parts.headers)?;
-            openapi::reply(app, &parts.headers, &principal)
-        }
-        Route::Table | Route::Item => {
-            let mut timing = crate::api::timing::Timing::start(app.config.rest.server_timing);
-            let principal = app.auth.authenticate(&parts.headers)?;
-            timing.mark("auth");
-            // the slot of a large body is held until the answer; the bytes go to the handler,
-            // which may drop them once planned
-            let crate::app::AdmittedBody { bytes, _slot } = app.read_body(&parts, body).await?;
-            let table = table.unwrap_or_default();
-            api::handle(
+            timing.mark("jwt");
+            let reply = api_route(
                 app,
+                route,
                 &parts,
-                bytes,
-                Target {
-                    table: &table,
-                    key: key.as_deref(),
-                },
+                body,
+                table,
+                key,
+                param("function"),
                 &principal,
                 &mut timing,
             )
-            .await
-        }
-        Route::Rpc => {
-            let mut timing = crate::api::timing::Timing::start(app.config.rest.server_timing);
-            let principal = app.auth.authenticate(&parts.headers)?;
-            timing.mark("auth");
-            let name = param("function").unwrap_or_default();
-            let reply =
-                crate::rpc::handle(app, &parts, body, &name, &principal, &mut timing).await?;
+            .await?;
             Ok(match timing.header() {
                 Some(stages) => {
                     reply.header(http::HeaderName::from_static("server-timing"), stages)

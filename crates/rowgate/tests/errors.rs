@@ -732,6 +732,28 @@ async fn bad_range_header(b: Backend) {
     assert_eq!(r.status().as_u16(), 416);
 }
 
+/// `rest.client_error_verbosity = "minimal"`: errors tell their code and message only, as
+/// PostgREST's `client-error-verbosity`.
+async fn minimal_error_verbosity(b: Backend) {
+    let s = TestServer::start_with(b, |c| {
+        c.rest.client_error_verbosity = rowgate::config::ErrorVerbosity::Minimal
+    })
+    .await;
+    let r = s.get("/teamx").send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 404);
+    let body: Value = r.json().await.expect("json");
+    let schema = match b {
+        Backend::Sqlite => "main",
+        Backend::Postgres => "public",
+    };
+    // (verbose, it would say which table was perhaps meant)
+    assert_eq!(
+        body,
+        json!({"code": "PGRST205",
+            "message": format!("Could not find the table '{schema}.teamx' in the schema cache")})
+    );
+}
+
 async fn method_not_allowed(b: Backend) {
     let s = TestServer::start(b).await;
     let r = s
@@ -745,7 +767,6 @@ async fn method_not_allowed(b: Backend) {
     insta::assert_json_snapshot!("post_to_item", body);
     assert_eq!(team_count(&s), 10);
     for (method, url) in [
-        (reqwest::Method::OPTIONS, s.url("/team")),
         (reqwest::Method::PATCH, s.root_url("/openapi.json")),
         (reqwest::Method::DELETE, s.url("/")),
         (reqwest::Method::POST, s.url("/")),
@@ -1326,6 +1347,7 @@ async fn configured_limits(b: Backend) {
 
 backend_tests!(
     configured_limits,
+    minimal_error_verbosity,
     operators_on_the_wrong_backend_or_type,
     unknown_table,
     unknown_columns,

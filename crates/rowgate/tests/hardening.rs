@@ -123,12 +123,20 @@ async fn stalled_bodies_time_out(b: Backend) {
 }
 
 /// Item 23: PATCH and DELETE without a filter change the whole table by default (as PostgREST);
-/// `rest.refuse_unfiltered_writes` refuses them with 400 naming the switch.
+/// `rest.refuse_unfiltered_writes` refuses them with pg-safeupdate's 400 `21000`, naming the
+/// switch in the hint.
 async fn unfiltered_writes_switch(b: Backend) {
     let s = TestServer::start_with(b, |c| c.rest.refuse_unfiltered_writes = true).await;
-    for r in [s.patch("/team", json!({"points": 0})), s.delete("/driver")] {
+    for (r, statement) in [
+        (s.patch("/team", json!({"points": 0})), "UPDATE"),
+        (s.delete("/driver"), "DELETE"),
+    ] {
         let r = r.send().await.expect("request");
-        let body = assert_error(r, 400, "RG104").await;
+        let body = assert_error(r, 400, "21000").await;
+        assert_eq!(
+            body["message"],
+            format!("{statement} requires a WHERE clause")
+        );
         assert!(
             body["hint"]
                 .as_str()

@@ -1197,10 +1197,36 @@ async fn json_paths(b: Backend) {
 }
 
 /// `rest.server_timing`: each table answer names its stages and their durations in
-/// `Server-Timing`, before the `total` every answer has (errors and the default configuration
-/// carry the total only).
+/// `Server-Timing` under PostgREST's names, before the `total` every answer has (errors and
+/// the default configuration carry the total only); the OpenAPI document and `OPTIONS` name
+/// theirs.
 async fn server_timing_names_the_stages(b: Backend) {
     let s = TestServer::start_with(b, |c| c.rest.server_timing = true).await;
+    let names = |timing: &str| -> Vec<String> {
+        timing
+            .split(", ")
+            .map(|stage| {
+                let (name, dur) = stage.split_once(";dur=").expect("name;dur=ms");
+                assert!(dur.parse::<f64>().is_ok_and(|ms| ms >= 0.0), "{timing}");
+                name.to_string()
+            })
+            .collect()
+    };
+    let r = s.get("/").send().await.expect("openapi");
+    assert_eq!(
+        names(&header(&r, "server-timing")),
+        ["jwt", "parse", "plan", "response", "total"]
+    );
+    let r = s
+        .client
+        .request(reqwest::Method::OPTIONS, s.url("/team"))
+        .send()
+        .await
+        .expect("options");
+    assert_eq!(
+        names(&header(&r, "server-timing")),
+        ["jwt", "parse", "response", "total"]
+    );
     for r in [
         s.get("/team?select=name&order=team_id")
             .send()
@@ -1223,7 +1249,7 @@ async fn server_timing_names_the_stages(b: Backend) {
             .collect();
         assert_eq!(
             names,
-            ["auth", "parse", "plan", "db", "respond", "total"],
+            ["jwt", "parse", "plan", "transaction", "response", "total"],
             "{timing}"
         );
     }
@@ -1233,6 +1259,106 @@ async fn server_timing_names_the_stages(b: Backend) {
     let plain = TestServer::start(b).await;
     let r = plain.get("/team").send().await.expect("request");
     assert!(header(&r, "server-timing").starts_with("total;dur="));
+}
+
+/// `OPTIONS` on a resource answers 200, no body, and `Allow`: the methods it takes, as the
+/// OpenAPI document describes them (a table's collection all but PUT, its item URL PUT and no
+/// POST; a view those its database passes through — PostgreSQL's simple view all, SQLite's
+/// none but reads —; the root its reads), narrowed to the role's grants; an unknown table is
+/// 404, one the role has no grant on is refused as its GET is.
+async fn options_lists_the_methods_allowed(b: Backend) {
+    let setup = "CREATE TABLE keyless (note text); \
+                 CREATE VIEW team_names AS SELECT team_id, name FROM team;";
+    let s = TestServer::start_prepared(
+        b,
+        tempfile::tempdir().expect("tempdir"),
+        rowgate::config::Config::default(),
+        setup,
+        |_| {},
+    )
+    .await;
+    let allow = |path: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .client
+                .request(reqwest::Method::OPTIONS, s.url(path))
+                .send()
+                .await
+                .expect("options");
+            let status = r.status().as_u16();
+            let allow = r
+                .headers()
+                .get("allow")
+                .map(|v| v.to_str().expect("text").to_string());
+            assert_eq!(header(&r, "content-length"), "0", "{path}");
+            (status, allow)
+        }
+    };
+    let all = Some("OPTIONS,GET,HEAD,POST,PATCH,DELETE".to_string());
+    assert_eq!(allow("/team").await, (200, all.clone()));
+    assert_eq!(allow("/keyless").await, (200, all.clone()));
+    assert_eq!(
+        allow("/team/1").await,
+        (200, Some("OPTIONS,GET,HEAD,PUT,PATCH,DELETE".into()))
+    );
+    let view = match b {
+        Backend::Postgres => all,
+        Backend::Sqlite => Some("OPTIONS,GET,HEAD".into()),
+    };
+    assert_eq!(allow("/team_names").await, (200, view));
+    assert_eq!(allow("/").await, (200, Some("OPTIONS,GET,HEAD".into())));
+    let r = s
+        .client
+        .request(reqwest::Method::OPTIONS, s.url("/nope"))
+        .send()
+        .await
+        .expect("options");
+    assert_error(r, 404, "PGRST205").await;
+
+    let toml = r#"
+[[grants]]
+role = "anon"
+tables = ["team"]
+ops = ["select", "update"]
+"#;
+    let narrow = TestServer::start_toml(b, toml, &[]).await;
+    let options = |path: &str| {
+        narrow
+            .client
+            .request(reqwest::Method::OPTIONS, narrow.url(path))
+            .send()
+    };
+    let r = options("/team").await.expect("options");
+    assert_eq!(header(&r, "allow"), "OPTIONS,GET,HEAD,PATCH");
+    let r = options("/driver").await.expect("options");
+    assert_error(r, 401, "RG401").await;
+}
+
+/// A collection's read names its canonical URL in `Content-Location`, as PostgREST's: the
+/// query's parameters sorted by name, encoded alike; item URLs and writes have none.
+async fn reads_name_their_canonical_location(b: Backend) {
+    let s = TestServer::start(b).await;
+    let r = s
+        .get("/team?team_id=lt.3&select=name,team_id&order=team_id")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        header(&r, "content-location"),
+        "/api/team?order=team_id&select=name%2Cteam_id&team_id=lt.3"
+    );
+    let r = s.get("/team").send().await.expect("get");
+    assert_eq!(header(&r, "content-location"), "/api/team");
+    let r = s.get("/team/1").send().await.expect("get");
+    assert!(r.headers().get("content-location").is_none());
+    let r = s
+        .patch("/team?team_id=eq.1", json!({"points": 1}))
+        .send()
+        .await
+        .expect("patch");
+    assert!(r.headers().get("content-location").is_none());
 }
 
 /// The app is a service: called without a socket it answers what it answers over one, byte
@@ -1320,6 +1446,8 @@ backend_tests!(
     nulls_stripped,
     the_app_answers_as_a_service,
     server_timing_names_the_stages,
+    options_lists_the_methods_allowed,
+    reads_name_their_canonical_location,
     json_paths,
     select_columns_alias_cast_star,
     comparison_operators_with_and_without_not,

@@ -260,19 +260,24 @@ async fn postgres_volatile_functions_by_get_and_missing_tables() {
     );
 }
 
-/// The exposed schemas are the search path (then public), as PostgREST sets it: a function
-/// naming a table of its schema unqualified finds it.
+/// The exposed schemas are the search path, then `db.extra_search_path` (public by default),
+/// as PostgREST sets it: a function naming a table of its schema unqualified finds it, and one
+/// calling an extension's function unqualified finds it in an extra schema named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_search_path_is_the_exposed_schemas() {
     let setup = r#"
 CREATE SCHEMA api;
+CREATE SCHEMA ext;
 CREATE TABLE api.notes (id integer PRIMARY KEY, body text);
 INSERT INTO api.notes VALUES (1, 'a'), (2, 'b');
 CREATE FUNCTION api.note_count() RETURNS bigint LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT count(*) FROM notes); END $$;
+CREATE FUNCTION ext.twice(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT $1 * 2 $$;
+CREATE FUNCTION api.doubled() RETURNS integer LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN twice(21); END $$;
 "#;
     let toml = r#"
 [db]
 schemas = "api"
+extra_search_path = "public, ext"
 [[grants]]
 role = "anon"
 tables = ["*"]
@@ -284,6 +289,24 @@ functions = ["*"]
     assert_eq!((status, body), (200, json!(2)));
     let (status, body) = get(&s, "/notes?select=id").await;
     assert_eq!((status, body), (200, json!([{"id": 1}, {"id": 2}])));
+    let (status, body) = get(&s, "/rpc/doubled").await;
+    assert_eq!((status, body), (200, json!(42)));
+    // without `ext` on the path, the extension's function is not found (PostgreSQL's 42883,
+    // a function that does not fit what it is given)
+    let plain = start(
+        Backend::Postgres,
+        setup,
+        &toml.replace("extra_search_path = \"public, ext\"\n", ""),
+    )
+    .await;
+    let r = plain.get("/rpc/doubled").send().await.expect("get");
+    let body = assert_error(r, 400, "PGRST100").await;
+    assert!(
+        body["details"]
+            .as_str()
+            .is_some_and(|d| d.contains("twice(integer) does not exist")),
+        "{body}"
+    );
 }
 
 /// Views over tables of a schema that is not exposed relate as their tables do (PostgREST's
@@ -384,11 +407,17 @@ async fn postgres_computed_relationships() {
 /// `Prefer: timezone=…` writes timestamps with time zone in that zone (the transaction's
 /// `TimeZone`, as PostgREST), listed in `Preference-Applied`; a zone PostgreSQL does not know
 /// is its 400 `22023`. A function call sees the request (`request.method`, `request.path`,
-/// `request.headers`, `request.cookies`) as under PostgREST.
+/// `request.headers`, `request.cookies`) as under PostgREST, and so do a write's defaults and
+/// triggers (`request.jwt.claims`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_time_zones_and_request_settings() {
     let setup = r#"
-CREATE TABLE stamps (id integer PRIMARY KEY, t timestamptz);
+CREATE TABLE stamps (id integer PRIMARY KEY, t timestamptz,
+  author text DEFAULT (current_setting('request.jwt.claims', true)::json ->> 'role'),
+  method text);
+CREATE FUNCTION stamp_method() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN NEW.method = current_setting('request.method', true); RETURN NEW; END $$;
+CREATE TRIGGER stamp_method BEFORE INSERT ON stamps FOR EACH ROW EXECUTE FUNCTION stamp_method();
 INSERT INTO stamps VALUES (1, '2023-10-18 12:37:59.611+00');
 CREATE FUNCTION seen() RETURNS json LANGUAGE sql STABLE AS $$
   SELECT json_build_object(
@@ -397,7 +426,8 @@ CREATE FUNCTION seen() RETURNS json LANGUAGE sql STABLE AS $$
     'header', current_setting('request.headers', true)::json ->> 'x-test',
     'cookie', current_setting('request.cookies', true)::json ->> 'sid') $$;
 "#;
-    let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
+    let grants = READS_AND_CALLS.replace(r#"ops = ["select"]"#, r#"ops = ["select", "insert"]"#);
+    let s = start(Backend::Postgres, setup, &grants).await;
     let r = s
         .get("/stamps?select=t")
         .header("prefer", "handling=strict, timezone=America/Los_Angeles")
@@ -433,6 +463,16 @@ CREATE FUNCTION seen() RETURNS json LANGUAGE sql STABLE AS $$
     assert_eq!(
         body,
         json!({"method": "GET", "path": "/api/rpc/seen", "header": "hello", "cookie": "abc"})
+    );
+    let r = s
+        .post("/stamps?select=author,method", json!({"id": 2}))
+        .header("prefer", "return=representation")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(
+        json_of(r).await,
+        (201, json!([{"author": "anon", "method": "POST"}]))
     );
 }
 
@@ -501,6 +541,14 @@ functions = ["*"]
         .await
         .expect("get");
     assert_eq!(json_of(r).await, (200, json!(2)));
+    // the OpenAPI document of a profile names it
+    let r = s
+        .get("/")
+        .header("accept-profile", "v2")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-profile"], "v2");
     let r = s
         .get("/parents")
         .header("accept-profile", "v3")
@@ -565,8 +613,10 @@ INSERT INTO family VALUES (1, 'root', NULL), (2, 'kid one', 1), (3, 'kid two', 1
     }
 }
 
-/// A function's value of a media type (a domain named after one, `xml`, `bytea`) is answered
-/// raw when `Accept` asks for that type, JSON otherwise; a type it does not have is 406.
+/// A function's value of a media type (a domain named after one, `xml`, `bytea`, a domain over
+/// `bytea`: its bytes) is answered raw when `Accept` asks for that type before JSON (a
+/// browser's `text/html` first, which nothing here is, passed over), JSON otherwise; a type it
+/// does not have is 406.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_raw_values_by_media_type() {
     let setup = r#"
@@ -574,6 +624,8 @@ CREATE DOMAIN "text/plain" AS text;
 CREATE FUNCTION hello() RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT 'Hello'::"text/plain" $$;
 CREATE FUNCTION tag() RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT '<a/>'::xml $$;
 CREATE FUNCTION blob() RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT '\x00ff41'::bytea $$;
+CREATE DOMAIN "image/png" AS bytea;
+CREATE FUNCTION picture() RETURNS "image/png" LANGUAGE sql IMMUTABLE AS $$ SELECT '\x89504e47'::"image/png" $$;
 CREATE SCHEMA media;
 CREATE DOMAIN media."text/csv" AS text;
 CREATE FUNCTION listing() RETURNS media."text/csv" LANGUAGE sql IMMUTABLE AS $$ SELECT 'a,b'::media."text/csv" $$;
@@ -617,6 +669,19 @@ CREATE FUNCTION listing() RETURNS media."text/csv" LANGUAGE sql IMMUTABLE AS $$ 
         raw("/rpc/blob", "application/octet-stream").await,
         (200, "application/octet-stream".into(), vec![0, 255, 65])
     );
+    for accept in [
+        "image/png",
+        "image/png, */*",
+        "text/html,application/xhtml+xml,application/xml;q=0.9,image/png,*/*;q=0.8",
+    ] {
+        assert_eq!(
+            raw("/rpc/picture", accept).await,
+            (200, "image/png".into(), vec![0x89, b'P', b'N', b'G']),
+            "{accept}"
+        );
+    }
+    let (status, ct, body) = raw("/rpc/picture", "application/json, image/png").await;
+    assert_eq!((status, body), (200, b"\"\\\\x89504e47\"".to_vec()), "{ct}");
     let (status, ct, body) = raw("/rpc/hello", "application/json").await;
     assert_eq!((status, body), (200, b"\"Hello\"".to_vec()), "{ct}");
     let r = s
@@ -897,7 +962,9 @@ async fn keyless_upserts_are_inserts() {
 }
 
 /// A POST with a `text/plain` or `text/xml` body calls the function's one unnamed parameter of
-/// that type with the body as it is (PostgREST's single unnamed parameter); a function without
+/// that type with the body as it is (PostgREST's single unnamed parameter: `bytea` takes
+/// `application/octet-stream`'s bytes; of overloads of one unnamed parameter a JSON body
+/// goes to the json one); a function without
 /// one is 404 `PGRST202` saying what was searched for. Every error names its code in
 /// `Proxy-Status`, as PostgREST.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -907,8 +974,29 @@ CREATE DOMAIN "text/plain" AS text;
 CREATE FUNCTION echo_text(text) RETURNS "text/plain" LANGUAGE sql IMMUTABLE AS $$ SELECT $1::"text/plain" $$;
 CREATE FUNCTION echo_xml(xml) RETURNS xml LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
 CREATE FUNCTION takes_int(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
+CREATE FUNCTION echo(bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT $1 $$;
+CREATE FUNCTION echo(text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'text: ' || $1 $$;
+CREATE FUNCTION echo(json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT json_build_object('json', $1) $$;
 "#;
     let s = start(Backend::Postgres, setup, READS_AND_CALLS).await;
+    let bytes: Vec<u8> = vec![0x89, 0, 0xff, b'\n', 0x80];
+    let r = s
+        .client
+        .post(format!("{}/rpc/echo", s.base))
+        .header("content-type", "application/octet-stream")
+        .header("accept", "application/octet-stream")
+        .body(bytes.clone())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.bytes().await.expect("bytes").to_vec(), bytes);
+    let r = s
+        .post("/rpc/echo", json!({"a": 1}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(json_of(r).await, (200, json!({"json": {"a": 1}})));
     for (function, media, body) in [
         ("echo_text", "text/plain", "plain, \"quoted\" \\ text"),
         ("echo_xml", "text/xml", "<note><to>Jane</to></note>"),

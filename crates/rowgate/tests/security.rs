@@ -396,6 +396,35 @@ async fn bad_tokens(b: Backend) {
             )),
         ),
     ];
+    let mut cases = cases;
+    cases.push(("two parts", Some("Bearer eyJhbGciOiJIUzI1NiJ9.e30".into())));
+    cases.push((
+        "issued in the future",
+        Some(format!(
+            "Bearer {}",
+            sign(
+                s,
+                Algorithm::HS256,
+                &claims(&|c| c["iat"] = json!(now() + 300))
+            )
+        )),
+    ));
+    // PostgREST's words where it has them: `PGRST303` for claims that fail
+    let worded = |what: &str| match what {
+        "expired beyond skew" => Some(("PGRST303", "JWT expired")),
+        "nbf in the future" => Some(("PGRST303", "JWT not yet valid")),
+        "wrong audience" => Some(("PGRST303", "JWT not in audience")),
+        "issued in the future" => Some(("PGRST303", "JWT issued at future")),
+        "two parts" => Some(("PGRST301", "Expected 3 parts in JWT; got 2")),
+        "garbage" => Some(("PGRST301", "JWT cryptographic operation failed")),
+        "alg none" | "another algorithm" => {
+            Some(("PGRST301", "Wrong or unsupported encoding algorithm"))
+        }
+        "signed with another key" | "flipped signature bit" => {
+            Some(("PGRST301", "No suitable key or wrong key type"))
+        }
+        _ => None,
+    };
     for (what, header) in cases {
         let mut req = s.get("/notes");
         if let Some(h) = header {
@@ -409,7 +438,10 @@ async fn bad_tokens(b: Backend) {
             "{what}"
         );
         let body: Value = r.json().await.expect("json");
-        assert_eq!(body["code"], "PGRST301", "{what}: {body}");
+        let (code, message) = worded(what).unwrap_or(("PGRST301", "invalid bearer token"));
+        assert_eq!(body["code"], code, "{what}: {body}");
+        assert_eq!(body["message"], message, "{what}: {body}");
+        assert!(body["details"].is_string(), "{what}: {body}");
     }
     // No token at all on something anon may not read: 401 with a plain challenge.
     let r = s.get("/notes").send().await.expect("r");

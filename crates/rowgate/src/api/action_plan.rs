@@ -799,9 +799,15 @@ fn modify(
     let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
     if query.filters.is_empty() && item.is_none() && cx.rest.refuse_unfiltered_writes {
+        // pg-safeupdate's words, as PostgREST users meet them
+        let statement = if request.method == http::Method::DELETE {
+            "DELETE"
+        } else {
+            "UPDATE"
+        };
         return Err(ApiError::new(
-            ErrorCode::UnfilteredWrite,
-            format!("{} without a filter would change every row", request.method),
+            ErrorCode::SafeUpdate,
+            format!("{statement} requires a WHERE clause"),
         )
         .hint("add a filter (to change every row: ?id=not.is.null), or set rest.refuse_unfiltered_writes = false"));
     }

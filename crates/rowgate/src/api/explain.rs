@@ -3,8 +3,8 @@
 //! its rows, when `rest.plan` allows it.
 //!
 //! `Accept: application/vnd.pgrst.plan` (text) or `application/vnd.pgrst.plan+json`, with
-//! `for="application/json"` (the media type the rows would have been answered in: JSON, CSV or
-//! a single object) and `options=analyze|verbose|settings|buffers|wal` (`EXPLAIN`'s own), of
+//! `for="application/json"` (the media type the rows would have been answered in: JSON, CSV, a
+//! single object, or a single value's raw `text/xml`, `text/plain` or `application/octet-stream`) and `options=analyze|verbose|settings|buffers|wal` (`EXPLAIN`'s own), of
 //! a read, a write (rolled back: `analyze` runs it) or a function call. Off or on SQLite, the
 //! media type is not available: 406 `PGRST107`.
 
@@ -53,6 +53,10 @@ pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
         };
         let value = value.trim().trim_matches('"').to_ascii_lowercase();
         match name.trim().to_ascii_lowercase().as_str() {
+            // (PostgREST's short name of the single object is its full one)
+            "for" if value == "application/vnd.pgrst.object" => {
+                plan.for_media = "application/vnd.pgrst.object+json".to_string()
+            }
             "for" => plan.for_media = value,
             "options" => {
                 for option in value.split('|') {
@@ -66,9 +70,15 @@ pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
             _ => {}
         }
     }
+    // the rows' media types, and a single value's raw ones
     if !matches!(
         plan.for_media.as_str(),
-        "application/json" | "text/csv" | "application/vnd.pgrst.object+json"
+        "application/json"
+            | "text/csv"
+            | "application/vnd.pgrst.object+json"
+            | "text/xml"
+            | "text/plain"
+            | "application/octet-stream"
     ) {
         return Some(Err(not_available(accept)));
     }

@@ -1,11 +1,12 @@
 //! The AutoREST pipeline for `/{prefix}/{table}` and `/{prefix}/{table}/{key}`, as a chain of
-//! named, timed stages (PostgREST's `App.hs`): `parse` ([`request::ApiRequest`]) → `plan`
-//! ([`action_plan`]: the schema, the guard, statements rendered by `rowgate-query`, one
-//! [`Job`](crate::job::Job)) → `db` (the database runs the job) → `respond`
-//! ([`respond::answer`]). `auth` comes before, in the server. [`timing`] names the stages in
-//! `Server-Timing`.
+//! named, timed stages (PostgREST's `App.hs`, with its stage names): `parse`
+//! ([`request::ApiRequest`]) → `plan` ([`action_plan`]: the schema, the guard, statements
+//! rendered by `rowgate-query`, one [`Job`](crate::job::Job)) → `transaction` (the database
+//! runs the job) → `response` ([`respond::answer`]). `jwt` (authentication) comes before, in
+//! the server. [`timing`] names the stages in `Server-Timing`; [`allow`] answers `OPTIONS`.
 
 pub mod action_plan;
+pub mod allow;
 pub mod document_write;
 pub mod embed;
 pub mod explain;
@@ -18,7 +19,7 @@ pub mod rows;
 pub mod timing;
 
 use bytes::Bytes;
-use http::{request::Parts, HeaderName, Method};
+use http::{request::Parts, Method};
 use rowgate_query::ast::QualifiedName;
 
 use crate::app::{App, LARGE_BODY};
@@ -73,10 +74,7 @@ pub async fn handle(
         }
         (answer, _) => answer,
     }?;
-    Ok(match timing.header() {
-        Some(stages) => reply.header(HeaderName::from_static("server-timing"), stages),
-        None => reply,
-    })
+    Ok(reply)
 }
 
 /// The stages, once.
@@ -110,7 +108,8 @@ async fn handle_once(
     )?;
     request.prefer.settle_tx(app.config.rest.tx_end);
     timing.mark("parse");
-    let (mut settings, profile) = request::profile_settings(&cache, schema);
+    let (mut settings, profile) =
+        request::profile_settings(&cache, schema, &app.config.db.extra_search_path);
     if let Some(table) = schema.table(target.table) {
         request.prefer.settle_resolution(table, &request.query);
     }
@@ -133,11 +132,24 @@ async fn handle_once(
         }
     }
     settings.extend(request.prefer.settings(context.dialect));
+    let writes_in_postgres =
+        plan.job.access == crate::job::Access::Write && context.dialect.has_schemas();
+    if writes_in_postgres {
+        // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
+        // `request.headers`, …, and `db.settings`) as they do under PostgREST
+        settings.extend(plan::request_settings(parts, principal));
+        settings.extend(
+            context
+                .app_settings
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone())),
+        );
+    }
     if let Some(step) = plan::settings(context.dialect, &settings) {
         plan.job.steps.insert(0, step);
     }
     // a write's triggers may set the answer's headers and status (PostgREST's settings)
-    if plan.job.access == crate::job::Access::Write && context.dialect.has_schemas() {
+    if writes_in_postgres {
         plan.job.steps.push(crate::job::Step::ResponseSettings);
     }
     if request.nulls_stripped {
@@ -147,11 +159,19 @@ async fn handle_once(
     request.body = Bytes::new();
     timing.mark("plan");
     let mut outcome = app.db.run(plan.job).await?;
-    timing.mark("db");
+    timing.mark("transaction");
     let response = std::mem::take(&mut outcome.response);
+    // a collection's rows are at the request's URL, its parameters sorted (PostgREST's)
+    let location = (read && target.key.is_none() && explain.is_none()).then(|| {
+        respond::content_location(&app.config.rest.prefix, target.table, parts.uri.query())
+    });
     let reply = respond::answer(&request, plan.answer, outcome)
         .and_then(|r| r.with_settings(&response))
+        .map(|r| match location {
+            Some(url) => r.header(http::header::CONTENT_LOCATION, url),
+            None => r,
+        })
         .map(|r| r.nulls_stripped_if(&request).profile(profile));
-    timing.mark("respond");
+    timing.mark("response");
     reply
 }

@@ -412,10 +412,12 @@ pub fn profile(parts: &http::request::Parts) -> Option<&str> {
 }
 
 /// The settings and header of a request answered from `schema`'s profile `name` where there
-/// are several: the search path led by it (PostgREST's), and `Content-Profile` naming it.
+/// are several: the search path led by it, then `extra_search_path` (PostgREST's), and
+/// `Content-Profile` naming it.
 pub fn profile_settings(
     cache: &crate::schema::SchemaCache,
     chosen: &crate::schema::SchemaCache,
+    extra_search_path: &str,
 ) -> (Vec<(&'static str, String)>, Option<String>) {
     if cache.profiles.len() < 2 {
         return (Vec::new(), None);
@@ -428,26 +430,52 @@ pub fn profile_settings(
     let settings = if std::ptr::eq(cache, chosen) {
         Vec::new()
     } else {
-        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        vec![("search_path", format!("{quoted}, public"))]
+        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let path: Vec<String> = std::iter::once(name.as_str())
+            .chain(
+                extra_search_path
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty() && *s != name),
+            )
+            .map(quote)
+            .collect();
+        vec![("search_path", path.join(", "))]
     };
     (settings, Some(name))
 }
 
-/// Whether `Accept` asks for `media` before anything else it takes: `media` itself (or
-/// `type/*`) at the highest weight, not after `*/*` or JSON; `*/*` (a value of any media type)
-/// whatever it asks.
+/// Whether `Accept` asks for `media` before anything else the answer could be: `media` itself
+/// (or `type/*`) comes, by weight, before JSON, CSV, a single object and `*/*` (ranges of
+/// nothing the answer could be, `text/html` from a browser, are passed over); `*/*` (a value
+/// of any media type) whatever it asks.
 pub fn prefers(headers: &HeaderMap, media: &str) -> bool {
     if media == "*/*" {
         return true; // PostgREST's domain of any media type: whatever is asked
     }
+    const ROWS: [&str; 6] = [
+        "application/json",
+        "application/vnd.pgrst.object+json",
+        "application/vnd.pgrst.object",
+        "text/csv",
+        "application/*",
+        "*/*",
+    ];
     let media = media.to_ascii_lowercase();
-    accepted(headers).first().is_some_and(|r| {
-        r.media == media
-            || r.media
+    for range in accepted(headers) {
+        let matches = range.media == media
+            || range
+                .media
                 .strip_suffix("/*")
-                .is_some_and(|t| media.starts_with(&format!("{t}/")) && t != "application")
-    })
+                .is_some_and(|t| media.starts_with(&format!("{t}/")) && t != "application");
+        if matches {
+            return true;
+        }
+        if ROWS.contains(&range.media.as_str()) {
+            return false;
+        }
+    }
+    false
 }
 
 /// One media range of `Accept`: lower-cased, with its weight and `nulls=stripped`.

@@ -76,13 +76,9 @@ impl Reply {
     }
 
     /// The answer's one JSON value as raw bytes of `media` (a function's media type handler):
-    /// a string as its text (a `bytea`'s `\\x…` hex as its bytes), `null` as nothing, another
-    /// value as its JSON text. The known text types say `charset=utf-8`, as PostgREST's.
-    pub fn raw_value(self, media: &str) -> Result<Reply, ApiError> {
-        self.raw_of(media, matches!(media, "application/octet-stream" | "*/*"))
-    }
-
-    /// [`Reply::raw_value`] for a value known to be bytes (`bytea`'s hex) or not.
+    /// a string as its text (`is_bytes`: a `bytea`'s `\\x…` hex as its bytes), `null` as
+    /// nothing, another value as its JSON text. The known text types say `charset=utf-8`, as
+    /// PostgREST's.
     pub fn raw_of(mut self, media: &str, is_bytes: bool) -> Result<Reply, ApiError> {
         let value: serde_json::Value =
             serde_json::from_slice(&self.body).map_err(ApiError::internal)?;
@@ -308,9 +304,13 @@ pub fn bearer_challenge(invalid_token: bool) -> HeaderValue {
     }
 }
 
-/// An error as an HTTP response.
-pub fn error_response(err: &ApiError, head: bool) -> Response {
-    let body = if head { Bytes::new() } else { err.body() };
+/// An error as an HTTP response (`verbose`: with its details and hint).
+pub fn error_response(err: &ApiError, head: bool, verbose: bool) -> Response {
+    let body = if head {
+        Bytes::new()
+    } else {
+        err.body_of(verbose)
+    };
     let mut response = http::Response::new(Body::Left(Full::new(body)));
     *response.status_mut() = err.status();
     response
@@ -323,7 +323,10 @@ pub fn error_response(err: &ApiError, head: bool) -> Response {
             .insert(HeaderName::from_static("proxy-status"), status);
     }
     if err.status() == StatusCode::UNAUTHORIZED {
-        let invalid = err.code == ErrorCode::InvalidToken;
+        let invalid = matches!(
+            err.code,
+            ErrorCode::InvalidToken | ErrorCode::TokenClaimsRefused
+        );
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, bearer_challenge(invalid));
@@ -663,12 +666,36 @@ fn document_id(document: &[u8]) -> Option<String> {
         serde_json::Value::Number(n) => n.to_string(),
         _ => return None,
     };
-    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~');
-    Some(percent_encoding::utf8_percent_encode(&text, SEGMENT).to_string())
+    Some(percent_encoding::utf8_percent_encode(&text, UNRESERVED).to_string())
+}
+
+/// What a URL's parts keep unencoded: RFC 3986's unreserved characters.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// A read's `Content-Location`, as PostgREST's: the relation's URL with the query's parameters
+/// sorted by name (each name's in the order given) and encoded alike, so that equal requests
+/// have equal locations (`/api/no_pk?b=eq.1&a=eq.1` → `/api/no_pk?a=eq.1&b=eq.1`).
+pub fn content_location(prefix: &str, table: &str, query: Option<&str>) -> String {
+    let encode = |s: &str| percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string();
+    let mut url = format!("{}/{}", prefix.trim_end_matches('/'), encode(table));
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if pairs.is_empty() {
+        return url;
+    }
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let encoded: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect();
+    url.push('?');
+    url.push_str(&encoded.join("&"));
+    url
 }
 
 /// A write's `Content-Range`, as PostgREST's: with `Prefer: count=…`, `*/N` for the `affected`
@@ -734,5 +761,26 @@ mod tests {
         assert_eq!(content_range(0, 42, None), "0-41/*");
         assert_eq!(content_range(10, 5, Some(42)), "10-14/42");
         assert_eq!(content_range(0, 0, Some(0)), "*/0");
+    }
+
+    #[test]
+    fn parameters_are_sorted_by_name_and_encoded_alike() {
+        assert_eq!(
+            content_location("/api", "no_pk", Some("b=eq.1&a=eq.1")),
+            "/api/no_pk?a=eq.1&b=eq.1"
+        );
+        assert_eq!(
+            content_location("/api/", "simple_pk", None),
+            "/api/simple_pk"
+        );
+        assert_eq!(
+            content_location("/api", "simple_pk", Some("")),
+            "/api/simple_pk"
+        );
+        // the same name keeps its order; spaces and commas are encoded one way
+        assert_eq!(
+            content_location("", "t", Some("select=a,%20b&id=gt.1&id=lt.9&d")),
+            "/t?d=&id=gt.1&id=lt.9&select=a%2C%20b"
+        );
     }
 }

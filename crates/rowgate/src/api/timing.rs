@@ -1,5 +1,6 @@
-//! `Server-Timing`: how long each stage of one request took — `auth`, `parse` (the body read
-//! included), `plan`, `db`, `respond` — when `rest.server_timing` is on (as PostgREST's
+//! `Server-Timing`: how long each stage of one request took, under PostgREST's names — `jwt`
+//! (authentication), `parse` (the body read included), `plan`, `transaction` (the database's
+//! work), `response` (encoding) — when `rest.server_timing` is on (as PostgREST's
 //! `server-timing-enabled`). Off, it costs nothing: no clock is read.
 
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ impl Timing {
         self.since = Some(now);
     }
 
-    /// The header's value (`auth;dur=0.012, parse;dur=…`, in milliseconds), when timing is on.
+    /// The header's value (`jwt;dur=0.012, parse;dur=…`, in milliseconds), when timing is on.
     pub fn header(&self) -> Option<String> {
         self.since?;
         Some(
@@ -54,7 +55,15 @@ mod tests {
     #[test]
     fn stages_are_named_in_order_and_summed() {
         let mut t = Timing::start(true);
-        for stage in ["auth", "parse", "plan", "db", "plan", "db", "respond"] {
+        for stage in [
+            "jwt",
+            "parse",
+            "plan",
+            "transaction",
+            "plan",
+            "transaction",
+            "response",
+        ] {
             t.mark(stage);
         }
         let header = t.header().expect("on");
@@ -62,10 +71,10 @@ mod tests {
             .split(", ")
             .map(|s| s.split(';').next().unwrap_or(""))
             .collect();
-        assert_eq!(names, ["auth", "parse", "plan", "db", "respond"]);
+        assert_eq!(names, ["jwt", "parse", "plan", "transaction", "response"]);
         assert!(header.split(", ").all(|s| s.contains(";dur=")), "{header}");
         let mut off = Timing::start(false);
-        off.mark("auth");
+        off.mark("jwt");
         assert_eq!(off.header(), None);
     }
 }

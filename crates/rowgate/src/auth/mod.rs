@@ -25,7 +25,7 @@ use crate::error::{ApiError, ErrorCode};
 use clients::Client;
 use policy::Policy;
 use secret::Secrets;
-use token::Tokens;
+use token::{Refused, Tokens};
 
 /// Who a request acts as.
 #[derive(Debug, Clone)]
@@ -173,10 +173,7 @@ impl Auth {
         let verified = match remembered {
             Some(v) => v,
             None => {
-                let fresh = self
-                    .tokens
-                    .verify(token, &clients)
-                    .map_err(|e| invalid(&e.0))?;
+                let fresh = self.tokens.verify(token, &clients).map_err(refusal)?;
                 let v = Verified {
                     standing: Arc::new(Standing {
                         exp: fresh.claims.get("exp").and_then(Json::as_u64),
@@ -193,7 +190,7 @@ impl Auth {
                 v
             }
         };
-        standing_verdict(&verified.standing, &clients).map_err(invalid)?;
+        standing_verdict(&verified.standing, &clients).map_err(|lapse| refusal(lapse.refused()))?;
         Ok(Principal {
             role: verified.standing.role.clone(),
             claims: verified.claims,
@@ -207,33 +204,67 @@ impl Auth {
     pub fn check_standing(&self, principal: &Principal) -> Result<(), ApiError> {
         match &principal.standing {
             None => Ok(()),
-            Some(standing) => self.standing_verdict(standing).map_err(|why| {
-                ApiError::new(ErrorCode::InvalidToken, "invalid bearer token").details(why)
-            }),
+            Some(standing) => self
+                .standing_verdict(standing)
+                .map_err(|lapse| refusal(lapse.refused())),
         }
     }
 
     /// Why a token of this standing is no longer honoured, if it is not.
-    pub fn standing_verdict(&self, standing: &Standing) -> Result<(), &'static str> {
+    pub fn standing_verdict(&self, standing: &Standing) -> Result<(), Lapse> {
         standing_verdict(standing, &self.clients.load())
     }
 }
 
+/// Why a token honoured before is no longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lapse {
+    /// Its `exp` has passed.
+    Expired,
+    /// Its client was revoked, its secret retired, or its role changed.
+    Revoked,
+}
+
+impl Lapse {
+    /// The reason a realtime connection is closed with.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Lapse::Expired => "the token has expired",
+            Lapse::Revoked => "the token's client is revoked or its secret retired",
+        }
+    }
+
+    /// The refusal of a request carrying the token.
+    fn refused(self) -> Refused {
+        match self {
+            Lapse::Expired => Refused::expired(),
+            Lapse::Revoked => Refused::invalid(self.reason()),
+        }
+    }
+}
+
+/// A refused token's 401: `PGRST303` when its claims failed, else `PGRST301`.
+fn refusal(refused: Refused) -> ApiError {
+    let code = if refused.claims {
+        ErrorCode::TokenClaimsRefused
+    } else {
+        ErrorCode::InvalidToken
+    };
+    ApiError::new(code, refused.message).details(refused.details)
+}
+
 /// What can change after the signature was checked: time, and the client.
-fn standing_verdict(
-    standing: &Standing,
-    clients: &HashMap<String, Client>,
-) -> Result<(), &'static str> {
+fn standing_verdict(standing: &Standing, clients: &HashMap<String, Client>) -> Result<(), Lapse> {
     if standing
         .expires_after()
         .is_some_and(|after| jsonwebtoken::get_current_timestamp() > after)
     {
-        return Err("the token has expired");
+        return Err(Lapse::Expired);
     }
     if let Some((client_id, generation)) = &standing.client {
         match clients.get(client_id) {
             Some(c) if c.accepts(*generation) && c.role == standing.role => {}
-            _ => return Err("the token's client is revoked or its secret retired"),
+            _ => return Err(Lapse::Revoked),
         }
     }
     Ok(())

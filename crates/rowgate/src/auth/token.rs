@@ -18,8 +18,8 @@ use serde_json::{Map, Value as Json};
 use super::clients::Client;
 use crate::config::{AuthConfig, ConfigDir};
 
-/// Clock skew allowed on `exp` and `nbf`, in seconds.
-pub const LEEWAY_S: u64 = 60;
+/// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (PostgREST's 30).
+pub const LEEWAY_S: u64 = 30;
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -46,10 +46,52 @@ pub struct OwnClaims {
     pub scope: Option<String>,
 }
 
-/// Why a token was refused (said in the 401's `error_description`).
+/// Why a token was refused, as PostgREST words it where it has words for it (`message`:
+/// "JWT expired", "Expected 3 parts in JWT; got 2", …; `claims` for its `PGRST303`, a token
+/// whose claims fail, else `PGRST301`) and as this server explains it (`details`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
+#[error("{message}")]
+pub struct Refused {
+    /// The error's message.
+    pub message: String,
+    /// Its details.
+    pub details: String,
+    /// Whether the token's claims failed (expired, not yet valid, issued in the future,
+    /// another audience) rather than the token itself.
+    pub claims: bool,
+}
+
+impl Refused {
+    /// A refusal PostgREST has no words for: "invalid bearer token", and why.
+    pub fn invalid(why: &str) -> Refused {
+        Refused::worded(INVALID, why)
+    }
+
+    /// A token refused with PostgREST's `message`.
+    fn worded(message: &str, why: &str) -> Refused {
+        Refused {
+            message: message.to_string(),
+            details: why.to_string(),
+            claims: false,
+        }
+    }
+
+    /// A token whose claims fail, with PostgREST's `message`.
+    fn of_claims(message: &str, why: &str) -> Refused {
+        Refused {
+            claims: true,
+            ..Refused::worded(message, why)
+        }
+    }
+
+    /// An expired token (checked again on every use of a remembered one).
+    pub fn expired() -> Refused {
+        Refused::of_claims("JWT expired", "the token has expired")
+    }
+}
+
+/// The message of a refusal PostgREST has no words for.
+const INVALID: &str = "invalid bearer token";
 
 /// A verified token: its role and all its claims (for `@claim` row filters and resource
 /// parameters).
@@ -203,12 +245,11 @@ impl Tokens {
         token: &str,
         clients: &HashMap<String, Client>,
     ) -> Result<Verified, Refused> {
-        let refuse = |why: &str| Refused(why.to_string());
+        let refuse = Refused::invalid;
         if token.len() > MAX_TOKEN_BYTES {
             return Err(refuse("the token is too long"));
         }
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|_| refuse("the token is malformed"))?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| undecodable(token))?;
         // RFC 7515 §4.1.11: a recipient must refuse a JWS whose `crit` names an extension it
         // does not understand; this server understands none (an empty list is invalid too).
         if header.crit.is_some() {
@@ -224,12 +265,13 @@ impl Tokens {
             }
         }
         if header.alg != Algorithm::HS256 {
-            return Err(refuse("the token's algorithm is not accepted"));
+            return Err(algorithm_refused());
         }
         let data =
             jsonwebtoken::decode::<Map<String, Json>>(token, &self.decoding, &self.validation)
-                .map_err(|e| Refused(describe(&e)))?;
+                .map_err(|e| describe(&e))?;
         let claims = data.claims;
+        check_issued_at(&claims)?;
         let text = |name: &str| claims.get(name).and_then(Json::as_str);
         let (Some(sub), Some(role), Some(generation)) = (
             text("sub"),
@@ -261,7 +303,6 @@ impl Tokens {
 }
 
 fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verified, Refused> {
-    let refuse = |why: &str| Refused(why.to_string());
     let (key, validation) = match &ext.keys {
         IssuerKeys::Jwks(keys) => jwks_key(ext, keys, header)?,
         IssuerKeys::Shared(secret) => {
@@ -269,7 +310,7 @@ fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verif
                 header.alg,
                 Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
             ) {
-                return Err(refuse("the token's algorithm is not accepted"));
+                return Err(algorithm_refused());
             }
             let mut validation = Validation::new(header.alg);
             validation.leeway = LEEWAY_S;
@@ -288,11 +329,12 @@ fn verify_external(ext: &External, header: &Header, token: &str) -> Result<Verif
         }
     };
     let data = jsonwebtoken::decode::<Map<String, Json>>(token, &key, &validation)
-        .map_err(|e| Refused(describe(&e)))?;
+        .map_err(|e| describe(&e))?;
+    check_issued_at(&data.claims)?;
     let role = claim_at(&data.claims, &ext.role_claim)
         .and_then(Json::as_str)
         .ok_or_else(|| {
-            Refused(format!(
+            Refused::invalid(&format!(
                 "the token has no {:?} claim",
                 ext.role_claim.join(".")
             ))
@@ -341,7 +383,7 @@ fn jwks_key(
     keys: &JwkSet,
     header: &Header,
 ) -> Result<(DecodingKey, Validation), Refused> {
-    let refuse = |why: &str| Refused(why.to_string());
+    let refuse = Refused::invalid;
     let jwk = match &header.kid {
         Some(kid) => keys
             .find(kid)
@@ -372,7 +414,10 @@ fn jwks_key(
         None => allowed.contains(&header.alg),
     };
     if !ok {
-        return Err(refuse("the token's algorithm does not fit its key"));
+        return Err(Refused::worded(
+            BAD_ALGORITHM,
+            "the token's algorithm does not fit its key",
+        ));
     }
     let key = DecodingKey::from_jwk(jwk).map_err(|_| refuse("the issuer's key is unusable"))?;
     let mut validation = Validation::new(header.alg);
@@ -386,26 +431,91 @@ fn jwks_key(
 
 /// The `iss` of a token before it is verified (only to pick the verifier).
 fn unverified_issuer(token: &str) -> Option<String> {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: Map<String, Json> = serde_json::from_slice(&bytes).ok()?;
-    claims.get("iss")?.as_str().map(str::to_string)
+    unverified_part(token, 1)?
+        .get("iss")?
+        .as_str()
+        .map(str::to_string)
 }
 
-fn describe(e: &jsonwebtoken::errors::Error) -> String {
+/// Part `n` of a token (0 its header, 1 its claims) as JSON, before it is verified.
+fn unverified_part(token: &str, n: usize) -> Option<Map<String, Json>> {
+    use base64::Engine as _;
+    let part = token.split('.').nth(n)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part.trim_end_matches('='))
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// A failed decoding or check of a token, worded as PostgREST words it.
+fn describe(e: &jsonwebtoken::errors::Error) -> Refused {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
-        ErrorKind::ExpiredSignature => "the token has expired",
-        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)",
-        ErrorKind::InvalidSignature => "the token's signature does not verify",
-        ErrorKind::InvalidIssuer => "the token's issuer is not accepted",
-        ErrorKind::InvalidAudience => "the token's audience is not accepted",
-        ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim",
-        ErrorKind::InvalidAlgorithm => "the token's algorithm is not accepted",
-        _ => "the token is malformed",
+        ErrorKind::ExpiredSignature => Refused::expired(),
+        ErrorKind::ImmatureSignature => {
+            Refused::of_claims("JWT not yet valid", "the token is not valid yet (nbf)")
+        }
+        ErrorKind::InvalidAudience => Refused::of_claims(
+            "JWT not in audience",
+            "the token's audience is not accepted",
+        ),
+        ErrorKind::InvalidSignature => Refused::worded(
+            "No suitable key or wrong key type",
+            "None of the keys was able to decode the JWT",
+        ),
+        ErrorKind::InvalidAlgorithm => algorithm_refused(),
+        ErrorKind::InvalidIssuer => Refused::invalid("the token's issuer is not accepted"),
+        ErrorKind::MissingRequiredClaim(_) => Refused::invalid("the token lacks a required claim"),
+        _ => Refused::worded(CRYPTO_FAILED, "the token is malformed"),
     }
-    .to_string()
+}
+
+/// PostgREST's message for a token signed with an algorithm not accepted.
+const BAD_ALGORITHM: &str = "Wrong or unsupported encoding algorithm";
+/// PostgREST's message for a token of three parts that do not decode.
+const CRYPTO_FAILED: &str = "JWT cryptographic operation failed";
+
+fn algorithm_refused() -> Refused {
+    Refused::worded(BAD_ALGORITHM, "the token's algorithm is not accepted")
+}
+
+/// Why a token's header does not decode: not three parts, an unsigned token (`alg: none`), or
+/// parts that are not base64url JSON.
+fn undecodable(token: &str) -> Refused {
+    let parts = token.split('.').count();
+    if parts != 3 {
+        return Refused::worded(
+            &format!("Expected 3 parts in JWT; got {parts}"),
+            "the token is malformed",
+        );
+    }
+    if unverified_part(token, 0)
+        .and_then(|header| header.get("alg")?.as_str().map(str::to_string))
+        .is_some_and(|alg| alg.eq_ignore_ascii_case("none"))
+    {
+        return Refused::worded(
+            BAD_ALGORITHM,
+            "JWT is unsecured but expected 'alg' was not 'none'",
+        );
+    }
+    Refused::worded(CRYPTO_FAILED, "the token is malformed")
+}
+
+/// A token issued in the future (`iat` beyond the allowed clock skew), refused as PostgREST
+/// refuses it.
+fn check_issued_at(claims: &Map<String, Json>) -> Result<(), Refused> {
+    match claims.get("iat").map(Json::as_f64) {
+        None => Ok(()),
+        Some(Some(iat)) if iat <= (jsonwebtoken::get_current_timestamp() + LEEWAY_S) as f64 => {
+            Ok(())
+        }
+        Some(Some(_)) => Err(Refused::of_claims(
+            "JWT issued at future",
+            "the token's iat is in the future",
+        )),
+        Some(None) => Err(Refused::of_claims(
+            "The JWT 'iat' claim must be a number",
+            "the token's iat is not a number",
+        )),
+    }
 }

@@ -116,6 +116,8 @@ pub struct PgOptions {
     pub statement_timeout: Duration,
     /// Exposed schemas, in search order.
     pub schemas: Vec<String>,
+    /// Schemas searched after them (PostgREST's `db-extra-search-path`).
+    pub extra_search_path: Vec<String>,
 }
 
 /// The PostgreSQL database: a connection pool and the schema cache.
@@ -235,17 +237,20 @@ fn max_lifetime_hook(max: Duration) -> deadpool_postgres::Hook {
     })
 }
 
-/// `search_path` for `schemas` (then `public`), escaped for libpq's `options`: each name
-/// quoted as an identifier, spaces and backslashes escaped with a backslash.
-fn search_path(schemas: &[String]) -> String {
-    let mut names: Vec<String> = schemas
+/// `search_path` for `schemas` then `extra` (each once), escaped for libpq's `options`: each
+/// name quoted as an identifier, spaces and backslashes escaped with a backslash.
+fn search_path(schemas: &[String], extra: &[String]) -> String {
+    let mut unique: Vec<&String> = Vec::new();
+    for name in schemas.iter().chain(extra) {
+        if !unique.contains(&name) {
+            unique.push(name);
+        }
+    }
+    let quoted: Vec<String> = unique
         .iter()
         .map(|s| format!("\"{}\"", s.replace('"', "\"\"")))
         .collect();
-    if !schemas.iter().any(|s| s == "public") {
-        names.push("public".into());
-    }
-    names.join(",").replace('\\', "\\\\").replace(' ', "\\ ")
+    quoted.join(",").replace('\\', "\\\\").replace(' ', "\\ ")
 }
 
 impl Postgres {
@@ -257,10 +262,14 @@ impl Postgres {
         // writes) fails instead of committing.
         let mut options = config.get_options().unwrap_or_default().to_string();
         options.push_str(" -c default_transaction_read_only=on");
-        // The exposed schemas then public are the search path, as PostgREST sets it, so that
-        // functions and views naming tables unqualified find them (unless the URL sets one).
+        // The exposed schemas then `db.extra_search_path` (public) are the search path, as
+        // PostgREST sets it, so that functions and views naming tables unqualified find them,
+        // and extensions' operators theirs (unless the URL sets one).
         if !options.contains("search_path") {
-            options.push_str(&format!(" -c search_path={}", search_path(&opts.schemas)));
+            options.push_str(&format!(
+                " -c search_path={}",
+                search_path(&opts.schemas, &opts.extra_search_path)
+            ));
         }
         if !opts.statement_timeout.is_zero() {
             options.push_str(&format!(

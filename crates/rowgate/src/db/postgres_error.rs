@@ -64,10 +64,12 @@ impl From<tokio_postgres::Error> for DbError {
                 return err;
             }
         };
-        let detail = db.detail().unwrap_or(db.message()).to_string();
-        DbError {
+        // (the SQLSTATE marks the words as PostgreSQL's: they are the message)
+        let mut err = DbError {
             sqlstate: Some(code.into()),
-            ..DbError::new(kind, message).detail(detail)
-        }
+            ..DbError::new(kind, message)
+        };
+        err.detail = db.detail().map(str::to_string);
+        err
     }
 }

@@ -53,7 +53,6 @@ error_codes! {
     InvalidBody => ("PGRST102", StatusCode::BAD_REQUEST, Request, "the request body is not valid for this request"),
     RangeNotSatisfiable => ("PGRST103", StatusCode::RANGE_NOT_SATISFIABLE, Plan, "the requested range is outside the result"),
     LimitExceeded => ("RG102", StatusCode::BAD_REQUEST, Plan, "the request exceeds a configured limit (filter nesting, list length)"),
-    UnfilteredWrite => ("RG104", StatusCode::BAD_REQUEST, Plan, "PATCH or DELETE without a filter would change every row; refused under rest.refuse_unfiltered_writes"),
     InvalidRange => ("RG103", StatusCode::BAD_REQUEST, Request, "the Range header is malformed"),
     MaxAffectedNeedsRows => ("PGRST128", StatusCode::BAD_REQUEST, Plan, "Prefer: max-affected with handling=strict on a call that returns no set of rows"),
     PutLimit => ("PGRST114", StatusCode::BAD_REQUEST, Plan, "PUT takes no limit or offset"),
@@ -92,14 +91,15 @@ error_codes! {
     RequestTimeout => ("RG408", StatusCode::REQUEST_TIMEOUT, Request, "the request body did not arrive within limits.body_read_timeout_ms; the connection is closed"),
     PayloadTooLarge => ("RG413", StatusCode::PAYLOAD_TOO_LARGE, Request, "the request body exceeds the configured limit"),
     ReadOnlyResource => ("RG405", StatusCode::METHOD_NOT_ALLOWED, Plan, "the view cannot be written through"),
-    InvalidToken => ("PGRST301", StatusCode::UNAUTHORIZED, Request, "the bearer token is malformed, expired, revoked or not signed by a trusted key"),
+    InvalidToken => ("PGRST301", StatusCode::UNAUTHORIZED, Request, "the bearer token is malformed, revoked or not signed by a trusted key"),
+    TokenClaimsRefused => ("PGRST303", StatusCode::UNAUTHORIZED, Request, "the bearer token's claims fail: expired, not yet valid, issued in the future, or for another audience"),
     LoginRequired => ("RG401", StatusCode::UNAUTHORIZED, Plan, "the anonymous role may not do this; send a bearer token"),
     PermissionDenied => ("42501", StatusCode::FORBIDDEN, Plan, "the token's role may not do this"),
     UniqueViolation => ("23505", StatusCode::CONFLICT, Execute, "a unique or primary-key constraint was violated"),
     ForeignKeyViolation => ("23503", StatusCode::CONFLICT, Execute, "a foreign-key constraint was violated"),
     NotNullViolation => ("23502", StatusCode::BAD_REQUEST, Execute, "a NOT NULL constraint was violated"),
     CheckViolation => ("23514", StatusCode::BAD_REQUEST, Execute, "a CHECK constraint was violated"),
-    SafeUpdate => ("21000", StatusCode::BAD_REQUEST, Execute, "the pg-safeupdate extension refused an UPDATE or DELETE without a WHERE clause"),
+    SafeUpdate => ("21000", StatusCode::BAD_REQUEST, Execute, "an UPDATE or DELETE without a filter, refused by rest.refuse_unfiltered_writes (or the database's pg-safeupdate extension)"),
     DataError => ("22000", StatusCode::BAD_REQUEST, Execute, "the database rejected a value (the code is the value error's SQLSTATE, class 22: 22P02 invalid text for the type, 22007 invalid date, 22003 out of range, …)"),
     Database => ("SQLSTATE", StatusCode::BAD_REQUEST, Execute, "another error the database raised: the code is its SQLSTATE and the status PostgREST's for it (class 42 and others 400, 42P01/42883 404, 53 503, 08 503, 25/38/39/40/55/57/58/XX/F0/HV/P0 500, 42P17 and 21000 500, P0001 400)"),
     ReadOnlyTransaction => ("25006", StatusCode::METHOD_NOT_ALLOWED, Execute, "a read tried to write (a GET may only read)"),
@@ -171,6 +171,13 @@ impl ApiError {
 enum Details<'a> {
     Text(&'a str),
     Json(&'a serde_json::Value),
+}
+
+/// The envelope without details and hint.
+#[derive(Serialize)]
+struct MinimalBody<'a> {
+    code: &'a str,
+    message: &'a str,
 }
 
 #[derive(Serialize)]
@@ -274,6 +281,19 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> Bytes {
+        self.body_of(true)
+    }
+
+    /// [`ApiError::body`] with its `details` and `hint` (`verbose`), or without them (the
+    /// configuration's `client_error_verbosity = "minimal"`).
+    pub fn body_of(&self, verbose: bool) -> Bytes {
+        if !verbose {
+            let minimal = MinimalBody {
+                code: self.code_text(),
+                message: &self.message,
+            };
+            return Bytes::from(serde_json::to_vec(&minimal).unwrap_or_default());
+        }
         let json = match self.more.as_deref() {
             Some(More::DetailsJson(json)) => Some(json),
             _ => None,
@@ -379,11 +399,17 @@ impl From<DbError> for ApiError {
             }
         };
         let message = match e.kind {
-            // the same words on every backend; the database's own are the details
+            // PostgreSQL's words, as PostgREST passes them (`duplicate key value violates
+            // unique constraint "…"`: clients match them); SQLite's are the details of this
+            // server's own
             Kind::UniqueViolation
             | Kind::ForeignKeyViolation
             | Kind::NotNullViolation
-            | Kind::CheckViolation => code.describe().to_string(),
+            | Kind::CheckViolation
+                if e.sqlstate.is_none() =>
+            {
+                code.describe().to_string()
+            }
             _ => e.message,
         };
         let hint = match e.kind {

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::request::{negotiate, MediaType};
 use crate::api::respond::Reply;
+use crate::api::timing::Timing;
 use crate::app::App;
 use crate::auth::policy::{Grant, Op, Policy};
 use crate::auth::Principal;
@@ -27,20 +28,32 @@ mod schemas;
 pub use ords::ords_catalog;
 
 /// Answers `GET /{prefix}/` and `/openapi.json` with what `principal` may use.
-pub fn reply(app: &App, headers: &HeaderMap, principal: &Principal) -> Result<Reply, ApiError> {
+pub fn reply(
+    app: &App,
+    headers: &HeaderMap,
+    principal: &Principal,
+    timing: &mut Timing,
+) -> Result<Reply, ApiError> {
     let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
     let cache = app.db.schema();
     let profile = headers.get("accept-profile").and_then(|v| v.to_str().ok());
+    let schema = cache.profile(profile)?;
+    // the profile it describes, named where there are several (as PostgREST's root)
+    let (_, named) = crate::api::request::profile_settings(&cache, schema, "");
+    timing.mark("parse");
+    // built from the schema cache: no database transaction
     let doc = document(
-        cache.profile(profile)?,
+        schema,
         &app.config.rest.prefix,
         &app.resources.load(),
         &app.duality,
         &app.auth.policy,
         principal,
     );
+    timing.mark("plan");
     let body = serde_json::to_vec(&doc).map_err(ApiError::internal)?;
-    Ok(Reply::new(StatusCode::OK, media, Bytes::from(body)))
+    timing.mark("response");
+    Ok(Reply::new(StatusCode::OK, media, Bytes::from(body)).profile(named))
 }
 
 /// The OpenAPI document for `schema` served under `prefix`, plus the custom resources: only the

@@ -486,7 +486,7 @@ pub fn error(err: &ApiError) -> Reply {
         text(&format!("tag:oracle.com,2020:ecid/{}", instance())),
         String::from_utf8_lossy(&err.body())
     );
-    let answer = error_response(err, true);
+    let answer = error_response(err, true, true);
     let mut reply = Reply::typed(err.status(), ApiError::content_type(), Bytes::from(body));
     for (name, value) in answer.headers() {
         if name != header::CONTENT_TYPE {

@@ -147,7 +147,9 @@ fn spawn_standing_checker(app: &Arc<App>, realtime: &Arc<Realtime>) {
                 () = realtime.hub.expiry_moved.notified() => {}
                 () = expiry => {}
             }
-            next = realtime.hub.recheck(|s| app.auth.standing_verdict(s));
+            next = realtime
+                .hub
+                .recheck(|s| app.auth.standing_verdict(s).map_err(|lapse| lapse.reason()));
         }
     });
 }

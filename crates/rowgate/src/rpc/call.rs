@@ -35,6 +35,12 @@ pub enum Callee<'a> {
 }
 
 impl Callee<'_> {
+    /// Whether its one value is bytes (`bytea`, or a domain over it): answered raw, they are
+    /// sent as they are, not as the hex PostgreSQL writes them in.
+    pub fn returns_bytes(&self) -> bool {
+        matches!(self, Callee::Function(f) if matches!(f.returns, Returns::Scalar { bytes: true, .. }))
+    }
+
     /// The media type its one value may be answered in raw (PostgREST's media type handlers
     /// of scalars): a domain named after one (`CREATE DOMAIN "text/plain" AS text`), `xml` as
     /// `text/xml`, `bytea` as `application/octet-stream`; `None` for the rest.
@@ -156,16 +162,16 @@ pub fn resolve<'a>(
                 Ok(Some(Json::Array(rows))) => !super::is_rows(&rows),
                 _ => true,
             });
-    // the whole body goes to a function of one unnamed parameter when it is JSON or bytes (a
-    // form's or CSV's rows name arguments)
-    let raw_body =
-        !call.read_only && call.body_is(&["application/json", "application/octet-stream"]);
+    // the whole body goes to a function of one unnamed json (or jsonb) parameter when it is
+    // JSON (a form's or CSV's rows name arguments; text, XML and bytes were sent above)
+    let json_body = !call.read_only && call.body_is(&["application/json"]);
+    let takes_json_body = |f: &Function| f.takes_raw_body() && f.takes_one_json();
     let fitting = candidates.iter().filter(|f| {
         if call.prefer.single_object && !call.read_only {
             return f.takes_one_json();
         }
-        if whole || (f.takes_raw_body() && raw_body) {
-            return f.takes_raw_body();
+        if whole || (takes_json_body(f) && json_body) {
+            return takes_json_body(f);
         }
         f.fits(&given)
     });
@@ -490,6 +496,13 @@ fn plan_function(
         }
     };
     match arguments {
+        Arguments::Whole(body) if f.params[0].decl_type == "bytea" => {
+            // bytes, bound as their hex (no parameter type of this server's carries bytes)
+            let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+            let placeholder = render::bind(d, &mut call, Value::Text(hex));
+            call.text
+                .push_str(&invoke(format!("{function}(decode({placeholder}, 'hex'))")));
+        }
         Arguments::Whole(body) => {
             let text = String::from_utf8(body.to_vec()).map_err(|_| {
                 ApiError::new(

@@ -159,8 +159,9 @@ impl<'a> CallRequest<'a> {
         media.iter().any(|m| sent.eq_ignore_ascii_case(m))
     }
 
-    /// For a POST whose body is text (`text/plain`) or XML (`text/xml`): the type of the one
-    /// unnamed parameter the body is given to as it is, as PostgREST calls it.
+    /// For a POST whose body is text (`text/plain`), XML (`text/xml`) or bytes
+    /// (`application/octet-stream`): the type of the one unnamed parameter the body is given
+    /// to as it is, as PostgREST calls it.
     pub fn raw_body_type(&self) -> Option<&'static str> {
         if self.read_only {
             return None;
@@ -171,6 +172,8 @@ impl<'a> CallRequest<'a> {
             Some("text")
         } else if media.eq_ignore_ascii_case("text/xml") {
             Some("xml")
+        } else if media.eq_ignore_ascii_case("application/octet-stream") {
+            Some("bytea")
         } else {
             None
         }
@@ -266,7 +269,8 @@ pub async fn handle(
     timing.mark("parse");
     let cache = app.db.schema();
     let schema = cache.profile(request::profile(parts))?;
-    let (mut settings, profile) = request::profile_settings(&cache, schema);
+    let (mut settings, profile) =
+        request::profile_settings(&cache, schema, &app.config.db.extra_search_path);
     let resources = app.resources.load_full();
     let callee = match call::resolve(&call, schema, &resources) {
         Ok(callee) => callee,
@@ -288,6 +292,7 @@ pub async fn handle(
     let raw = callee
         .raw_media()
         .filter(|m| request::prefers(&parts.headers, m));
+    let raw_bytes = callee.returns_bytes();
     // an execution plan of the call instead of its answer (PostgreSQL, `rest.plan`)
     let dialect = app.plan_context(schema, principal).dialect;
     let explain = crate::api::explain::allowed(app, parts, dialect)?;
@@ -339,7 +344,7 @@ pub async fn handle(
             return Err(e.take_if_current().unwrap_or(e));
         }
     };
-    timing.mark("db");
+    timing.mark("transaction");
     if let Some(content_type) = plan_of {
         let answer = crate::api::respond::Answer::Plan { content_type };
         return crate::api::respond::answer(&api_request, answer, outcome);
@@ -349,12 +354,12 @@ pub async fn handle(
         .answer
         .respond(&api_request, outcome)
         .and_then(|r| match raw {
-            Some(media) => r.raw_value(&media),
+            Some(media) => r.raw_of(&media, raw_bytes),
             None => Ok(r),
         })
         // after the raw value's own type: a function may set the answer's Content-Type
         .and_then(|r| r.with_settings(&response))
         .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
-    timing.mark("respond");
+    timing.mark("response");
     reply
 }

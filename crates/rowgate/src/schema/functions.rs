@@ -59,6 +59,8 @@ pub enum Returns {
         json_type: &'static str,
         /// Its type as PostgreSQL prints it.
         decl_type: String,
+        /// Whether it is `bytea` (or a domain over it): answered raw, the bytes themselves.
+        bytes: bool,
     },
     /// Rows: of a table, a composite type, `OUT` parameters or `RETURNS TABLE`, one (an
     /// object) or a set (an array that takes filters, order, limits and `select`).
@@ -120,6 +122,7 @@ struct CatalogFunction {
     all_types: Vec<(String, String)>,
     returns: (String, String, String, u32),
     rows: f32,
+    returns_bytes: bool,
 }
 
 /// Reads the functions of `schemas` (plain functions, not procedures, aggregates or window
@@ -140,7 +143,8 @@ pub async fn introspect(
                 -- a domain over a composite type returns rows of that type
                 CASE WHEN rt.typtype = 'd' AND bt.typtype = 'c' THEN 'c' ELSE rt.typtype::text END,
                 CASE WHEN rt.typtype = 'd' AND bt.typtype = 'c' THEN bt.typrelid ELSE rt.typrelid END,
-                p.prorows
+                p.prorows,
+                coalesce(CASE WHEN rt.typtype = 'd' THEN bt.typname ELSE rt.typname END = 'bytea', false)
          FROM pg_proc p
          JOIN pg_namespace n ON n.oid = p.pronamespace
          JOIN pg_type rt ON rt.oid = p.prorettype
@@ -173,6 +177,7 @@ pub async fn introspect(
             all_types: split(r.get(8)),
             returns: (r.get(9), r.get(10), r.get(11), r.get(12)),
             rows: r.get(13),
+            returns_bytes: r.get(14),
         });
     }
     // the columns of returned composite types that are not exposed tables
@@ -302,6 +307,7 @@ fn resolve(
             json_kind: JsonKind::Json,
             json_type: "object",
             decl_type: ret_decl.clone(),
+            bytes: false,
         }
     } else if ret_typtype == "p" {
         return None;
@@ -312,6 +318,7 @@ fn resolve(
             json_kind,
             json_type,
             decl_type: ret_decl.clone(),
+            bytes: f.returns_bytes,
         }
     };
     Some(Function {
@@ -389,6 +396,7 @@ fn attach_to_tables(
             json_kind,
             json_type,
             decl_type,
+            ..
         } = &f.returns
         else {
             continue;
