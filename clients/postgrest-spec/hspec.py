@@ -42,6 +42,7 @@ CONTENT_TYPE_MATCHERS = {
     "matchCTSingularStrip": "application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8",
 }
 PG_VERSION = 150  # the version the runner starts; `actualPgVersion < pgVersionNNN` is decided with it
+POSTGREST_VERSION = "<PostgREST's version>"  # what `prettyVersion` stands for: not Rowgate's
 JWT_SECRET = "reallyreallyreallyreallyverysafe"  # SpecHelper's generateSecret, baseCfg's jwt-secret
 FIXTURES_DIR = "."  # test/spec/fixtures of the checkout read (`readFixtureFile`); set by read_file
 # what `simpleStatus r`, `simpleHeaders r`, `simpleBody r` and `planCost r` observe of a response
@@ -175,6 +176,33 @@ def hs256_token(claims, secret):
     signing = part(b'{"alg":"HS256","typ":"JWT"}') + "." + part(claims.encode())
     signature = hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest()
     return signing + "." + part(signature)
+
+
+# A time relative to when a request is sent (`relativeSeconds 35`), as a number in the claims
+# of a deferred token: NOW_MARK + 35. The token is signed as the request is sent.
+NOW_MARK = 5 * 10 ** 12
+RELATIVE = re.compile(r"\b(?:4999|5000)\d{9}\b")  # NOW_MARK ± an offset of the specs' size
+DEFERRED = "\x00token\x00"
+
+
+def deferred_token(claims, secret):
+    """A token to be signed when its request is sent (its claims may hold times relative to
+    then): see `signed_now`."""
+    if not RELATIVE.search(claims):
+        return hs256_token(claims, secret)
+    return DEFERRED + json.dumps([claims, secret]) + DEFERRED
+
+
+def signed_now(text):
+    """`text` with its deferred tokens signed, their relative times made absolute."""
+    import time
+    while DEFERRED in text:
+        before, rest = text.split(DEFERRED, 1)
+        packed, after = rest.split(DEFERRED, 1)
+        claims, secret = json.loads(packed)
+        claims = RELATIVE.sub(lambda m: str(int(time.time()) + int(m.group(0)) - NOW_MARK), claims)
+        text = before + hs256_token(claims, secret) + after
+    return text
 
 
 def timing_metric(metric):
@@ -356,7 +384,7 @@ class Parser:
         if name in ("generateJWT", "generateJWTWithSecret"):
             claims = self.argument()
             secret = self.text_arg() if name == "generateJWTWithSecret" else JWT_SECRET
-            return ("text", hs256_token(body_of(claims), secret))
+            return ("text", deferred_token(body_of(claims), secret))
         if name == "map":
             fn = self.expect("ident")[1]
             items = self.argument()
@@ -387,6 +415,12 @@ class Parser:
             return ("status", record["statusCode"][1], record["statusMessage"][1])
         if name in STATUSES:
             return ("status", STATUSES[name], None)
+        if name == "BS.filter":
+            # `BS.filter (/= ' ') prettyVersion`: PostgREST's version, spaces dropped
+            if [self.next() for _ in range(5)] != [("punct", "("), ("op", "/="), ("char", "' '"),
+                                                   ("punct", ")"), ("ident", "prettyVersion")]:
+                raise Unsupported("BS.filter")
+            return ("text", POSTGREST_VERSION)
         if name == "Nothing":
             return ("nothing",)
         if name == "Just":
@@ -649,11 +683,11 @@ def body_statement(stmt, env, steps):
     if len(toks) > 1 and toks[0][0] == "ident" and toks[1] == ("op", "<-"):
         name, rest = toks[0][1], toks[2:]
         if rest[:3] == [("ident", "liftIO"), ("op", "$"), ("ident", "relativeSeconds")]:
-            import time
             offset = Parser(rest[3:], env).expr()
             if offset[0] != "number":
                 raise Unsupported("relativeSeconds")
-            env[name] = ("number", int(time.time()) + offset[1])
+            # (made absolute when the request is sent: see deferred_token)
+            env[name] = ("number", NOW_MARK + offset[1])
             return
         p = Parser(rest, env)
         step = request_of(p)
@@ -665,6 +699,20 @@ def body_statement(stmt, env, steps):
             env[name] = ("response", len(steps))
             step["bound"] = True
         steps.append(step)
+        return
+    if toks[:2] == [("ident", "pure"), ("ident", toks[1][1])] and toks[1][0] == "ident" \
+            and env.get(toks[1][1], ("",))[0] == "response":
+        # `pure p `shouldRespondWith` MATCHER`: the expectations of the response bound to p
+        index = env[toks[1][1]][1]
+        checked = parse_step([("ident", "get"), ("string", '"/"')] + toks[2:], env)
+        steps[index]["expect"].update({k: v for k, v in checked["expect"].items() if k != "checks"})
+        steps[index]["bound"] = False  # (asserted)
+        return
+    m = re.fullmatch(r"\s*Just\s+([a-z][A-Za-z0-9_']*)\s*<-\s*pure\s*\$\s*lookup\s+(\w+)\s*\$\s*"
+                     r"simpleHeaders\s+([a-z][A-Za-z0-9_']*)\s*", stmt)
+    if m and m.group(2) in HEADER_NAMES and env.get(m.group(3), ("",))[0] == "response":
+        # a header of a response, as the path of a later request
+        env[m.group(1)] = ("header of", env[m.group(3)][1], HEADER_NAMES[m.group(2)])
         return
     if toks[0] == ("ident", "void"):
         toks = toks[2:] if toks[1:2] == [("op", "$")] else toks[1:]
@@ -686,17 +734,25 @@ def request_of(p):
         if method[0] != "method":
             raise Unsupported("request method")
         method = method[1]
-        path = p.text_arg()
+        path = p.argument()
         headers = headers_of(p.atom())
         body = body_of(p.atom())
     elif name in SHORT_REQUESTS:
         method, has_body = SHORT_REQUESTS[name]
-        path = p.text_arg()
+        path = p.argument()
         headers = []
         body = body_of(p.atom()) if has_body else ""
     else:
         raise Unsupported(f"statement {name}")
-    return {"method": method, "path": path, "headers": headers, "body": body}
+    step = {"method": method, "path": "", "headers": headers, "body": body}
+    if path[0] == "header of":
+        # the path is a header of an earlier response (`get location`)
+        step["path_from"] = path[1:]
+    elif path[0] == "text":
+        step["path"] = path[1]
+    else:
+        raise Unsupported(f"a path of kind {path[0]}")
+    return step
 
 
 def parse_step(tokens, env):

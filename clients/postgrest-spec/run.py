@@ -218,7 +218,7 @@ def exchange(port, step):
     path = step["path"] if step["path"].startswith("/") else "/" + step["path"]
     conn.putrequest(step["method"], PREFIX + encode_path(path), skip_accept_encoding=True)
     for name, value in step["headers"]:
-        conn.putheader(name, value.encode("utf-8"))
+        conn.putheader(name, hspec.signed_now(value).encode("utf-8"))
     if body is not None:
         conn.putheader("Content-Length", str(len(body)))
     conn.endheaders(body)
@@ -492,13 +492,22 @@ def main():
             port = servers[variant].port
             t["run"] += 1
             strict = True
+            answered = []  # each step's response headers, for a later step's path
             for n, step in enumerate(case["steps"]):
+                if "path_from" in step:
+                    index, header = step["path_from"]
+                    found = [v for k, v in answered[index] if k.lower() == header.lower()]
+                    # (the runner adds the API's prefix to every path it sends)
+                    step = dict(step, path=found[0][len(PREFIX):] if found and found[0].startswith(PREFIX)
+                                else (found[0] if found else "/"))
                 try:
                     status, headers, data = exchange(port, step)
+                    answered.append(headers)
                     problem = verdict(step, status, headers, data, tolerant=True)
                     strict = strict and verdict(step, status, headers, data) is None
                 except (OSError, http.client.HTTPException) as e:
                     status, headers, data, problem = (0, ""), [], b"", f"no answer: {e}"
+                    answered.append(headers)
                 if problem:
                     if failures:
                         failures.write(json.dumps({
