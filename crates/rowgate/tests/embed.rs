@@ -311,14 +311,18 @@ async fn inner_and_presence(b: Backend) {
     );
 }
 
-/// No relationship: 400 `PGRST200` with PostgREST's words and a "Perhaps you meant" hint;
-/// several: 300 `PGRST201` with the candidates in `details`; a hint (constraint or column)
-/// picks one.
+/// No relationship: 400 `PGRST200` with PostgREST's words and a "Perhaps you meant" hint,
+/// before an unknown column the select names too (PostgREST's order); several: 300
+/// `PGRST201` with the candidates in `details`; a hint (constraint or column) picks one.
 async fn relationship_errors_and_hints(b: Backend) {
     let s = server(b).await;
     let (status, body) = get_json(&s, "/team?select=name,drivers(name)").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "PGRST200");
+    let (status, both) = get_json(&s, "/team?select=nope,drivers(name)").await;
+    assert_eq!((status, &both), (400, &body));
+    let (status, body_column) = get_json(&s, "/team?select=nope,driver(name)").await;
+    assert_eq!((status, &body_column["code"]), (400, &json!("PGRST204")));
     assert_eq!(
         body["message"],
         "Could not find a relationship between 'team' and 'drivers' in the schema cache"

@@ -1028,6 +1028,15 @@ CREATE FUNCTION echo(json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT json
         body["details"],
         "Searched for the function public.takes_int with a single unnamed text parameter, but no matches were found in the schema cache."
     );
+    // by name, it has no overload to suggest (its one parameter has none), and no function
+    // of a name like it
+    let r = s
+        .post("/rpc/takes_int", json!({"x": 1, "y": 2}))
+        .send()
+        .await
+        .expect("post");
+    let body = assert_error(r, 404, "PGRST202").await;
+    assert_eq!(body["hint"], Value::Null, "{body}");
 }
 
 /// A view showing one base column under two names relates through either (PostgREST's

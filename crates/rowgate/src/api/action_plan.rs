@@ -401,7 +401,8 @@ fn read_from(
         &query.order,
         |f| cx.may_call(f),
     );
-    let mut plan = plan::read(
+    let embedder = Embedder { cx, query };
+    let mut plan = match plan::read(
         table,
         query,
         request.range,
@@ -409,9 +410,15 @@ fn read_from(
         cx.rest.max_rows,
         item,
         d,
-    )?;
+    ) {
+        // an embed of nothing is the error, before an unknown column (PostgREST's order)
+        Err(e) if e.code == ErrorCode::ColumnNotFound => {
+            embedder.relations_found(table, query.select.as_deref().unwrap_or_default())?;
+            return Err(e);
+        }
+        planned => planned?,
+    };
     plan.select.filters.extend(row_filter.iter().cloned());
-    let embedder = Embedder { cx, query };
     plan.select.embeds = embedder.resolve(
         table,
         &plan.pending,

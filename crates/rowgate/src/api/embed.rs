@@ -153,14 +153,7 @@ impl<'a> Embedder<'a> {
         path: &[String],
     ) -> Result<(EmbedStmt, OutputShape, Cow<'a, Table>), ApiError> {
         let e = p.embed;
-        // a function of the row (granted to the role) first, then the foreign keys
-        let computed = relationships::find_computed(parent, &e.relation)
-            .filter(|r| e.hint.is_none() && self.cx.may_call(&r.constraint));
-        let rel = match computed {
-            Some(rel) => rel,
-            None => relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
-                .map_err(|why| self.not_found(parent, e, why))?,
-        };
+        let rel = self.relationship(parent, e)?;
         // a to-one spread's aggregates aggregate its parent's groups; a to-many one's would
         // be arrays of aggregates, which PostgREST does not have either
         if e.spread && rel.is_many() && plan::has_aggregates(&e.select) {
@@ -325,6 +318,31 @@ impl<'a> Embedder<'a> {
             count,
         };
         Ok((stmt, shape, view))
+    }
+
+    /// The first error of the relationships `select` embeds from `parent` (none, or more than
+    /// one, fits), at its first level: PostgREST finds them before it looks at the columns,
+    /// so a request naming both an unknown relation and an unknown column is answered the
+    /// relation's `PGRST200`.
+    pub fn relations_found(&self, parent: &Table, select: &[SelectItem]) -> Result<(), ApiError> {
+        for item in select {
+            if let SelectItem::Embed(e) = item {
+                self.relationship(parent, e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The relationship `e` embeds from `parent`: a function of the row (granted to the
+    /// role) first, then the foreign keys.
+    fn relationship(&self, parent: &Table, e: &Embed) -> Result<Relationship, ApiError> {
+        let computed = relationships::find_computed(parent, &e.relation)
+            .filter(|r| e.hint.is_none() && self.cx.may_call(&r.constraint));
+        match computed {
+            Some(rel) => Ok(rel),
+            None => relationships::find(self.cx.schema, parent, &e.relation, e.hint.as_deref())
+                .map_err(|why| self.not_found(parent, e, why)),
+        }
     }
 
     /// PostgREST's errors when no relationship, or more than one, fits.

@@ -680,21 +680,20 @@ const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUME
 /// sorted by name (each name's in the order given) and encoded alike, so that equal requests
 /// have equal locations (`/api/no_pk?b=eq.1&a=eq.1` → `/api/no_pk?a=eq.1&b=eq.1`).
 pub fn content_location(prefix: &str, table: &str, query: Option<&str>) -> String {
-    let encode = |s: &str| percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string();
-    let mut url = format!("{}/{}", prefix.trim_end_matches('/'), encode(table));
-    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    if pairs.is_empty() {
-        return url;
-    }
+    // (one string built in place: the pairs borrow the query unless they hold escapes)
+    let query = query.unwrap_or("");
+    let mut url = String::with_capacity(prefix.len() + table.len() + 2 * query.len() + 2);
+    url.push_str(prefix.trim_end_matches('/'));
+    url.push('/');
+    url.extend(percent_encoding::utf8_percent_encode(table, UNRESERVED));
+    let mut pairs: Vec<_> = form_urlencoded::parse(query.as_bytes()).collect();
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    let encoded: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect();
-    url.push('?');
-    url.push_str(&encoded.join("&"));
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        url.push(if i == 0 { '?' } else { '&' });
+        url.extend(percent_encoding::utf8_percent_encode(name, UNRESERVED));
+        url.push('=');
+        url.extend(percent_encoding::utf8_percent_encode(value, UNRESERVED));
+    }
     url
 }
 

@@ -200,7 +200,14 @@ pub fn resolve<'a>(
             let schema_name = candidates
                 .first()
                 .map_or(functions_schema(schema), |f| f.schema.as_str());
-            let signatures: Vec<String> = candidates
+            // the overloads a call by name could mean (not those of unnamed parameters, which
+            // take a whole body): their signatures are the hint; without any, a function of a
+            // name like it
+            let named: Vec<&Function> = candidates
+                .iter()
+                .filter(|f| f.params.iter().all(|p| !p.name.is_empty()))
+                .collect();
+            let signatures: Vec<String> = named
                 .iter()
                 .map(|f| {
                     f.params
@@ -211,12 +218,13 @@ pub fn resolve<'a>(
                 })
                 .collect();
             let mut err = not_found(call, &given, schema_name, &signatures);
-            if candidates.is_empty() {
+            if named.is_empty() {
                 let names = schema
                     .functions
                     .keys()
                     .map(String::as_str)
-                    .chain(resources.list.iter().filter_map(|r| r.function.as_deref()));
+                    .chain(resources.list.iter().filter_map(|r| r.function.as_deref()))
+                    .filter(|n| *n != call.name);
                 if let Some(similar) = closest(call.name, names) {
                     err = err.hint(format!(
                         "Perhaps you meant to call the function {schema_name}.{similar}"
