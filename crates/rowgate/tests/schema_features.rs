@@ -310,7 +310,8 @@ functions = ["*"]
 }
 
 /// Views over tables of a schema that is not exposed relate as their tables do (PostgREST's
-/// private schema behind API views): both ways, with the views' own column names.
+/// private schema behind API views): both ways, with the views' own column names, whatever
+/// the subqueries in their expressions select.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_views_over_unexposed_tables_embed() {
     let setup = r#"
@@ -322,8 +323,18 @@ INSERT INTO private.writers VALUES (1, 'Ann'), (2, 'Bo');
 INSERT INTO private.works VALUES (1, 'One', 1), (2, 'Two', 1), (3, 'Three', 2);
 CREATE VIEW writers AS SELECT id, name FROM private.writers;
 CREATE VIEW works AS SELECT id, title, writer_id AS author FROM private.works;
+CREATE VIEW writer_counts AS SELECT id, name,
+  (SELECT count(*) FROM (SELECT id FROM private.works w WHERE w.writer_id = writers.id) _) AS n
+  FROM private.writers;
 "#;
     let s = start(Backend::Postgres, setup, GRANTS).await;
+    // a column named like one of a subquery in its expressions is still the view's own
+    let (status, body) = get(&s, "/writer_counts?select=name,n,works(title)&id=eq.2").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"name": "Bo", "n": 1, "works": [{"title": "Three"}]}])
+    );
     let (status, body) = get(&s, "/works?select=title,writers(name)&order=id").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(

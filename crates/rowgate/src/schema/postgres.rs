@@ -123,9 +123,10 @@ pub async fn introspect(
     let mut keys = CatalogKeys::default();
     keys.read(client, &oids).await?;
 
-    // where each view's columns come from: the `_RETURN` rule's target list, as PostgREST reads
-    // it (`resorigtbl`/`resorigcol` of each entry; the last entry of a name is the view's own,
-    // subqueries' lists coming first)
+    // where each view's columns come from: the `_RETURN` rule's own target list, as PostgREST
+    // reads it (`resorigtbl`/`resorigcol` of each entry; PostgreSQL resolves them through the
+    // subqueries of its FROM); the target lists of subqueries in its expressions (a
+    // `(SELECT count(*) … WHERE author_id = authors.id)`) are theirs, not the view's
     let view_oids: Vec<u32> = chosen
         .iter()
         .filter(|(_, _, is_view)| *is_view)
@@ -133,10 +134,6 @@ pub async fn introspect(
         .collect();
     let mut origins: HashMap<u32, Vec<(String, u32, i16)>> = HashMap::new();
     if !view_oids.is_empty() {
-        let entry = regex::Regex::new(
-            r":resname (\S+) :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+)",
-        )
-        .expect("a valid regex");
         for r in client
             .query(
                 "SELECT ev_class, ev_action::text FROM pg_rewrite
@@ -147,17 +144,7 @@ pub async fn introspect(
         {
             let view: u32 = r.get(0);
             let tree: String = r.get(1);
-            let list = origins.entry(view).or_default();
-            for m in entry.captures_iter(&tree) {
-                let (Ok(table), Ok(column)) = (m[2].parse::<u32>(), m[3].parse::<i16>()) else {
-                    continue;
-                };
-                let name = m[1].to_string();
-                list.retain(|(n, _, _)| *n != name);
-                if table != 0 {
-                    list.push((name, table, column));
-                }
-            }
+            origins.insert(view, view_column_origins(&tree));
         }
     }
 
@@ -486,4 +473,89 @@ async fn representations(
         }
     }
     Ok(found)
+}
+
+/// The columns a view's `_RETURN` rule (`pg_rewrite.ev_action` as text) shows and where each
+/// comes from: `(name, table oid, column number)` of its own target list's entries with an
+/// origin — those of the rule's query, at the first depth of braces an entry sits at, not of
+/// subqueries nested in its expressions or its range table.
+fn view_column_origins(tree: &str) -> Vec<(String, u32, i16)> {
+    // a field's value: up to an unescaped space (`\ ` is a space of a name)
+    let field = |at: &str, name: &str| -> Option<String> {
+        let rest = at[at.find(name)? + name.len()..].trim_start();
+        let mut value = String::new();
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.extend(chars.next()),
+                ' ' | ')' | '}' => break,
+                c => value.push(c),
+            }
+        }
+        Some(value)
+    };
+    let bytes = tree.as_bytes();
+    // the brace depth of every `{TARGETENTRY`, and where its own fields are
+    let mut entries: Vec<(usize, usize, usize)> = Vec::new(); // (depth, start, end)
+    let mut open: Vec<(usize, bool)> = Vec::new(); // (start, is a target entry)
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 1, // an escaped character of a name
+            b'{' => open.push((i, tree[i + 1..].starts_with("TARGETENTRY"))),
+            b'}' => {
+                if let Some((start, true)) = open.pop() {
+                    entries.push((open.len() + 1, start, i));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let Some(top) = entries.iter().map(|(depth, _, _)| *depth).min() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (_, start, end) in entries.iter().filter(|(depth, _, _)| *depth == top) {
+        let entry = &tree[*start..*end];
+        // its own fields follow its expression's nodes: read them after the last nested brace
+        let own = &entry[entry.rfind('}').unwrap_or(0)..];
+        let (Some(name), Some(table), Some(column)) = (
+            field(own, ":resname"),
+            field(own, ":resorigtbl").and_then(|t| t.parse::<u32>().ok()),
+            field(own, ":resorigcol").and_then(|c| c.parse::<i16>().ok()),
+        ) else {
+            continue;
+        };
+        if table != 0 {
+            out.push((name, table, column));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_views_columns_come_from_its_own_target_list() {
+        // a subquery of the range table, then the view's entries: a column, a scalar
+        // subquery's (whose own `id` is not the view's), a name with a space
+        let tree = "({QUERY :commandType 1 :rtable ({RANGETBLENTRY :subquery {QUERY :targetList \
+            ({TARGETENTRY :expr {VAR :varno 1} :resno 1 :resname id :ressortgroupref 0 \
+            :resorigtbl 99 :resorigcol 1 :resjunk false})}}) :targetList ({TARGETENTRY :expr \
+            {VAR :varno 1} :resno 1 :resname id :ressortgroupref 0 :resorigtbl 10 :resorigcol 1 \
+            :resjunk false} {TARGETENTRY :expr {SUBLINK :subselect {QUERY :targetList \
+            ({TARGETENTRY :expr {VAR :varno 2} :resno 1 :resname id :ressortgroupref 0 \
+            :resorigtbl 20 :resorigcol 1 :resjunk false})}} :resno 2 :resname n \
+            :ressortgroupref 0 :resorigtbl 0 :resorigcol 0 :resjunk false} {TARGETENTRY :expr \
+            {VAR :varno 1} :resno 3 :resname full\\ name :ressortgroupref 0 :resorigtbl 10 \
+            :resorigcol 2 :resjunk false})})";
+        assert_eq!(
+            view_column_origins(tree),
+            [("id".to_string(), 10, 1), ("full name".to_string(), 10, 2)]
+        );
+        assert!(view_column_origins("").is_empty());
+    }
 }
