@@ -1051,7 +1051,9 @@ CREATE FUNCTION echo(json) RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT json
 }
 
 /// A view showing one base column under two names relates through either (PostgREST's
-/// issue 2459): each is a relationship, picked by its column as a hint, ambiguous without.
+/// issue 2459): each is a relationship, picked by its column as a hint, ambiguous without;
+/// a view's column naming the parent in a table that references itself means the view's own
+/// rows, not another view's over that table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_column_shown_twice_relates_twice() {
     let setup = r#"
@@ -1080,6 +1082,22 @@ CREATE VIEW sales AS SELECT id, shop_id AS seller, shop_id AS buyer FROM sale;
         .await
         .expect("get");
     assert_error(r, 300, "PGRST201").await;
+
+    // two views over a table that references itself: a view's column names its own parent,
+    // not the other view's rows
+    let setup = r#"
+CREATE SCHEMA private;
+CREATE TABLE private.node (id integer PRIMARY KEY, parent integer REFERENCES private.node, kind text);
+INSERT INTO private.node VALUES (1, NULL, 'a'), (2, 1, 'a'), (3, 2, 'b');
+CREATE VIEW node_a AS SELECT id, parent FROM private.node WHERE kind = 'a';
+CREATE VIEW node_b AS SELECT id, parent FROM private.node WHERE kind = 'b';
+"#;
+    let s = start(Backend::Postgres, setup, GRANTS).await;
+    let (status, body) = get(&s, "/node_a?select=id,parent(id)&id=eq.2").await;
+    assert_eq!(
+        (status, body),
+        (200, json!([{"id": 2, "parent": {"id": 1}}]))
+    );
 }
 
 /// A `text/csv` body inserts its lines (a header naming the columns, `NULL` for null), as

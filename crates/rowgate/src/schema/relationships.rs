@@ -497,6 +497,14 @@ pub fn find(
     if found.len() > 1 && target == origin.name {
         found.retain(|r| !(r.related == origin.name && r.cardinality == Cardinality::ManyToOne));
     }
+    // a column naming its own relation's parent (`parent(*)` on a view over a table that
+    // references itself) means the relation itself, not another view over the same table
+    // (PostgREST's self-relationship)
+    let parent_of_itself =
+        |r: &Relationship| r.related == origin.name && r.cardinality == Cardinality::ManyToOne;
+    if found.len() > 1 && target != origin.name && found.iter().any(parent_of_itself) {
+        found.retain(|r| r.related == target || parent_of_itself(r));
+    }
     match found.len() {
         0 => Err(NotFound::None),
         1 => Ok(found.remove(0)),
