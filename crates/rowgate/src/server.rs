@@ -225,21 +225,35 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     response
 }
 
+/// The API route a URL matched, and what its path names (decoded).
+struct ApiUrl {
+    /// Which route.
+    route: Route,
+    /// A table or view.
+    table: Option<String>,
+    /// An item URL's key.
+    key: Option<String>,
+    /// A function (`/rpc/{function}`).
+    function: Option<String>,
+}
+
 /// One request to the API's routes (the OpenAPI document, tables and items, functions), its
 /// `principal` known: `OPTIONS` answers the methods allowed ([`api::allow`]); the others go
 /// through their pipelines.
-#[allow(clippy::too_many_arguments)]
 async fn api_route(
     app: &Arc<App>,
-    route: Route,
+    url: ApiUrl,
     parts: &http::request::Parts,
     body: impl RequestBody,
-    table: Option<String>,
-    key: Option<String>,
-    function: Option<String>,
     principal: &auth::Principal,
     timing: &mut api::timing::Timing,
 ) -> Result<Reply, ApiError> {
+    let ApiUrl {
+        route,
+        table,
+        key,
+        function,
+    } = url;
     if parts.method == Method::OPTIONS {
         let cache = app.db.schema();
         let schema = cache.profile(api::request::profile(parts))?;
@@ -368,18 +382,13 @@ async fn route(
             let mut timing = api::timing::Timing::start(app.config.rest.server_timing);
             let principal = app.auth.authenticate(&parts.headers)?;
             timing.mark("jwt");
-            let reply = api_route(
-                app,
+            let url = ApiUrl {
                 route,
-                &parts,
-                body,
                 table,
                 key,
-                param("function"),
-                &principal,
-                &mut timing,
-            )
-            .await?;
+                function: param("function"),
+            };
+            let reply = api_route(app, url, &parts, body, &principal, &mut timing).await?;
             Ok(match timing.header() {
                 Some(stages) => {
                     reply.header(http::HeaderName::from_static("server-timing"), stages)
