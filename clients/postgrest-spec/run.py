@@ -126,6 +126,8 @@ def variant_of(config_text):
                  config_text):
         # (the spec loads pg-safeupdate in a pre-request function: Rowgate's own switch)
         settings["refuse_unfiltered_writes"] = True
+    if re.search(r"configDbPreparedStatements\s*=\s*False", config_text):
+        settings["prepared_statements"] = False
     if re.search(r"configClientErrorVerbosity\s*=\s*Minimal", config_text):
         settings["client_error_verbosity"] = "minimal"
     m = re.search(r"configDbExtraSearchPath\s*=\s*\[(.*?)\]", config_text)
@@ -157,6 +159,7 @@ log = "warn"
 url = "{pg.url('postgrest_test')}"
 schemas = {json.dumps(schemas)}
 extra_search_path = {json.dumps(",".join(settings.get("extra_search_path", [])))}
+prepared_statements = {str(settings.get("prepared_statements", True)).lower()}
 schema_poll_ms = 0
 [db.settings]
 {chr(10).join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in APP_SETTINGS.items())}

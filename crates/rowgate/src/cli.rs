@@ -616,6 +616,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),
             schemas: config.db.schema_list(),
             extra_search_path: config.db.extra_search_list(),
+            prepared_statements: config.db.prepared_statements,
         };
         Database::open_postgres(&url, &opts)
             .await

@@ -153,6 +153,10 @@ pub struct DbConfig {
     /// PostgreSQL: schemas searched after the request's own, comma-separated (PostgREST's
     /// `db-extra-search-path`): where extensions' types, operators and functions live.
     pub extra_search_path: String,
+    /// PostgreSQL: prepare each statement once per connection and keep it (PostgREST's
+    /// `db-prepared-statements`); off for a pooler in transaction mode (PgBouncer's,
+    /// Supavisor's), which cannot keep a statement between transactions.
+    pub prepared_statements: bool,
     /// PostgreSQL: settings a function call's transaction starts with, as PostgREST's
     /// `app.settings.*` (`"app.settings.app_host" = "localhost"`, read by
     /// `current_setting('app.settings.app_host')`): dotted names, string values.
@@ -599,6 +603,7 @@ impl Default for DbConfig {
             max_lifetime_s: 1_800,
             schemas: "public".into(),
             extra_search_path: "public".into(),
+            prepared_statements: true,
             settings: Default::default(),
         }
     }

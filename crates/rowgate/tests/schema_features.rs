@@ -1504,3 +1504,81 @@ async fn postgres_execution_plans() {
         .expect("get");
     assert_error(r, 406, "PGRST107").await;
 }
+
+/// `db.prepared_statements = false` (a pooler in transaction mode): statements are unnamed,
+/// none is kept on the connection (`pg_prepared_statements` stays empty), and reads, counts,
+/// writes, CSV (empty too) and calls answer as with prepared ones, which are kept otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_without_prepared_statements() {
+    let setup = "CREATE FUNCTION kept_statements() RETURNS bigint LANGUAGE sql VOLATILE \
+                 AS $$ SELECT count(*) FROM pg_prepared_statements $$;";
+    let grants = r#"
+[[grants]]
+role = "anon"
+tables = ["*"]
+ops = ["select", "insert", "update", "delete"]
+functions = ["*"]
+"#;
+    let kept = |s: &TestServer| {
+        let s = s
+            .client
+            .post(s.url("/rpc/kept_statements"))
+            .json(&json!({}));
+        async move { json_of(s.send().await.expect("post")).await }
+    };
+    let unprepared = start(
+        Backend::Postgres,
+        setup,
+        &format!("[db]\npool_size = 1\nprepared_statements = false\n{grants}"),
+    )
+    .await;
+    let s = &unprepared;
+    let r = s
+        .get("/team?select=name&team_id=eq.1")
+        .header("prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["content-range"], "0-0/1");
+    assert_eq!(json_of(r).await, (200, json!([{"name": "Mercedes"}])));
+    let r = s
+        .post("/team", json!({"name": "Lotus"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    let r = s
+        .patch("/team?name=eq.Lotus", json!({"points": 3}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status().as_u16(), 204);
+    for (path, csv) in [
+        (
+            "/team?name=eq.Lotus&select=name,points",
+            "name,points\r\nLotus,3\r\n",
+        ),
+        ("/team?team_id=eq.0&select=name", "name\r\n"),
+    ] {
+        let r = s
+            .get(path)
+            .header("accept", "text/csv")
+            .send()
+            .await
+            .expect("csv");
+        assert_eq!(r.text().await.expect("text"), csv, "{path}");
+    }
+    assert_eq!(kept(s).await, (200, json!(0)));
+
+    let prepared = start(
+        Backend::Postgres,
+        setup,
+        &format!("[db]\npool_size = 1\n{grants}"),
+    )
+    .await;
+    let (status, _) = get(&prepared, "/team?select=name&team_id=eq.1").await;
+    assert_eq!(status, 200);
+    let (status, count) = kept(&prepared).await;
+    assert_eq!(status, 200);
+    assert!(count.as_i64().is_some_and(|n| n > 0), "{count}");
+}

@@ -1,6 +1,8 @@
 //! The PostgreSQL backend: a deadpool of tokio-postgres clients with prepared statements
-//! (`prepare_cached`). A job runs on one client, in a transaction when it writes or has several
-//! steps. Rows come out as JSON built by PostgreSQL itself (`row_to_json`: exact numerics,
+//! (`prepare_cached`), or, with `db.prepared_statements = false` (PostgREST's
+//! `db-prepared-statements`, for poolers in transaction mode: PgBouncer's, Supavisor's), unnamed
+//! statements parsed with each execution ([`Session`]). A job runs on one client, in a
+//! transaction when it writes or has several steps. Rows come out as JSON built by PostgreSQL itself (`row_to_json`: exact numerics,
 //! timestamps, json, arrays, bytea as PostgreSQL prints them); parameters are sent as text and
 //! PostgreSQL parses them for the type the statement needs, as PostgREST does, so a bad value is
 //! its `22P02` (a 400), never a client-side type error.
@@ -118,11 +120,16 @@ pub struct PgOptions {
     pub schemas: Vec<String>,
     /// Schemas searched after them (PostgREST's `db-extra-search-path`).
     pub extra_search_path: Vec<String>,
+    /// Prepare each statement once per connection and keep it (false: unnamed statements, as a
+    /// pooler in transaction mode needs).
+    pub prepared_statements: bool,
 }
 
 /// The PostgreSQL database: a connection pool and the schema cache.
 pub struct Postgres {
     pool: Pool,
+    /// Whether statements are prepared and kept ([`PgOptions::prepared_statements`]).
+    prepared: bool,
     schemas: Vec<String>,
     schema: ArcSwap<SchemaCache>,
     /// Fingerprint of the exposed relations and columns when the cache was read.
@@ -317,6 +324,7 @@ impl Postgres {
         drop(client);
         Ok(Postgres {
             pool,
+            prepared: opts.prepared_statements,
             schemas: opts.schemas.clone(),
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
@@ -408,17 +416,22 @@ impl Postgres {
     /// steps (reads then see one snapshot).
     pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         let client = self.client().await?;
+        let session = Session {
+            client: &client,
+            prepared: self.prepared,
+        };
+        // (CSV names its columns from a statement prepared for the while: in a transaction,
+        // where a pooler keeps the connection, when statements are not kept)
+        let several = job.steps.len() > 1 || (!self.prepared && job.format == Format::Csv);
         let transaction = match job.access {
             Access::Write => Some("BEGIN READ WRITE"),
-            Access::Read if job.steps.len() > 1 => {
-                Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            }
+            Access::Read if several => Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             Access::Read => None,
         };
         if let Some(begin) = transaction {
             client.batch_execute(begin).await?;
         }
-        let result = run_steps(&client, &job).await;
+        let result = run_steps(&session, &job).await;
         if transaction.is_some() {
             let end = if result.is_ok() && !job.rollback {
                 "COMMIT"
@@ -434,7 +447,7 @@ impl Postgres {
     }
 }
 
-async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Output, DbError> {
+async fn run_steps(client: &Session<'_>, job: &Job) -> Result<Output, DbError> {
     let mut rows = String::new();
     let mut tally = Tally::default();
     let mut csv_columns: Option<Vec<String>> = None;
@@ -447,14 +460,12 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 let (json, n) = json_rows(client, sql, false, None).await?;
                 crate::job::check_document(n, json.as_bytes(), nocheck, tags.as_deref())?
             }
-            Step::Execute(sql) => tally.executed(execute(client, &sql.text, &sql.params).await?),
+            Step::Execute(sql) => tally.executed(client.execute(&sql.text, &sql.params).await?),
             Step::Setting(sql) => {
-                execute(client, &sql.text, &sql.params).await?;
+                client.execute(&sql.text, &sql.params).await?;
             }
             Step::ResponseSettings => {
-                let row = query_one(
-                    client,
-                    "SELECT nullif(current_setting('response.headers', true), ''), nullif(current_setting('response.status', true), '')",
+                let row = client.query_one("SELECT nullif(current_setting('response.headers', true), ''), nullif(current_setting('response.status', true), '')",
                     &[],
                 )
                 .await?;
@@ -468,15 +479,10 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             Step::Rows { sql, shape } => {
                 let sorted = shape.as_ref().filter(|s| !s.sort.is_empty());
                 if job.format == Format::Csv && csv_columns.is_none() {
-                    let stmt = client.prepare_cached(&sql.text).await?;
-                    csv_columns = Some(
-                        stmt.columns()
-                            .iter()
-                            .map(|c| c.name().to_string())
-                            // not the hidden columns a write's rows are ordered by
-                            .take(sorted.map_or(usize::MAX, |s| s.keys.len()))
-                            .collect(),
-                    );
+                    let mut names = client.column_names(&sql.text).await?;
+                    // not the hidden columns a write's rows are ordered by
+                    names.truncate(sorted.map_or(usize::MAX, |s| s.keys.len()));
+                    csv_columns = Some(names);
                 }
                 let strip = job.format == Format::JsonNullsStripped;
                 let (json, n) = json_rows(client, sql, strip, sorted).await?;
@@ -493,7 +499,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
             } => {
                 let explain = format!("EXPLAIN (FORMAT JSON) {}", rows.text);
                 let plan: serde_json::Value =
-                    query_one(client, &explain, &rows.params).await?.get(0);
+                    client.query_one(&explain, &rows.params).await?.get(0);
                 let estimate = plan[0]["Plan"]["Plan Rows"]
                     .as_f64()
                     .map(|n| n.max(0.0) as u64);
@@ -504,9 +510,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                 });
             }
             Step::Explain(sql) => {
-                let stmt = client.prepare_cached(&sql.text).await?;
-                let values = bound(&sql.params);
-                let rows = client.query(&stmt, &refs(&values)).await?;
+                let rows = client.query(&sql.text, &sql.params).await?;
                 let plan = match rows.first().map(|r| r.columns()[0].type_().clone()) {
                     Some(Type::JSON) => {
                         let value: serde_json::Value = rows[0].get(0);
@@ -525,7 +529,7 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
                     "WITH _r AS ({}) SELECT (SELECT value FROM json_each(row_to_json(_r)) LIMIT 1)::text FROM _r LIMIT 1",
                     sql.text
                 );
-                let found = query_opt(client, &text, &sql.params).await?;
+                let found = client.query_opt(&text, &sql.params).await?;
                 let json: Option<String> = found.and_then(|r| r.get(0));
                 tally.valued(json.unwrap_or_else(|| "null".into()).into_bytes());
             }
@@ -542,8 +546,8 @@ async fn run_steps(client: &deadpool_postgres::Object, job: &Job) -> Result<Outp
 }
 
 /// The one integer of a `SELECT count(*) …`.
-async fn count_of(client: &deadpool_postgres::Object, sql: &Sql) -> Result<u64, DbError> {
-    let n: i64 = query_one(client, &sql.text, &sql.params).await?.get(0);
+async fn count_of(client: &Session<'_>, sql: &Sql) -> Result<u64, DbError> {
+    let n: i64 = client.query_one(&sql.text, &sql.params).await?.get(0);
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -570,7 +574,7 @@ fn append_json_array(acc: &mut String, json: &str) {
 /// are ordered by them in the aggregate, where PostgreSQL guarantees an order, and left out of
 /// each row's JSON.
 async fn json_rows(
-    client: &deadpool_postgres::Object,
+    client: &Session<'_>,
     sql: &Sql,
     strip_nulls: bool,
     sorted: Option<&OutputShape>,
@@ -616,13 +620,13 @@ async fn json_rows(
         "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ','{order}) || ']', '[]'), count(*) FROM _r",
         sql.text
     );
-    let row = query_one(client, &text, &sql.params).await?;
+    let row = client.query_one(&text, &sql.params).await?;
     let n: i64 = row.get(1);
     Ok((row.get(0), u64::try_from(n).unwrap_or(0)))
 }
 
 async fn check_if_match(
-    client: &deadpool_postgres::Object,
+    client: &Session<'_>,
     current: &Sql,
     _shape: &OutputShape,
     tags: &[String],
@@ -639,40 +643,97 @@ fn refs(params: &[AsText]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
-async fn execute(
-    client: &deadpool_postgres::Object,
-    text: &str,
-    params: &[Value],
-) -> Result<u64, DbError> {
-    let stmt = client.prepare_cached(text).await?;
-    let values = bound(params);
-    client
-        .execute(&stmt, &refs(&values))
-        .await
-        .map_err(DbError::from)
+/// One job's connection, and how it runs statements: prepared once per connection and kept
+/// (`prepare_cached`), or, when statements are not kept, unnamed, parsed with each execution
+/// (their parameters' types left to the server, as a prepared statement's are).
+struct Session<'c> {
+    client: &'c deadpool_postgres::Object,
+    prepared: bool,
 }
 
-async fn query_one(
-    client: &deadpool_postgres::Object,
-    text: &str,
-    params: &[Value],
-) -> Result<tokio_postgres::Row, DbError> {
-    query_opt(client, text, params)
-        .await?
-        .ok_or_else(|| DbError::internal("an aggregate query returned no row"))
+impl Session<'_> {
+    /// The rows of `text` with `params`.
+    async fn query(
+        &self,
+        text: &str,
+        params: &[Value],
+    ) -> Result<Vec<tokio_postgres::Row>, DbError> {
+        let values = bound(params);
+        if self.prepared {
+            let stmt = self.client.prepare_cached(text).await?;
+            return Ok(self.client.query(&stmt, &refs(&values)).await?);
+        }
+        Ok(self.client.query_typed(text, &unprepared(&values)).await?)
+    }
+
+    /// The rows `text` with `params` changes.
+    async fn execute(&self, text: &str, params: &[Value]) -> Result<u64, DbError> {
+        let values = bound(params);
+        if self.prepared {
+            let stmt = self.client.prepare_cached(text).await?;
+            return Ok(self.client.execute(&stmt, &refs(&values)).await?);
+        }
+        let rows = self
+            .client
+            .query_typed_raw(text, unprepared(&values))
+            .await?;
+        futures_util::pin_mut!(rows);
+        while futures_util::TryStreamExt::try_next(&mut rows)
+            .await?
+            .is_some()
+        {}
+        Ok(rows.rows_affected().unwrap_or(0))
+    }
+
+    /// The first row of `text` with `params`, if any.
+    async fn query_opt(
+        &self,
+        text: &str,
+        params: &[Value],
+    ) -> Result<Option<tokio_postgres::Row>, DbError> {
+        Ok(self.query(text, params).await?.into_iter().next())
+    }
+
+    /// The one row of an aggregate query.
+    async fn query_one(
+        &self,
+        text: &str,
+        params: &[Value],
+    ) -> Result<tokio_postgres::Row, DbError> {
+        self.query_opt(text, params)
+            .await?
+            .ok_or_else(|| DbError::internal("an aggregate query returned no row"))
+    }
+
+    /// The names of the columns `text` answers (a statement prepared for the while when
+    /// statements are not kept).
+    async fn column_names(&self, text: &str) -> Result<Vec<String>, DbError> {
+        let stmt = if self.prepared {
+            self.client.prepare_cached(text).await?
+        } else {
+            self.client.prepare(text).await?
+        };
+        Ok(stmt
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect())
+    }
 }
 
-async fn query_opt(
-    client: &deadpool_postgres::Object,
-    text: &str,
-    params: &[Value],
-) -> Result<Option<tokio_postgres::Row>, DbError> {
-    let stmt = client.prepare_cached(text).await?;
-    let values = bound(params);
-    client
-        .query_opt(&stmt, &refs(&values))
-        .await
-        .map_err(DbError::from)
+/// Parameters of an unnamed statement, each of the unspecified type (oid 0): the server infers
+/// it from the statement, as it does for a prepared one.
+fn unprepared(values: &[AsText]) -> Vec<(&(dyn ToSql + Sync), Type)> {
+    let unspecified = Type::new(
+        "unspecified".into(),
+        0,
+        tokio_postgres::types::Kind::Pseudo,
+        "pg_catalog".into(),
+    );
+    values
+        .iter()
+        .map(|v| (v as &(dyn ToSql + Sync), unspecified.clone()))
+        .collect()
 }
 
 /// A JSON array of objects as CSV with a header line of `columns` (in the statement's order).
