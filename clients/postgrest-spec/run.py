@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hspec  # noqa: E402
 
 JWT_SECRET = hspec.JWT_SECRET
+PRE_REQUEST = "test.switch_role"  # SpecHelper.baseCfg's db-pre-request
 # SpecHelper.baseCfg's configAppSettings, as Rowgate's db.settings
 APP_SETTINGS = {"app.settings.app_host": "localhost",
                 "app.settings.external_api_secret": "0123456789abcdef"}
@@ -126,6 +127,7 @@ def variant_of(config_text):
                  config_text):
         # (the spec loads pg-safeupdate in a pre-request function: Rowgate's own switch)
         settings["refuse_unfiltered_writes"] = True
+        settings["pre_request"] = ""
     if re.search(r"configDbPreparedStatements\s*=\s*False", config_text):
         settings["prepared_statements"] = False
     if re.search(r"configClientErrorVerbosity\s*=\s*Minimal", config_text):
@@ -160,6 +162,7 @@ url = "{pg.url('postgrest_test')}"
 schemas = {json.dumps(schemas)}
 extra_search_path = {json.dumps(",".join(settings.get("extra_search_path", [])))}
 prepared_statements = {str(settings.get("prepared_statements", True)).lower()}
+pre_request = {json.dumps(settings.get("pre_request", PRE_REQUEST))}
 schema_poll_ms = 0
 [db.settings]
 {chr(10).join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in APP_SETTINGS.items())}

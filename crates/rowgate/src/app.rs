@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use arc_swap::ArcSwap;
 
 use crate::auth::Auth;
@@ -40,6 +41,9 @@ pub struct App {
     pub large_bodies: Arc<tokio::sync::Semaphore>,
     /// Which browser origins may call (`[cors]`).
     pub cors: crate::cors::Cors,
+    /// `db.pre_request` as the statement every API request's transaction runs after its
+    /// settings (checked against the database at start).
+    pub pre_request: Option<String>,
 }
 
 /// A request body larger than this takes one of the `limits.large_bodies` slots.
@@ -69,6 +73,7 @@ impl App {
             rest: &self.config.rest,
             duality: &self.duality,
             app_settings: &self.config.db.settings,
+            pre_request: self.pre_request.as_deref(),
         }
     }
 
@@ -97,7 +102,9 @@ impl App {
             config.limits.large_bodies.max(1),
         ));
         let cors = crate::cors::Cors::new(&config.cors);
+        let pre_request = pre_request_call(&config.db.pre_request, &db).await?;
         Ok(Arc::new(App {
+            pre_request,
             cors,
             config,
             db,
@@ -174,6 +181,28 @@ pub async fn compile_resources(config: &Config, db: &Arc<Database>) -> anyhow::R
         tracing::warn!("{warning}");
     }
     Ok(compiled)
+}
+
+/// `db.pre_request` (`schema.name`, or a name the search path finds) as the call every API
+/// request's transaction makes, its names quoted; prepared once here, so that a function that
+/// does not exist (or takes arguments) fails the start, not every request. PostgreSQL only.
+async fn pre_request_call(name: &str, db: &Database) -> anyhow::Result<Option<String>> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let Database::Postgres(pg) = db else {
+        anyhow::bail!("db.pre_request {name:?}: a pre-request function needs PostgreSQL");
+    };
+    let quoted: Vec<String> = name
+        .split('.')
+        .map(|part| db.dialect().quote_ident(part))
+        .collect();
+    let call = format!("SELECT {}()", quoted.join("."));
+    pg.check_statement(&call)
+        .await
+        .with_context(|| format!("db.pre_request {name:?}: the function cannot be called"))?;
+    Ok(Some(call))
 }
 
 async fn compile_resources_on(config: &Config, db: &Arc<Database>) -> anyhow::Result<Resources> {

@@ -153,6 +153,10 @@ pub struct DbConfig {
     /// PostgreSQL: schemas searched after the request's own, comma-separated (PostgREST's
     /// `db-extra-search-path`): where extensions' types, operators and functions live.
     pub extra_search_path: String,
+    /// PostgreSQL: a function (`schema.name`) every API request's transaction calls after its
+    /// settings (PostgREST's `db-pre-request`): it may refuse the request by raising, or set
+    /// `response.headers`/`response.status`; empty for none.
+    pub pre_request: String,
     /// PostgreSQL: prepare each statement once per connection and keep it (PostgREST's
     /// `db-prepared-statements`); off for a pooler in transaction mode (PgBouncer's,
     /// Supavisor's), which cannot keep a statement between transactions.
@@ -604,6 +608,7 @@ impl Default for DbConfig {
             schemas: "public".into(),
             extra_search_path: "public".into(),
             prepared_statements: true,
+            pre_request: String::new(),
             settings: Default::default(),
         }
     }

@@ -1582,3 +1582,62 @@ functions = ["*"]
     assert_eq!(status, 200);
     assert!(count.as_i64().is_some_and(|n| n > 0), "{count}");
 }
+
+/// `db.pre_request` (PostgREST's `db-pre-request`): a function every API request's transaction
+/// calls after its settings, reads and calls too; it sees the request and refuses it by
+/// raising (its status and message), or adds headers to the answer. A function that cannot be
+/// called fails the start, as does the setting on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_pre_request_function() {
+    let setup = r#"
+CREATE SCHEMA hooks;
+CREATE FUNCTION team_count() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM team $$;
+CREATE FUNCTION hooks.check_request() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('request.headers', true)::json ->> 'x-banned' = 'yes' THEN
+    RAISE SQLSTATE 'PT403' USING MESSAGE = 'banned', DETAIL = 'go away';
+  END IF;
+  PERFORM set_config('response.headers', '[{"X-Checked": "yes"}]', true);
+END $$;
+"#;
+    let toml = format!("[db]\npre_request = \"hooks.check_request\"\n{READS_AND_CALLS}");
+    let s = start(Backend::Postgres, setup, &toml).await;
+    let r = s
+        .get("/team?select=name&team_id=eq.1")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["x-checked"], "yes");
+    assert_eq!(json_of(r).await, (200, json!([{"name": "Mercedes"}])));
+    for path in ["/team", "/rpc/team_count"] {
+        let r = s
+            .get(path)
+            .header("x-banned", "yes")
+            .send()
+            .await
+            .expect("get");
+        let body = assert_error(r, 403, "PT403").await;
+        assert_eq!(body["message"], "banned", "{path}");
+    }
+
+    for (backend, name, expected) in [
+        (
+            Backend::Postgres,
+            "hooks.nothing_here",
+            "the function cannot be called",
+        ),
+        (Backend::Sqlite, "check_request", "needs PostgreSQL"),
+    ] {
+        let mut config = rowgate::config::Config::default();
+        config.db.pre_request = name.into();
+        config.db.path = match backend {
+            Backend::Postgres => common::postgres::new_demo_database().await.into(),
+            Backend::Sqlite => s.dir.path().join("missing.db"),
+        };
+        if backend == Backend::Sqlite {
+            std::fs::write(&config.db.path, "").expect("empty file");
+        }
+        let failed = rowgate::cli::start(config).await.err().expect("refused");
+        assert!(format!("{failed:#}").contains(expected), "{failed:#}");
+    }
+}

@@ -1005,6 +1005,7 @@ mod tests {
             rest: &RestConfig::default(),
             duality: &crate::duality::DualityViews::default(),
             app_settings: &Default::default(),
+            pre_request: None,
         };
         plan(&request, &cx)
     }

@@ -134,22 +134,19 @@ async fn handle_once(
     settings.extend(request.prefer.settings(context.dialect));
     let writes_in_postgres =
         plan.job.access == crate::job::Access::Write && context.dialect.has_schemas();
-    if writes_in_postgres {
-        // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
-        // `request.headers`, …, and `db.settings`) as they do under PostgREST
-        settings.extend(plan::request_settings(parts, principal));
-        settings.extend(
-            context
-                .app_settings
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.clone())),
-        );
-    }
-    if let Some(step) = plan::settings(context.dialect, &settings) {
-        plan.job.steps.insert(0, step);
-    }
-    // a write's triggers may set the answer's headers and status (PostgREST's settings)
-    if writes_in_postgres {
+    // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
+    // `request.headers`, …, and `db.settings`) as they do under PostgREST, and so may
+    // `db.pre_request`'s function, called after them
+    plan::start_steps(
+        &context,
+        parts,
+        settings,
+        writes_in_postgres,
+        &mut plan.job.steps,
+    );
+    // a write's triggers (and the pre-request function) may set the answer's headers and
+    // status (PostgREST's settings)
+    if writes_in_postgres || context.pre_request.is_some() {
         plan.job.steps.push(crate::job::Step::ResponseSettings);
     }
     if request.nulls_stripped {

@@ -64,6 +64,9 @@ pub struct Context<'a> {
     pub duality: &'a crate::duality::DualityViews,
     /// `db.settings`: a function call's transaction starts with them.
     pub app_settings: &'a std::collections::BTreeMap<String, String>,
+    /// `db.pre_request`'s call, which every API request's transaction makes after its
+    /// settings.
+    pub pre_request: Option<&'a str>,
 }
 
 impl Context<'_> {
@@ -120,6 +123,31 @@ pub fn call_settings(cx: &Context<'_>, parts: &http::request::Parts) -> Option<c
     let mut pairs: Vec<(&str, String)> = request_settings(parts, cx.principal);
     pairs.extend(cx.app_settings.iter().map(|(k, v)| (k.as_str(), v.clone())));
     settings(cx.dialect, &pairs)
+}
+
+/// The settings a request's transaction starts with, and `db.pre_request`'s call after them:
+/// put at the start of `steps` (the request's settings, and `db.settings`, only where a
+/// function may read them: `with_request`, or any request when there is a pre-request call).
+pub fn start_steps<'a>(
+    cx: &Context<'a>,
+    parts: &http::request::Parts,
+    mut settings: Vec<(&'a str, String)>,
+    with_request: bool,
+    steps: &mut Vec<crate::job::Step>,
+) {
+    if with_request || cx.pre_request.is_some() {
+        settings.extend(request_settings(parts, cx.principal));
+        settings.extend(cx.app_settings.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    }
+    let mut first: Vec<crate::job::Step> = Vec::new();
+    first.extend(self::settings(cx.dialect, &settings));
+    if let Some(call) = cx.pre_request {
+        first.push(crate::job::Step::Setting(rowgate_query::stmt::Sql {
+            text: call.to_string(),
+            params: Vec::new(),
+        }));
+    }
+    steps.splice(0..0, first);
 }
 
 /// `SELECT set_config(name, value, true), …`: settings for the job's transaction (names and

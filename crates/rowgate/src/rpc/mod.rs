@@ -316,14 +316,14 @@ pub async fn handle(
     let cx = app.plan_context(schema, principal);
     let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
     settings.extend(api_request.prefer.settings(cx.dialect));
-    if let Some(step) = crate::api::plan::settings(cx.dialect, &settings) {
-        planned.job.steps.insert(0, step);
-    }
+    // (a database function's own settings, the request's, were put first by call::plan)
+    crate::api::plan::start_steps(&cx, parts, settings, false, &mut planned.job.steps);
     if api_request.nulls_stripped {
         planned.job.strip_nulls();
     }
-    // a database function may set the answer's headers and status (PostgREST's settings)
-    if matches!(callee, call::Callee::Function(_)) {
+    // a database function (or the pre-request one) may set the answer's headers and status
+    // (PostgREST's settings)
+    if matches!(callee, call::Callee::Function(_)) || cx.pre_request.is_some() {
         planned.job.steps.push(crate::job::Step::ResponseSettings);
     }
     let plan_of = match &explain {
