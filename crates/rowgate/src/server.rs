@@ -316,7 +316,7 @@ async fn api_route(
 
 /// What HTTP/1.1 framing requires of every request before it is routed (RFC 9112): exactly
 /// one `Host` header (§3.2), and no transfer coding but `chunked` (§6.1: 501, since a body
-/// coded otherwise cannot be read).
+/// coded otherwise cannot be read), applied once (400).
 fn check_framing(parts: &http::request::Parts) -> Result<(), ApiError> {
     if parts.version == http::Version::HTTP_11 {
         let mut hosts = parts.headers.get_all(header::HOST).iter();
@@ -327,18 +327,27 @@ fn check_framing(parts: &http::request::Parts) -> Result<(), ApiError> {
             ));
         }
     }
+    let mut chunked = 0;
     for value in parts.headers.get_all(header::TRANSFER_ENCODING) {
         let codings = value.to_str().unwrap_or("?");
-        if codings
-            .split(',')
-            .any(|c| !c.trim().eq_ignore_ascii_case("chunked"))
-        {
-            return Err(ApiError::new(
-                ErrorCode::NotImplemented,
-                format!("the transfer coding {codings:?} is not implemented"),
-            )
-            .hint("send the body as is, or chunked"));
+        for coding in codings.split(',').map(str::trim) {
+            if !coding.eq_ignore_ascii_case("chunked") {
+                return Err(ApiError::new(
+                    ErrorCode::NotImplemented,
+                    format!("the transfer coding {codings:?} is not implemented"),
+                )
+                .hint("send the body as is, or chunked"));
+            }
+            chunked += 1;
         }
+    }
+    // chunked twice is no framing a sender may use (§6.1): whoever reads it once would take
+    // the rest for another request
+    if chunked > 1 {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "the chunked transfer coding is applied more than once",
+        ));
     }
     Ok(())
 }

@@ -1,0 +1,264 @@
+//! Hostile inputs, kept as tests (issue 22's permanent suite): HTTP framing and smuggling,
+//! oversized requests, malformed bodies, query strings built to exhaust a parser, each with the
+//! exact status it gets and whether the connection survives it. Bad tokens are in security.rs,
+//! realtime messages in realtime.rs.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What a raw exchange got: the responses' statuses, and whether the connection was closed.
+type Outcome = (Vec<u16>, bool);
+
+/// Sends `request` as raw bytes on a new connection: the statuses of the responses read back,
+/// and whether the server closed the connection (`false`: still open after a quiet second).
+async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> Outcome {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // the server may answer and close before it has read everything
+    let _ = stream.write_all(request).await;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let closed = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => break false,
+        }
+    };
+    let text = String::from_utf8_lossy(&got);
+    let statuses = text
+        .match_indices("HTTP/1.1 ")
+        .filter_map(|(at, _)| text.get(at + 9..at + 12)?.parse().ok())
+        .collect();
+    (statuses, closed)
+}
+
+/// Every request framed in a way that could be read two ways (RFC 9112's smuggling vectors)
+/// is refused, and its connection closed, so nothing after it is taken for a request; sloppy
+/// but unambiguous framing (bare LF line ends, chunk extensions and trailers, pipelining) is
+/// served; oversized request lines and headers get 414 and 431.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_framing_and_smuggling() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let smuggled = "GET /api/team?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    let long_uri = format!(
+        "GET /api/team?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let many_headers = format!(
+        "GET /api/team HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..500)
+            .map(|i| format!("X-{i}: y\r\n"))
+            .collect::<String>()
+    );
+    let cases: Vec<(&str, Vec<u8>, Outcome)> = vec![
+        (
+            "Content-Length and Transfer-Encoding, a request behind",
+            format!(
+                "POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggled}"
+            )
+            .into_bytes(),
+            (vec![400], true),
+        ),
+        (
+            "two Content-Lengths",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"
+                .to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a Content-Length list",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\n{}".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a negative Content-Length",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a Content-Length past 64 bits",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"
+                .to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a chunk size that is not hex",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+                .to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "chunked twice",
+            format!(
+                "POST /api/team HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggled}"
+            )
+            .into_bytes(),
+            (vec![400], true),
+        ),
+        (
+            "chunked, then another coding",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n"
+                .to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a coding not implemented",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+                .to_vec(),
+            (vec![501], true),
+        ),
+        (
+            "Transfer-Encoding in HTTP/1.0",
+            b"POST /api/team HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a folded header (obs-fold)",
+            b"GET /api/team?limit=1 HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a NUL in a header",
+            b"GET /api/team?limit=1 HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a space before a header's colon",
+            b"GET /api/team?limit=1 HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "no Host",
+            b"GET /api/team?limit=1 HTTP/1.1\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "two Hosts",
+            b"GET /api/team?limit=1 HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "a method with a control character",
+            b"G\x01T /api/team HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "an unknown HTTP version",
+            b"GET /api/team HTTP/9.9\r\nHost: x\r\n\r\n".to_vec(),
+            (vec![400], true),
+        ),
+        (
+            "HTTP/2's preface on an HTTP/1.1 port",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(),
+            (vec![], true),
+        ),
+        ("a 100 KB request line", long_uri.into_bytes(), (vec![414], true)),
+        ("500 headers", many_headers.into_bytes(), (vec![431], true)),
+        (
+            "bare LF line ends",
+            b"GET /api/team?limit=1 HTTP/1.1\nHost: x\n\n".to_vec(),
+            (vec![200], false),
+        ),
+        (
+            "two requests pipelined",
+            format!("{smuggled}{smuggled}").into_bytes(),
+            (vec![200, 200], false),
+        ),
+        (
+            "a chunk extension and a trailer",
+            b"POST /api/team HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Transfer-Encoding: chunked\r\n\r\n10;ext=1\r\n{\"name\":\"Chunk\"}\r\n0\r\nX-T: 1\r\n\r\n"
+                .to_vec(),
+            (vec![201], false),
+        ),
+    ];
+    for (what, request, expected) in cases {
+        assert_eq!(raw(s.addr, &request).await, expected, "{what}");
+    }
+    // nothing smuggled got through: the server still answers, and wrote one row
+    assert_eq!(s.int("SELECT count(*) FROM team WHERE name = 'Chunk'"), 1);
+    assert_eq!(s.int("SELECT count(*) FROM team"), 11);
+}
+
+/// Bodies and query strings built to exhaust a parser (nesting thousands deep, numbers past any
+/// type, text that is not UTF-8) get 400 with the error envelope: never a 500, a crash or a
+/// hang; the server answers the next request.
+async fn bodies_and_query_strings_built_to_exhaust(b: Backend) {
+    let s = TestServer::start(b).await;
+    let deep_json = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep_object = format!("{}1{}", "{\"a\":".repeat(50_000), "}".repeat(50_000));
+    let json_bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("arrays 100,000 deep", deep_json.into_bytes()),
+        ("objects 50,000 deep", deep_object.into_bytes()),
+        ("not UTF-8", b"{\"name\": \"\xff\xfe\"}".to_vec()),
+        ("a lone surrogate", br#"{"name": "\ud800"}"#.to_vec()),
+        ("truncated", br#"{"name": "Tru"#.to_vec()),
+        (
+            "a number past f64",
+            br#"{"name": "n", "points": 1e999999}"#.to_vec(),
+        ),
+        ("NaN", br#"{"name": "n", "points": NaN}"#.to_vec()),
+        ("trailing garbage", br#"{"name": "n"} x"#.to_vec()),
+    ];
+    for (what, body) in json_bodies {
+        let r = s
+            .client
+            .post(s.url("/team"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("post");
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        assert_eq!(status, 400, "{what}: {body}");
+        assert!(
+            body["code"].is_string() && body["message"].is_string(),
+            "{what}: {body}"
+        );
+    }
+    let deep = 5_000;
+    let paths = [
+        (
+            "a logic tree 5,000 deep",
+            format!(
+                "/team?or=({}team_id.eq.1{})",
+                "or(".repeat(deep),
+                ")".repeat(deep)
+            ),
+        ),
+        (
+            "embeds 5,000 deep",
+            format!(
+                "/team?select={}name{}",
+                "driver(".repeat(deep),
+                ")".repeat(deep)
+            ),
+        ),
+        (
+            "a JSON path 5,000 long",
+            format!("/team?select=name{}", "->a".repeat(deep)),
+        ),
+        (
+            "an in-list of 5,000 values",
+            format!("/team?team_id=in.({})", vec!["1"; 5_000].join(",")),
+        ),
+    ];
+    for (what, path) in paths {
+        let r = s.get(&path).send().await.expect("get");
+        let status = r.status().as_u16();
+        assert!(
+            [400, 414].contains(&status),
+            "{what}: {status} {}",
+            r.text().await.unwrap_or_default()
+        );
+    }
+    let (status, _) = get_json(&s, "/team?select=name&team_id=eq.1").await;
+    assert_eq!(status, 200, "still serving");
+}
+
+backend_tests!(bodies_and_query_strings_built_to_exhaust);
