@@ -1,7 +1,8 @@
 //! Hostile inputs, kept as tests (issue 22's permanent suite): HTTP framing and smuggling,
-//! oversized requests, malformed bodies, query strings built to exhaust a parser, each with the
-//! exact status it gets and whether the connection survives it. Bad tokens are in security.rs,
-//! realtime messages in realtime.rs.
+//! oversized requests, malformed bodies, query strings built to exhaust a parser, WebSocket
+//! frames a client may not send, each with the exact status (or close code) it gets and
+//! whether the connection survives it. Bad tokens are in security.rs, malformed, oversized and
+//! flooding realtime messages in realtime.rs.
 
 mod common;
 use common::*;
@@ -262,3 +263,116 @@ async fn bodies_and_query_strings_built_to_exhaust(b: Backend) {
 }
 
 backend_tests!(bodies_and_query_strings_built_to_exhaust);
+
+/// A realtime connection's upgrade, by hand: the socket after the server's 101.
+async fn upgraded(s: &TestServer) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(s.addr)
+        .await
+        .expect("connect");
+    let request = "GET /realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.expect("upgrade");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).await.expect("101");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    stream
+}
+
+/// A client frame: `first` (FIN, RSV and opcode bits), the payload masked unless `unmasked`.
+fn frame(first: u8, payload: &[u8], unmasked: bool) -> Vec<u8> {
+    let mut out = vec![first];
+    let mask_bit = if unmasked { 0 } else { 0x80 };
+    match payload.len() {
+        n @ 0..=125 => out.push(mask_bit | n as u8),
+        n => {
+            out.push(mask_bit | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+    }
+    if unmasked {
+        out.extend_from_slice(payload);
+    } else {
+        let key = [0x12, 0x34, 0x56, 0x78];
+        out.extend_from_slice(&key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    }
+    out
+}
+
+/// The close code of the server's close frame (the frames before it skipped), or 0 when the
+/// connection ended without one.
+async fn close_code(stream: &mut tokio::net::TcpStream) -> u16 {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut chunk))
+            .await
+            .expect("an answer in time");
+        match read {
+            Ok(0) | Err(_) => return 0,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        // server frames are unmasked, short here: [first, len, payload…]
+        let mut at = 0;
+        while at + 2 <= buf.len() {
+            let len = (buf[at + 1] & 0x7f) as usize;
+            if at + 2 + len > buf.len() {
+                break;
+            }
+            if buf[at] & 0x0f == 0x8 && len >= 2 {
+                return u16::from_be_bytes([buf[at + 2], buf[at + 3]]);
+            }
+            at += 2 + len;
+        }
+    }
+}
+
+/// WebSocket frames a client may not send (RFC 6455) close the connection with the code the
+/// RFC names: 1002 for an unmasked frame, a control frame over 125 bytes or fragmented,
+/// reserved bits without an extension, an unknown opcode, a continuation with nothing to
+/// continue; 1007 for text that is not UTF-8. The server goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_framing() {
+    let toml = "[realtime]\ntables = [\"team\"]\n[[grants]]\nrole = \"anon\"\ntables = [\"team\"]\nops = [\"select\"]\n";
+    let s = TestServer::start_toml(Backend::Sqlite, toml, &[]).await;
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        (
+            "an unmasked frame",
+            frame(0x81, br#"{"type":"ping"}"#, true),
+            1002,
+        ),
+        (
+            "a ping of 126 bytes",
+            frame(0x89, &[b'x'; 126], false),
+            1002,
+        ),
+        ("a fragmented ping", frame(0x09, b"x", false), 1002),
+        (
+            "reserved bits set",
+            frame(0xC1, br#"{"type":"ping"}"#, false),
+            1002,
+        ),
+        ("an unknown opcode", frame(0x83, b"x", false), 1002),
+        ("a continuation of nothing", frame(0x80, b"x", false), 1002),
+        (
+            "text that is not UTF-8",
+            frame(0x81, b"\"\xff\xfe\"", false),
+            1007,
+        ),
+    ];
+    for (what, bytes, code) in cases {
+        let mut stream = upgraded(&s).await;
+        stream.write_all(&bytes).await.expect("frame");
+        assert_eq!(close_code(&mut stream).await, code, "{what}");
+    }
+    let (status, _) = get_json(&s, "/team?select=name&team_id=eq.1").await;
+    assert_eq!(status, 200, "still serving");
+}

@@ -42,8 +42,13 @@ pub enum ClientMessage {
 pub mod close {
     /// The server is shutting down or reloading: reconnect (with `since`).
     pub const GOING_AWAY: u16 = 1001;
+    /// A frame the WebSocket protocol does not allow (unmasked, a control frame over 125
+    /// bytes or fragmented, reserved bits, an unknown opcode: RFC 6455 §5).
+    pub const PROTOCOL_ERROR: u16 = 1002;
     /// A binary message (only JSON text is spoken).
     pub const UNSUPPORTED: u16 = 1003;
+    /// A text message that is not UTF-8.
+    pub const INVALID_TEXT: u16 = 1007;
     /// A malformed message, too many messages, or an expired token.
     pub const POLICY: u16 = 1008;
     /// A message over `realtime.max_message_bytes`.

@@ -128,6 +128,13 @@ where
                 Some(Err(WsError::Capacity(_))) => {
                     break End::Close(close::TOO_BIG, format!("messages are limited to {} bytes", settings.max_message_bytes));
                 }
+                // frames the protocol forbids: said with RFC 6455's codes before the close
+                Some(Err(WsError::Protocol(e))) => {
+                    break End::Close(close::PROTOCOL_ERROR, e.to_string());
+                }
+                Some(Err(WsError::Utf8(_))) => {
+                    break End::Close(close::INVALID_TEXT, "a text message must be UTF-8".into());
+                }
                 Some(Err(_)) => break End::Gone,
                 Some(Ok(Message::Binary(bytes))) if session.phoenix.is_some() => {
                     // realtime-js's broadcast pushes
