@@ -320,3 +320,34 @@ pub struct Sql {
     /// Bound parameters, in placeholder order.
     pub params: Vec<Value>,
 }
+
+impl Sql {
+    /// Whether the distinct placeholders of the text (`?N` with `prefix` `?`, `$N` with `$`;
+    /// quoted identifiers left out) are exactly `1..=params`: every value is bound, none is
+    /// spliced into the text, and no placeholder is left without one. (The tests' and fuzz
+    /// targets' check of what the renderer makes.)
+    pub fn binds_every_placeholder(&self, prefix: char) -> bool {
+        let mut text = String::new();
+        let mut quoted = false;
+        for c in self.text.chars() {
+            if c == '"' {
+                quoted = !quoted;
+            } else if !quoted {
+                text.push(c);
+            }
+        }
+        let mut found: Vec<usize> = text
+            .split(prefix)
+            .skip(1)
+            .filter_map(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect();
+        // a placeholder may be used more than once (a JSON path repeated per list item, a
+        // text search language), in any order
+        found.sort_unstable();
+        found.dedup();
+        found == (1..=self.params.len()).collect::<Vec<_>>()
+    }
+}

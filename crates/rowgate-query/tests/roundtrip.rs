@@ -289,35 +289,6 @@ fn query() -> impl Strategy<Value = Query> {
         )
 }
 
-/// The distinct placeholders `?N` / `$N` in rendered text are exactly 1..=params.
-/// (Quoted identifiers are blanked out first.)
-fn placeholders_match(sql: &Sql, prefix: char) -> bool {
-    let mut text = String::new();
-    let mut quoted = false;
-    for c in sql.text.chars() {
-        if c == '"' {
-            quoted = !quoted;
-        } else if !quoted {
-            text.push(c);
-        }
-    }
-    let n = sql.params.len();
-    let found: Vec<usize> = text
-        .split(prefix)
-        .skip(1)
-        .filter_map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect();
-    // a placeholder may be used more than once (a JSON path repeated per list item, a text
-    // search language), in any order
-    let mut distinct = found;
-    distinct.sort_unstable();
-    distinct.dedup();
-    distinct == (1..=n).collect::<Vec<_>>()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -354,10 +325,10 @@ proptest! {
     fn rendering_binds_every_placeholder(c in condition()) {
         let mut s = Sql::default();
         render::condition(&Sqlite, &c, &mut s);
-        prop_assert!(placeholders_match(&s, '?'), "{:?}", s);
+        prop_assert!(s.binds_every_placeholder('?'), "{:?}", s);
         let mut p = Sql::default();
         render::condition(&Postgres, &c, &mut p);
-        prop_assert!(placeholders_match(&p, '$'), "{:?}", p);
+        prop_assert!(p.binds_every_placeholder('$'), "{:?}", p);
         prop_assert_eq!(s.params.len(), p.params.len());
     }
 

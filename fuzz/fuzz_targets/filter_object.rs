@@ -1,0 +1,27 @@
+//! ORDS's `q=` filter object (`{"points":{"$gt":400},"$orderby":{"name":"asc"}}`) from any
+//! text. Beyond "no panic": the conditions of one that parses render with every value bound
+//! (placeholders `1..=n`, nothing spliced into the text) on both dialects.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rowgate_query::filter_object::parse_filter_object;
+use rowgate_query::render::{self, Postgres, Sqlite};
+use rowgate_query::stmt::Sql;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(object) = parse_filter_object(text) else {
+        return;
+    };
+    for condition in &object.filters {
+        let mut sqlite = Sql::default();
+        render::condition(&Sqlite, condition, &mut sqlite);
+        assert!(sqlite.binds_every_placeholder('?'), "{sqlite:?}");
+        let mut postgres = Sql::default();
+        render::condition(&Postgres, condition, &mut postgres);
+        assert!(postgres.binds_every_placeholder('$'), "{postgres:?}");
+    }
+});
