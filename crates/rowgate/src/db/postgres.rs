@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: a deadpool of tokio-postgres clients with prepared statements
 //! (`prepare_cached`), or, with `db.prepared_statements = false` (PostgREST's
 //! `db-prepared-statements`, for poolers in transaction mode: PgBouncer's, Supavisor's), unnamed
-//! statements parsed with each execution ([`Session`]). A job runs on one client, in a
+//! statements parsed with each execution (`Session`). A job runs on one client, in a
 //! transaction when it writes or has several steps. Rows come out as JSON built by PostgreSQL itself (`row_to_json`: exact numerics,
 //! timestamps, json, arrays, bytea as PostgreSQL prints them); parameters are sent as text and
 //! PostgreSQL parses them for the type the statement needs, as PostgREST does, so a bad value is

@@ -10,7 +10,7 @@
 pub mod declare;
 pub mod params;
 pub mod serve;
-mod sql;
+pub mod sql;
 
 use std::collections::BTreeSet;
 use std::path::Path;
