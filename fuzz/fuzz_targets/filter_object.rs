@@ -5,9 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "bound.rs"]
+mod bound;
 use rowgate_query::filter_object::parse_filter_object;
-use rowgate_query::render::{self, Postgres, Sqlite};
-use rowgate_query::stmt::Sql;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -17,11 +18,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for condition in &object.filters {
-        let mut sqlite = Sql::default();
-        render::condition(&Sqlite, condition, &mut sqlite);
-        assert!(sqlite.binds_every_placeholder('?'), "{sqlite:?}");
-        let mut postgres = Sql::default();
-        render::condition(&Postgres, condition, &mut postgres);
-        assert!(postgres.binds_every_placeholder('$'), "{postgres:?}");
+        bound::assert_binds_every_value(condition);
     }
 });
