@@ -1,6 +1,6 @@
 //! Charts of a results file (SVG, plotters): throughput of every scenario step for each target
 //! side by side, and Rowgate's latency percentiles. Log scales: peers differ by orders of
-//! magnitude.
+//! magnitude. Also a soak's samples over time.
 
 use std::path::Path;
 
@@ -210,10 +210,64 @@ fn latency_chart(rows: &[Row], path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A soak's samples as four panels over time (worker RSS, descriptors, subscriptions,
+/// PostgreSQL backends when sampled), each from zero so that a flat line looks flat.
+pub fn soak(samples: &[crate::soak::Sample], title: &str, path: &Path) -> anyhow::Result<()> {
+    let panels: Vec<crate::soak::Figure> = crate::soak::FIGURES
+        .into_iter()
+        .filter(|(_, read)| samples.iter().any(|s| read(s).is_some()))
+        .collect();
+    let root = SVGBackend::new(path, (900, 40 + 200 * panels.len() as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 18))?;
+    let last = samples.last().map_or(1.0, |s| s.minute).max(1.0);
+    for ((name, read), area) in panels.iter().zip(root.split_evenly((panels.len(), 1))) {
+        let points: Vec<(f64, f64)> = samples
+            .iter()
+            .filter_map(|s| Some((s.minute, read(s)?)))
+            .collect();
+        let top = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(*name, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..last, 0f64..top)?;
+        chart.configure_mesh().x_desc("minutes").draw()?;
+        chart.draw_series(LineSeries::new(points, PALETTE[0].stroke_width(2)))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::load::{Latency, Mode, Outcome};
+
+    #[test]
+    fn a_soak_chart_has_a_panel_per_sampled_figure() {
+        let samples: Vec<crate::soak::Sample> = (1..=10)
+            .map(|n| crate::soak::Sample {
+                minute: f64::from(n),
+                worker_rss_mb: 30.0,
+                fds: 1050,
+                subscriptions: 1002,
+                ..crate::soak::Sample::default()
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("soak.svg");
+        soak(&samples, "SQLite soak", &path).expect("chart");
+        let svg = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            svg.contains("SQLite soak") && svg.contains("worker RSS, MB"),
+            "{svg}"
+        );
+        assert!(svg.contains("realtime subscriptions"), "{svg}");
+        // no backends were sampled (SQLite): no such panel
+        assert!(!svg.contains("PostgreSQL backends"), "{svg}");
+    }
 
     #[test]
     fn charts_are_written_with_every_target_and_step() {

@@ -3,18 +3,21 @@
 //! - `load`: one run described on the command line (closed loop, open loop or fresh connections;
 //!   WebSocket idle, connect or fan-out);
 //! - `scenario`: the steps of a scenario file against Rowgate and any peers given;
+//! - `soak`: a mixed load held for a long time against a running server, failing when anything
+//!   grows, errs or is lost (issue 22; `bench/soak` starts the servers for it);
 //! - `report`: the markdown table of a results file; `chart`: its SVG charts;
 //! - `ws-shard` (hidden): a client process of a WebSocket run, started by the run itself.
 //!
 //! Modules: [`spec`] (request templates and checks), [`load`] (the HTTP engine), [`ws`] (the
 //! WebSocket runs), [`procstat`] (server CPU and memory), [`scenario`] (scenario files),
-//! [`report`] (results), [`chart`] (charts).
+//! [`soak`] (the soak), [`report`] (results), [`chart`] (charts).
 
 mod chart;
 mod load;
 mod procstat;
 mod report;
 mod scenario;
+mod soak;
 mod spec;
 mod ws;
 
@@ -44,6 +47,8 @@ enum Command {
     Load(Box<LoadArgs>),
     /// Run a scenario file against Rowgate and the peers given.
     Scenario(ScenarioArgs),
+    /// Hold a mixed load against a running server and check that nothing grows or is lost.
+    Soak(Box<SoakArgs>),
     /// Print the markdown table of a results file.
     Report {
         /// JSON-lines results file.
@@ -160,6 +165,58 @@ struct ScenarioArgs {
     strict: bool,
 }
 
+#[derive(Args, Debug)]
+struct SoakArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    url: String,
+    /// The server's supervisor process id (its workers are sampled).
+    #[arg(long)]
+    pid: u32,
+    /// Minutes to hold the load.
+    #[arg(long, default_value_t = 60.0)]
+    minutes: f64,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 30.0)]
+    sample_seconds: f64,
+    /// Minute from which the baseline is taken (at most a third of the run).
+    #[arg(long, default_value_t = 10.0)]
+    baseline_minute: f64,
+    /// Idle WebSockets held.
+    #[arg(long, default_value_t = 1000)]
+    idle_websockets: usize,
+    /// Reads per second.
+    #[arg(long, default_value_t = 200.0)]
+    reads_per_s: f64,
+    /// Inserts per second.
+    #[arg(long, default_value_t = 10.0)]
+    writes_per_s: f64,
+    /// Requests per second on new connections.
+    #[arg(long, default_value_t = 10.0)]
+    fresh_per_s: f64,
+    /// Minutes between rotations of the client's secret.
+    #[arg(long, default_value_t = 5.0)]
+    rotate_minutes: f64,
+    /// The OAuth client (role `writer`, short token lifetime) and its secret.
+    #[arg(long)]
+    client_id: String,
+    #[arg(long)]
+    client_secret: String,
+    /// Shell command `rowgate clients {action} NAME --db …`; `{action}` is `rotate --json` or
+    /// `retire`.
+    #[arg(long)]
+    clients_command: String,
+    /// Shell command printing the database's backend count (PostgreSQL).
+    #[arg(long)]
+    backends_command: Option<String>,
+    /// Folder for samples.jsonl, summary.md and soak.svg.
+    #[arg(long)]
+    out: PathBuf,
+    /// Title of the chart.
+    #[arg(long, default_value = "Rowgate soak")]
+    title: String,
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -185,6 +242,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Load(args) => load_command(*args).await,
         Command::Scenario(args) => scenario_command(args).await,
+        Command::Soak(args) => soak_command(*args).await,
         Command::Report { file } => {
             print!("{}", report::markdown(&report::read(&file)?));
             Ok(())
@@ -197,6 +255,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::WsShard { plan } => ws::shard(&plan).await,
     }
+}
+
+async fn soak_command(a: SoakArgs) -> anyhow::Result<()> {
+    let (addr, host) = resolve(&a.url)?;
+    let minutes = |m: f64| Duration::from_secs_f64(m.max(0.0) * 60.0);
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let samples_path = a.out.join("samples.jsonl");
+    let _ = std::fs::remove_file(&samples_path);
+    let plan = soak::Plan {
+        addr,
+        host,
+        supervisor: a.pid,
+        duration: minutes(a.minutes),
+        sample_every: Duration::from_secs_f64(a.sample_seconds.max(1.0)),
+        baseline_at: minutes(a.baseline_minute),
+        idle_websockets: a.idle_websockets,
+        reads_per_s: a.reads_per_s,
+        writes_per_s: a.writes_per_s,
+        fresh_per_s: a.fresh_per_s,
+        rotate_every: minutes(a.rotate_minutes),
+        client_id: a.client_id,
+        client_secret: a.client_secret,
+        clients_command: a.clients_command,
+        backends_command: a.backends_command,
+        out: samples_path,
+    };
+    let outcome = soak::run(plan).await?;
+    print!("{}", outcome.summary);
+    std::fs::write(a.out.join("summary.md"), &outcome.summary)?;
+    let chart = a.out.join("soak.svg");
+    chart::soak(&outcome.samples, &a.title, &chart)?;
+    println!("wrote {}", chart.display());
+    if !outcome.failures.is_empty() {
+        bail!("the soak failed ({} findings)", outcome.failures.len());
+    }
+    Ok(())
 }
 
 /// `http://host:port` → (socket address, Host header value).

@@ -1,6 +1,6 @@
 //! The server's side of a run, read from `/proc/PID`: CPU time (user + system, all threads) and
 //! resident memory, summed over the given processes and their children (a supervisor and its
-//! workers, nginx's master and its worker).
+//! workers, nginx's master and its worker); one process's memory and open descriptors (the soak).
 
 use anyhow::{bail, Context};
 
@@ -56,8 +56,19 @@ fn add(total: &mut Sample, pid: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Resident memory of one process (not its children), bytes.
+pub fn resident_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(kib(&status, "VmRSS:") * 1024)
+}
+
+/// Open file descriptors of one process.
+pub fn open_fds(pid: u32) -> Option<u64> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
+}
+
 /// Processes whose parent is one of `pids`.
-fn children(pids: &[u32]) -> Vec<u32> {
+pub fn children(pids: &[u32]) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -115,5 +126,10 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(found.contains(&child.id()), "{found:?}");
+        let me = std::process::id();
+        assert!(resident_bytes(me).is_some_and(|b| b > 0));
+        // standard input, output and error at least
+        assert!(open_fds(me).is_some_and(|n| n >= 3));
+        assert_eq!(open_fds(u32::MAX), None);
     }
 }

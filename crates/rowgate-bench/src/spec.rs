@@ -119,6 +119,24 @@ pub struct Drawn {
     values: Vec<String>,
 }
 
+impl Drawn {
+    /// A request given as it is, without a template.
+    pub fn plain(
+        method: http::Method,
+        path: &str,
+        headers: Vec<(http::HeaderName, String)>,
+        body: Option<String>,
+    ) -> Drawn {
+        Drawn {
+            method,
+            path: path.to_string(),
+            headers,
+            body,
+            values: Vec::new(),
+        }
+    }
+}
+
 impl Request {
     /// Compiles a spec.
     pub fn new(spec: RequestSpec) -> anyhow::Result<Request> {

@@ -34,6 +34,7 @@ pub struct Metrics {
     realtime_connections: std::sync::atomic::AtomicI64,
     /// Events waiting in realtime connections' queues (read at scrape time).
     realtime_queued: AtomicUsize,
+    realtime_subscriptions: AtomicUsize,
     realtime_changes: Counter,
     realtime_frames: Counter,
     realtime_dropped: Counter,
@@ -120,6 +121,7 @@ impl Metrics {
         Metrics {
             realtime_connections: std::sync::atomic::AtomicI64::new(0),
             realtime_queued: AtomicUsize::new(0),
+            realtime_subscriptions: AtomicUsize::new(0),
             realtime_changes,
             realtime_frames,
             realtime_dropped,
@@ -168,9 +170,11 @@ impl Metrics {
         }
     }
 
-    /// Events waiting in realtime connections' queues now.
-    pub fn set_realtime_queued(&self, n: usize) {
-        self.realtime_queued.store(n, Ordering::Relaxed);
+    /// Events waiting in realtime connections' queues now, and the subscriptions held.
+    pub fn set_realtime_load(&self, queued: usize, subscriptions: usize) {
+        self.realtime_queued.store(queued, Ordering::Relaxed);
+        self.realtime_subscriptions
+            .store(subscriptions, Ordering::Relaxed);
     }
 
     /// `changes` read from the log, `frames` queued to connections.
@@ -213,6 +217,10 @@ impl Metrics {
             gauge(
                 "rowgate_realtime_queued",
                 self.realtime_queued.load(Ordering::Relaxed) as f64,
+            );
+            gauge(
+                "rowgate_realtime_subscriptions",
+                self.realtime_subscriptions.load(Ordering::Relaxed) as f64,
             );
             gauge(
                 "rowgate_process_resident_bytes",

@@ -419,7 +419,8 @@ async fn route(
                 ));
             }
             if let Some(realtime) = &app.realtime {
-                app.metrics.set_realtime_queued(realtime.hub.queued());
+                app.metrics
+                    .set_realtime_load(realtime.hub.queued(), realtime.hub.subscriptions());
             }
             Ok(Reply::raw(
                 StatusCode::OK,

@@ -832,12 +832,39 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
         .text()
         .await
         .expect("text");
-    for series in ["rowgate_realtime_connections", "rowgate_realtime_queued"] {
+    for series in [
+        "rowgate_realtime_connections",
+        "rowgate_realtime_queued",
+        "rowgate_realtime_subscriptions",
+    ] {
         assert!(
             metrics.lines().any(|l| l.starts_with(series)),
             "{series} in {metrics}"
         );
     }
+    // the silent client's subscription went with it (once its session has ended): one is left
+    let mut subscriptions = String::new();
+    for _ in 0..50 {
+        let metrics = s
+            .client
+            .get(s.root_url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        subscriptions = metrics
+            .lines()
+            .find(|l| l.starts_with("rowgate_realtime_subscriptions{"))
+            .unwrap_or_default()
+            .to_string();
+        if subscriptions.ends_with(" 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(subscriptions.ends_with(" 1"), "{subscriptions}");
     drop((silent, alive));
     s.stop().await;
 }

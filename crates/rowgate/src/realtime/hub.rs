@@ -334,6 +334,11 @@ impl Hub {
         self.outboxes().iter().map(|o| o.queued()).sum()
     }
 
+    /// Subscriptions held now (a connection's binding to a table counts once).
+    pub fn subscriptions(&self) -> usize {
+        self.lock().tables.values().map(Vec::len).sum()
+    }
+
     /// The last change id dispatched.
     pub fn last(&self) -> i64 {
         self.lock().last

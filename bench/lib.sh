@@ -1,0 +1,43 @@
+# Shell functions shared by bench/run and bench/soak (sourced, not run).
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Waits until URL answers (30 s at most).
+wait_http() {
+    for _ in $(seq 300); do
+        curl -s -o /dev/null --max-time 1 "$1" && return 0
+        sleep 0.1
+    done
+    echo "bench: no answer from $1" >&2
+    return 1
+}
+
+json_field() { python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
+
+# start_postgres DIR: a throwaway PostgreSQL cluster in DIR/pg from the installed server
+# binaries, with a database `bench`. Sets pg_bin, pg_pid, pg_port and pg_url; stop it with
+# stop_postgres DIR. Returns 1 when no server binaries are installed.
+start_postgres() {
+    local dir="$1" as_pg=()
+    pg_bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort | tail -n 1)"
+    [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || return 1
+    if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); fi
+    mkdir -p "$dir/pg"
+    if [ "$(id -u)" = 0 ]; then chmod 755 "$dir"; chown postgres:postgres "$dir/pg"; fi
+    "${as_pg[@]}" "$pg_bin/initdb" -D "$dir/pg/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+    pg_port="$(free_port)"
+    "${as_pg[@]}" "$pg_bin/postgres" -D "$dir/pg/data" -p "$pg_port" -k "$dir/pg" \
+        -c listen_addresses=127.0.0.1 -c shared_buffers=256MB >"$dir/pg/log" 2>&1 &
+    pg_pid=$!
+    for _ in $(seq 100); do "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && break; sleep 0.1; done
+    "$pg_bin/psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -c "CREATE DATABASE bench"
+    pg_url="postgres://postgres@127.0.0.1:$pg_port/bench"
+}
+
+# stop_postgres DIR: a fast shutdown of the cluster start_postgres made there.
+stop_postgres() {
+    if [ -n "${pg_pid:-}" ] && [ -f "$1/pg/data/postmaster.pid" ]; then
+        kill -INT "$(head -n 1 "$1/pg/data/postmaster.pid")" 2>/dev/null || true
+        wait "$pg_pid" 2>/dev/null || true
+    fi
+}
