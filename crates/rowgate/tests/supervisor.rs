@@ -2,7 +2,8 @@
 //! write load come back and lose no acknowledged write; a crash loop backs off while the
 //! supervisor survives; reloads under a read load fail no request; workers die with the
 //! supervisor and the port is free again; realtime changes and Supabase channels (broadcast,
-//! presence) span the workers. Pids come from the pid file and `rowgate status`.
+//! presence) span the workers; I/O faults injected into a worker (a full disk, a failing write
+//! or fsync) lose no acknowledged write. Pids come from the pid file and `rowgate status`.
 
 mod common;
 
@@ -471,6 +472,152 @@ fn refused_writes_answer_507_and_the_worker_serves_on() {
         Some("0"),
         "a refused write was stored"
     );
+}
+
+/// Issue 22: faults injected into the worker's system calls on the database's WAL with
+/// `strace -e inject`, at a chosen moment and for as long as it is attached (the worker knows
+/// nothing of it). Detaching ends the fault.
+struct Injected(Child);
+
+impl Injected {
+    /// Fails `syscalls` (comma-separated) on `file` with `errno` in every thread of `worker`.
+    fn start(worker: i32, file: &Path, syscalls: &str, errno: &str) -> Injected {
+        let child = Command::new("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-p",
+                &worker.to_string(),
+                "-P",
+            ])
+            .arg(file)
+            .args(["-e", &format!("trace={syscalls}")])
+            .args(["-e", &format!("inject={syscalls}:error={errno}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("strace (Debian's strace package)");
+        Injected(child)
+    }
+}
+
+impl Drop for Injected {
+    fn drop(&mut self) {
+        // SIGTERM: strace detaches, and the worker's calls succeed again
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// The test's WAL, by the path the kernel gives it (strace's `-P` matches resolved paths).
+fn wal_of(dir: &Path) -> PathBuf {
+    dir.canonicalize().expect("dir").join("d.db-wal")
+}
+
+/// A full disk (ENOSPC) and then a failing device (EIO) under the write load, each injected
+/// into the worker's WAL writes at a chosen moment: every write meanwhile is answered 507 with
+/// the envelope and none is acknowledged, reads go on, the same worker writes again once the
+/// fault ends, and no acknowledged write is lost.
+#[test]
+fn injected_write_faults_are_refused_and_the_worker_recovers() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), 1, free_port());
+    let load = WriteLoad::start(&s.base);
+    wait_until(Duration::from_secs(10), || load.acked() > 200);
+    let worker = worker_pids(&s)[0];
+    let url = format!("{}/api/acks", s.base);
+    let mut attempt = 8_000_000;
+    for (n, errno) in [(1, "ENOSPC"), (2, "EIO")] {
+        let insert = |id: i64| {
+            let body = format!("{{\"id\": {id}, \"note\": \"refused\"}}");
+            agent().fetch("POST", &url, Some(&body))
+        };
+        let probe_id = 9_000_000 + n;
+        let probe = || insert(probe_id);
+        let fault = Injected::start(worker, &wal_of(dir.path()), "pwrite64", errno);
+        // strace attaches in a moment: until then a write may still go through (a new id each
+        // time, so that none of these is the probe)
+        wait_until(Duration::from_secs(10), || {
+            attempt += 1;
+            insert(attempt).0 == 507
+        });
+        let at_refusal = load.acked();
+        let (status, body) = probe();
+        assert_eq!(status, 507, "{errno}: {body}");
+        assert!(body.contains("\"code\":\"53100\""), "{body}");
+        assert_eq!(get(&format!("{}/api/team/1", s.base)), 200, "reads go on");
+        // a write larger than SQLite's page cache spills in the middle of its statement, where
+        // the fault makes SQLite roll the whole transaction back by itself (once a 500)
+        let bulk: Vec<String> = (0..30_000)
+            .map(|i| {
+                format!(
+                    "{{\"id\": {}, \"note\": \"{}\"}}",
+                    7_000_000 + n * 100_000 + i,
+                    "y".repeat(200)
+                )
+            })
+            .collect();
+        let (status, body) = agent().fetch("POST", &url, Some(&format!("[{}]", bulk.join(","))));
+        assert_eq!(status, 507, "{errno}, a bulk insert: {body}");
+        std::thread::sleep(Duration::from_millis(300));
+        // at most the writers' answers already on their way when the probe was refused
+        assert!(
+            load.acked() <= at_refusal + 4,
+            "{errno}: writes acknowledged while the disk refused them"
+        );
+        drop(fault);
+        let before = load.acked();
+        wait_until(Duration::from_secs(10), || load.acked() > before + 100);
+        assert_eq!(
+            probe().0,
+            201,
+            "{errno}: the probe is written once the fault ends"
+        );
+    }
+    let acked = load.stop();
+    assert_eq!(worker_pids(&s), vec![worker], "no restart");
+    assert_eq!(status(&s)["restarts"], 0);
+    assert_all_stored(&acked, &Db::Sqlite, dir.path());
+    let refused = common::db_rows(
+        &Db::Sqlite.location(dir.path()),
+        "SELECT count(*) FROM acks WHERE id BETWEEN 7000000 AND 7999999",
+    );
+    assert_eq!(
+        refused[0][0].as_deref(),
+        Some("0"),
+        "a refused bulk insert was stored"
+    );
+}
+
+/// An fsync of the WAL that fails at a chosen moment under the write load: the commit's
+/// outcome on disk is unknown, so the worker exits (code 74) without acknowledging it, a fresh
+/// worker serves, and every acknowledged write is in the file, which is intact.
+#[test]
+fn an_injected_fsync_failure_ends_the_worker_unacknowledged_and_a_fresh_one_serves() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), 1, free_port());
+    let load = WriteLoad::start(&s.base);
+    wait_until(Duration::from_secs(10), || load.acked() > 200);
+    let worker = worker_pids(&s)[0];
+    let fault = Injected::start(worker, &wal_of(dir.path()), "fsync,fdatasync", "EIO");
+    wait_until(Duration::from_secs(10), || !alive(worker));
+    drop(fault);
+    wait_until(Duration::from_secs(10), || {
+        worker_pids(&s).first().is_some_and(|w| *w != worker)
+    });
+    let before = load.acked();
+    wait_until(Duration::from_secs(10), || load.acked() > before + 100);
+    let acked = load.stop();
+    assert_eq!(status(&s)["restarts"], 1);
+    let log = log_of(dir.path());
+    assert!(
+        log.contains("fatal I/O error on COMMIT") && log.contains("exit code 74"),
+        "{log}"
+    );
+    assert_all_stored(&acked, &Db::Sqlite, dir.path());
 }
 
 on_both_backends!(crash_loop => crash_loop_backs_off_and_the_supervisor_survives, crash_loop_backs_off_on_postgres);

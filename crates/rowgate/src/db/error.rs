@@ -29,7 +29,8 @@ pub enum Kind {
     TooComplex,
     /// A statement named a table or column the database no longer has: the schema cache is stale.
     SchemaChanged,
-    /// The disk refused the write (full, or the file-size limit); nothing was written.
+    /// The disk refused the write (full, the file-size limit, a failed write); nothing was
+    /// written.
     StorageFull,
     /// The database is busy, shutting down, or cannot be reached.
     Unavailable,

@@ -431,11 +431,22 @@ fn writer_loop(
             continue;
         }
         for job in batch {
+            if conn.is_autocommit() {
+                // SQLite rolled the whole transaction back (a full disk or an I/O error in the
+                // middle of a statement): what ran is undone, and a savepoint now would start a
+                // transaction of its own that commits on RELEASE. The rest is not run.
+                let (_, completion) = job(None);
+                completion(Err(transaction_lost()));
+                continue;
+            }
             let savepoint = run_cached(conn, "SAVEPOINT job");
             writer.arm();
             let (ok, completion) = job(Some(conn));
             writer.disarm();
             let end = match (savepoint, ok) {
+                // SQLite rolled the whole transaction back under the job: no savepoint is
+                // left to roll back to, and the batch's answer says nothing was written
+                (Ok(()), _) if conn.is_autocommit() => Ok(()),
                 (Ok(()), true) => run_cached(conn, "RELEASE job"),
                 (Ok(()), false) => run_cached(conn, "ROLLBACK TO job")
                     .and_then(|()| run_cached(conn, "RELEASE job")),
@@ -446,11 +457,15 @@ fn writer_loop(
                 Err(e) => completion(Err(DbError::from(e))),
             }
         }
-        let commit = run_cached(conn, "COMMIT");
-        if let Err(e) = &commit {
-            exit_on_io_error(e);
-        }
-        let commit = commit.map_err(DbError::from);
+        let commit = if conn.is_autocommit() {
+            Err(transaction_lost())
+        } else {
+            let commit = run_cached(conn, "COMMIT");
+            if let Err(e) = &commit {
+                exit_on_io_error(e);
+            }
+            commit.map_err(DbError::from)
+        };
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         } else {
@@ -460,6 +475,13 @@ fn writer_loop(
             completion(commit.clone());
         }
     }
+}
+
+/// The answer of a batch's jobs when SQLite rolled its transaction back by itself (it may, on
+/// `SQLITE_FULL` or `SQLITE_IOERR` in the middle of a statement): nothing of it was written.
+fn transaction_lost() -> DbError {
+    tracing::error!("the database rolled a write transaction back (disk full or an I/O error)");
+    super::sqlite_error::refused_write()
 }
 
 /// A COMMIT that failed with an I/O error (EIO from write or fsync, EFBIG, …) may have left

@@ -33,8 +33,9 @@ fn too_complex(message: String) -> DbError {
         .hint("use fewer filters, list items or columns per request")
 }
 
-/// Whether the disk refused a write outright (full, or over the file-size limit): nothing of
-/// it was written, so the transaction did not commit.
+/// Whether the disk refused a write outright (full, over the file-size limit, or the device
+/// failed it: `write()` returned an error, so nothing of it was written): the transaction did
+/// not commit.
 pub(crate) fn write_refused(e: &rusqlite::Error) -> bool {
     match e {
         rusqlite::Error::SqliteFailure(f, _) => {
@@ -42,6 +43,15 @@ pub(crate) fn write_refused(e: &rusqlite::Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// The answer to a write the disk refused: nothing of its transaction was written.
+pub(crate) fn refused_write() -> DbError {
+    DbError::new(
+        Kind::StorageFull,
+        "the database could not write: the disk is full, the file size limit is reached, or the device failed the write",
+    )
+    .hint("nothing was written; free space (or raise the limit, or see to the disk) and retry")
 }
 
 /// Whether SQLite says a statement names a table or column that does not exist.
@@ -67,12 +77,8 @@ fn invalid_regex(detail: String) -> DbError {
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> Self {
         if write_refused(&e) {
-            tracing::error!(error = %e, "the database could not write: disk full or file size limit");
-            return DbError::new(
-                Kind::StorageFull,
-                "the database could not write: the disk is full or the file size limit is reached",
-            )
-            .hint("nothing was written; free space (or raise the limit) and retry");
+            tracing::error!(error = %e, "the database could not write: disk full, file size limit or a failed write");
+            return refused_write();
         }
         match &e {
             rusqlite::Error::SqliteFailure(f, msg) => {

@@ -109,7 +109,7 @@ error_codes! {
     RealtimeNotEnabled => ("RG420", StatusCode::BAD_REQUEST, Plan, "the table is not listed in realtime.tables"),
     UpgradeRequired => ("RG426", StatusCode::UPGRADE_REQUIRED, Request, "the endpoint speaks WebSocket: send an Upgrade request"),
     SchemaChanged => ("PGRST002", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database schema changed under the request and the schema cache is being reloaded; retry"),
-    StorageFull => ("53100", StatusCode::INSUFFICIENT_STORAGE, Execute, "the database could not write (disk full, file size limit); nothing was written, reads go on"),
+    StorageFull => ("53100", StatusCode::INSUFFICIENT_STORAGE, Execute, "the database could not write (disk full, file size limit, a failed write); nothing was written, reads go on"),
     Unavailable => ("RG503", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database is busy or unavailable; retry"),
     Internal => ("RG500", StatusCode::INTERNAL_SERVER_ERROR, Server, "an internal error; details are in the server log"),
     ResponseHeadersInvalid => ("PGRST111", StatusCode::INTERNAL_SERVER_ERROR, Execute, "response.headers set by a function or trigger is not a JSON array of one-key objects with string values"),
