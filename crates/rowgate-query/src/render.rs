@@ -35,6 +35,12 @@ pub trait Dialect: Send + Sync {
     /// Short name (`sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 
+    /// Whether `INSERT … DEFAULT VALUES` may take an `ON CONFLICT` clause (SQLite's grammar
+    /// has no upsert there).
+    fn upserts_default_values(&self) -> bool {
+        true
+    }
+
     /// `"id"`, with embedded `"` doubled and NUL characters removed.
     fn quote_ident(&self, id: &str) -> String {
         let mut out = String::with_capacity(id.len() + 2);
@@ -170,6 +176,10 @@ pub struct Postgres;
 impl Dialect for Sqlite {
     fn name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn upserts_default_values(&self) -> bool {
+        false
     }
 
     fn placeholder(&self, index_1_based: usize) -> String {
@@ -1197,7 +1207,14 @@ pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
             rows => select_rows(d, &s, &columns, rows, &|_, cell| cell, &mut out),
         }
     }
-    if let Some(oc) = &s.on_conflict {
+    // A row of defaults writes no column, so an upsert of it updates nothing: only `DO
+    // NOTHING` is at stake. Where the grammar has no room for it (SQLite), a default row that
+    // duplicates a key is refused (409) instead of skipped.
+    let on_conflict = s
+        .on_conflict
+        .as_ref()
+        .filter(|_| !columns.is_empty() || d.upserts_default_values());
+    if let Some(oc) = on_conflict {
         let (target, update) = match oc {
             OnConflict::Ignore { target } => (target, &[][..]),
             OnConflict::Merge { target, update } => (target, &update[..]),

@@ -384,6 +384,31 @@ fn insert_default_values_and_no_rows() {
     ));
 }
 
+/// A row of defaults updates nothing on conflict: PostgreSQL says `DO NOTHING`; SQLite's grammar
+/// has no upsert after `DEFAULT VALUES`, so there it is a plain insert (a duplicate key is
+/// refused by the database, never a syntax error).
+#[test]
+fn insert_default_values_upsert() {
+    let default = |d: &dyn Dialect| InsertStmt {
+        columns: vec![],
+        ..insert_with(
+            d,
+            Some(OnConflict::Ignore {
+                target: vec!["id".into()],
+            }),
+            &[],
+        )
+    };
+    assert_eq!(
+        render::insert(&Postgres, default(&Postgres)).text,
+        "INSERT INTO \"items\" DEFAULT VALUES ON CONFLICT (\"id\") DO NOTHING"
+    );
+    assert_eq!(
+        render::insert(&Sqlite, default(&Sqlite)).text,
+        "INSERT INTO \"items\" DEFAULT VALUES"
+    );
+}
+
 #[test]
 fn insert_upserts() {
     let ignore = |d: &dyn Dialect| {

@@ -56,13 +56,8 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
     Err(last.unwrap_or_else(|| std::io::Error::other(format!("{addr} resolves to no address"))))
 }
 
-/// Serves `listener` until `shutdown` completes, then drains open connections.
-pub async fn run(
-    listener: TcpListener,
-    app: Arc<App>,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
-    let limits = &app.config.limits;
+/// The HTTP/1 settings every connection is served with, from `limits`.
+pub fn http_settings(limits: &crate::config::LimitsConfig) -> http1::Builder {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms))
@@ -71,10 +66,53 @@ pub async fn run(
         // bytes, so its automatic 400/414/431 answers to malformed requests are never sent (the
         // client sees an empty reply). Only pipelined clients gain from it; none of ours pipeline.
         .max_headers(limits.max_headers);
-    // `app.draining` turns true when draining: every connection finishes its request and
-    // closes; realtime sessions close with 1001.
-    let drained = app.draining.subscribe();
-    let max_connections = limits.max_connections;
+    http
+}
+
+/// Serves one connection's bytes — a socket, or any stream (the fuzz target `http_connection`
+/// feeds bytes over an in-memory pipe) — until the client is done, or the drain has let its
+/// request finish (`app.draining`).
+pub fn connection<S>(
+    app: &Arc<App>,
+    http: &http1::Builder,
+    stream: S,
+    peer: IpAddr,
+) -> impl Future<Output = ()> + Send + 'static
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service_app = app.clone();
+    let service = service_fn(move |req| {
+        let app = service_app.clone();
+        async move { Ok::<_, Infallible>(dispatch(&app, req, peer).await) }
+    });
+    let conn = http
+        .serve_connection(TokioIo::new(crate::mended::Mended::new(stream)), service)
+        .with_upgrades();
+    let mut drain = app.draining.subscribe();
+    async move {
+        tokio::pin!(conn);
+        let ended = tokio::select! {
+            ended = conn.as_mut() => ended,
+            () = async { let _ = drain.wait_for(|d| *d).await; } => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// Serves `listener` until `shutdown` completes, then drains open connections.
+pub async fn run(
+    listener: TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let http = http_settings(&app.config.limits);
+    let max_connections = app.config.limits.max_connections;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -96,27 +134,9 @@ pub async fn run(
                 }
                 app.metrics.accepted();
                 let counted = OpenConnection::new(app.metrics.clone());
-                let app = app.clone();
-                let service = service_fn(move |req| {
-                    let app = app.clone();
-                    async move { Ok::<_, Infallible>(dispatch(&app, req, peer.ip()).await) }
-                });
-                let conn = http
-                    .serve_connection(TokioIo::new(crate::mended::Mended::new(stream)), service)
-                    .with_upgrades();
-                let mut drain = drained.clone();
+                let served = connection(&app, &http, stream, peer.ip());
                 tokio::spawn(async move {
-                    tokio::pin!(conn);
-                    let ended = tokio::select! {
-                        ended = conn.as_mut() => ended,
-                        () = async { let _ = drain.wait_for(|d| *d).await; } => {
-                            conn.as_mut().graceful_shutdown();
-                            conn.await
-                        }
-                    };
-                    if let Err(e) = ended {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
+                    served.await;
                     drop(counted);
                 });
             }

@@ -338,7 +338,8 @@ async fn close_code(stream: &mut tokio::net::TcpStream) -> u16 {
 /// WebSocket frames a client may not send (RFC 6455) close the connection with the code the
 /// RFC names: 1002 for an unmasked frame, a control frame over 125 bytes or fragmented,
 /// reserved bits without an extension, an unknown opcode, a continuation with nothing to
-/// continue; 1007 for text that is not UTF-8. The server goes on serving.
+/// continue; 1007 for text that is not UTF-8. A handshake over HTTP/1.0 gets 426. The server
+/// goes on serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_framing() {
     let toml = "[realtime]\ntables = [\"team\"]\n[[grants]]\nrole = \"anon\"\ntables = [\"team\"]\nops = [\"select\"]\n";
@@ -373,6 +374,23 @@ async fn websocket_framing() {
         stream.write_all(&bytes).await.expect("frame");
         assert_eq!(close_code(&mut stream).await, code, "{what}");
     }
+    // a handshake over HTTP/1.0, which cannot upgrade (found by the fuzz target
+    // http_connection: it was a 500)
+    let mut stream = tokio::net::TcpStream::connect(s.addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(
+            b"GET /realtime HTTP/1.0\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .await
+        .expect("handshake");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.0 426 "), "{answer}");
+    assert!(answer.contains("\"code\":\"RG426\""), "{answer}");
     let (status, _) = get_json(&s, "/team?select=name&team_id=eq.1").await;
     assert_eq!(status, 200, "still serving");
 }

@@ -236,6 +236,12 @@ fn upgrade_speaking(
             "/realtime speaks WebSocket: send a GET with Upgrade: websocket",
         ));
     }
+    if parts.version < http::Version::HTTP_11 {
+        return Err(ApiError::new(
+            ErrorCode::UpgradeRequired,
+            "a WebSocket handshake needs HTTP/1.1 (RFC 6455)",
+        ));
+    }
     if headers
         .get(header::SEC_WEBSOCKET_VERSION)
         .is_none_or(|v| v.as_bytes() != b"13")
