@@ -114,6 +114,7 @@ async fn handle_once(
         request.prefer.settle_resolution(table, &request.query);
     }
     let mut plan = action_plan::plan(&request, &context)?;
+    let mut calls_a_function = false;
     if let (Some(handler), Some(table)) = (handler, schema.table(target.table)) {
         let row_type = QualifiedName {
             schema: table.schema.clone(),
@@ -121,9 +122,7 @@ async fn handle_once(
         };
         media_handler::apply(handler, &mut plan, context.dialect, &row_type);
         // the aggregate is a function: it sees the request, and `db.settings`, as any does
-        if let Some(step) = plan::call_settings(&context, parts) {
-            plan.job.steps.insert(0, step);
-        }
+        calls_a_function = true;
     }
     if let Some(asked) = &explain {
         // (the rows' statement is the same in every media type: only their encoding differs)
@@ -141,7 +140,7 @@ async fn handle_once(
         &context,
         parts,
         settings,
-        writes_in_postgres,
+        writes_in_postgres || calls_a_function,
         &mut plan.job.steps,
     );
     // a write's triggers (and the pre-request function) may set the answer's headers and

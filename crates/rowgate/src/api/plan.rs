@@ -117,17 +117,10 @@ pub fn request_settings(
     ]
 }
 
-/// The settings of a transaction that calls functions: the request's ([`request_settings`])
-/// and `db.settings` (PostgREST's `app.settings.*`).
-pub fn call_settings(cx: &Context<'_>, parts: &http::request::Parts) -> Option<crate::job::Step> {
-    let mut pairs: Vec<(&str, String)> = request_settings(parts, cx.principal);
-    pairs.extend(cx.app_settings.iter().map(|(k, v)| (k.as_str(), v.clone())));
-    settings(cx.dialect, &pairs)
-}
-
-/// The settings a request's transaction starts with, and `db.pre_request`'s call after them:
-/// put at the start of `steps` (the request's settings, and `db.settings`, only where a
-/// function may read them: `with_request`, or any request when there is a pre-request call).
+/// The settings a request's transaction starts with, in one statement, and `db.pre_request`'s
+/// call after them: put at the start of `steps` (the request's settings, and `db.settings`
+/// (PostgREST's `app.settings.*`), only where a function may read them: `with_request`, or any
+/// request when there is a pre-request call).
 pub fn start_steps<'a>(
     cx: &Context<'a>,
     parts: &http::request::Parts,

@@ -412,13 +412,7 @@ pub fn plan(
     cx: &Context<'_>,
 ) -> Result<PlannedCall, ApiError> {
     let mut planned = match callee {
-        Callee::Function(f) => {
-            let mut planned = plan_function(f, request, arguments, cx)?;
-            if let Some(step) = crate::api::plan::call_settings(cx, call.parts) {
-                planned.job.steps.insert(0, step);
-            }
-            planned
-        }
+        Callee::Function(f) => plan_function(f, request, arguments, cx)?,
         Callee::Resource(r) => plan_resource(r, request, arguments, cx)?,
     };
     if callee.writes() && !call.read_only {

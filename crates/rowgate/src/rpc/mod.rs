@@ -316,8 +316,9 @@ pub async fn handle(
     let cx = app.plan_context(schema, principal);
     let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
     settings.extend(api_request.prefer.settings(cx.dialect));
-    // (a database function's own settings, the request's, were put first by call::plan)
-    crate::api::plan::start_steps(&cx, parts, settings, false, &mut planned.job.steps);
+    // a database function reads the request (`request.jwt.claims`, …) and `db.settings`
+    let function = matches!(callee, call::Callee::Function(_));
+    crate::api::plan::start_steps(&cx, parts, settings, function, &mut planned.job.steps);
     if api_request.nulls_stripped {
         planned.job.strip_nulls();
     }
