@@ -34,6 +34,7 @@ pub struct Metrics {
     realtime_connections: std::sync::atomic::AtomicI64,
     /// Events waiting in realtime connections' queues (read at scrape time).
     realtime_queued: AtomicUsize,
+    /// Realtime subscriptions held (read at scrape time).
     realtime_subscriptions: AtomicUsize,
     realtime_changes: Counter,
     realtime_frames: Counter,

@@ -458,6 +458,9 @@ fn writer_loop(
             }
         }
         let commit = if conn.is_autocommit() {
+            tracing::error!(
+                "the database rolled a write transaction back (disk full or an I/O error)"
+            );
             Err(transaction_lost())
         } else {
             let commit = run_cached(conn, "COMMIT");
@@ -480,7 +483,6 @@ fn writer_loop(
 /// The answer of a batch's jobs when SQLite rolled its transaction back by itself (it may, on
 /// `SQLITE_FULL` or `SQLITE_IOERR` in the middle of a statement): nothing of it was written.
 fn transaction_lost() -> DbError {
-    tracing::error!("the database rolled a write transaction back (disk full or an I/O error)");
     super::sqlite_error::refused_write()
 }
 
