@@ -295,6 +295,7 @@ mod tests {
                 server_rss_bytes: None,
                 server_peak_rss_bytes: None,
                 server_rss_before_bytes: None,
+                server_pss_bytes: None,
             }),
             note: String::new(),
         };

@@ -151,6 +151,10 @@ pub struct Outcome {
     /// `server_rss_bytes` is what the connections cost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_rss_before_bytes: Option<u64>,
+    /// The footprint scenario: the server's proportional set size (shared pages counted once
+    /// over its processes), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_pss_bytes: Option<u64>,
 }
 
 impl Outcome {
@@ -299,6 +303,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         server_rss_bytes: after.map(|a| a.rss_bytes),
         server_peak_rss_bytes: after.map(|a| a.peak_rss_bytes),
         server_rss_before_bytes: None,
+        server_pss_bytes: None,
     })
 }
 
@@ -329,6 +334,7 @@ pub async fn idle(pids: &[u32], seconds: Duration) -> anyhow::Result<Outcome> {
         server_rss_bytes: Some(after.rss_bytes),
         server_peak_rss_bytes: Some(after.peak_rss_bytes),
         server_rss_before_bytes: None,
+        server_pss_bytes: Some(after.pss_bytes),
     })
 }
 

@@ -16,6 +16,9 @@ pub struct Sample {
     pub rss_bytes: u64,
     /// Peak resident set size, bytes.
     pub peak_rss_bytes: u64,
+    /// Proportional set size, bytes: each page shared by n processes counted 1/n (a supervisor
+    /// and its workers share the binary's pages, which RSS counts in each).
+    pub pss_bytes: u64,
 }
 
 /// Reads `pids` and their direct children now (a child that exits meanwhile is skipped; the
@@ -32,6 +35,7 @@ pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
             total.cpu_seconds += child.cpu_seconds;
             total.rss_bytes += child.rss_bytes;
             total.peak_rss_bytes += child.peak_rss_bytes;
+            total.pss_bytes += child.pss_bytes;
         }
     }
     Ok(total)
@@ -53,6 +57,9 @@ fn add(total: &mut Sample, pid: u32) -> anyhow::Result<()> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     total.rss_bytes += kib(&status, "VmRSS:") * 1024;
     total.peak_rss_bytes += kib(&status, "VmHWM:") * 1024;
+    // (absent on kernels before 4.14: then 0)
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    total.pss_bytes += kib(&rollup, "Pss:") * 1024;
     Ok(())
 }
 
@@ -105,6 +112,7 @@ mod tests {
         let me = std::process::id();
         let a = sample(&[me]).expect("sample");
         assert!(a.rss_bytes > 0 && a.peak_rss_bytes >= a.rss_bytes);
+        assert!(a.pss_bytes > 0 && a.pss_bytes <= a.rss_bytes, "{a:?}");
         let mut x = 0u64;
         let started = std::time::Instant::now();
         while started.elapsed().as_millis() < 100 {

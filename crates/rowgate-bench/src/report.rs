@@ -136,12 +136,13 @@ fn cpu(o: &Outcome) -> String {
     }
 }
 
-/// Server RSS, and what each connection added when the row knows.
+/// Server RSS, and what each connection added, or the PSS, when the row knows.
 fn memory(o: &Outcome) -> String {
     let rss = o.server_rss_bytes.map_or("-".into(), mib);
-    match o.rss_per_connection() {
-        Some(per) => format!("{rss} ({:+.1}KB/conn)", per / 1024.0),
-        None => rss,
+    match (o.rss_per_connection(), o.server_pss_bytes) {
+        (Some(per), _) => format!("{rss} ({:+.1}KB/conn)", per / 1024.0),
+        (None, Some(pss)) => format!("{rss} (PSS {})", mib(pss)),
+        (None, None) => rss,
     }
 }
 
@@ -183,6 +184,7 @@ mod tests {
             server_rss_bytes: Some(20 * 1024 * 1024),
             server_peak_rss_bytes: None,
             server_rss_before_bytes: None,
+            server_pss_bytes: None,
         }
     }
 
@@ -224,6 +226,10 @@ mod tests {
             "{md}"
         );
         assert!(line(&rows[0]).contains("50000 req/s"));
+        // the footprint row gives the PSS beside the RSS
+        let mut idle = outcome("idle", 0.0);
+        idle.server_pss_bytes = Some(15 * 1024 * 1024);
+        assert_eq!(memory(&idle), "20.0MB (PSS 15.0MB)");
     }
 
     #[test]

@@ -327,6 +327,7 @@ fn outcome(plan: Plan, phases: &Phases, server: &Readings) -> Outcome {
             .before
             .filter(|_| plan.mode != Mode::Fanout)
             .map(|s| s.rss_bytes),
+        server_pss_bytes: None,
     }
 }
 
@@ -1260,6 +1261,7 @@ mod tests {
             cpu_seconds,
             rss_bytes: rss_mb << 20,
             peak_rss_bytes: rss_mb << 20,
+            pss_bytes: rss_mb << 19,
         })
     }
 
