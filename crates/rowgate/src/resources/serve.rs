@@ -230,28 +230,35 @@ fn respond(
     Ok(reply)
 }
 
+/// The page of a template resource: its rows (JSON text, read straight into the template's
+/// values, no `serde_json::Value` between), the first of them as `row`, and the parameters.
 fn render(
     resources: &Resources,
     resource: &Resource,
     rows: &[u8],
     values: &[(String, Value)],
 ) -> Result<Bytes, ApiError> {
+    use minijinja::Value as Page;
     let name = resource.template.as_deref().unwrap_or_default();
-    let rows: Json = serde_json::from_slice(rows).map_err(ApiError::internal)?;
-    let params: serde_json::Map<String, Json> = values
+    let rows: Page = serde_json::from_slice(rows).map_err(ApiError::internal)?;
+    let params: Page = values
         .iter()
         .map(|(k, v)| {
-            let j = match v {
-                Value::Null => Json::Null,
-                Value::Int(i) => Json::from(*i),
-                Value::Real(f) => Json::from(*f),
-                Value::Text(t) => Json::from(t.as_str()),
-                Value::Bool(b) => Json::from(*b),
+            let value = match v {
+                Value::Null => Page::from(()),
+                Value::Int(i) => Page::from(*i),
+                Value::Real(f) => Page::from(*f),
+                Value::Text(t) => Page::from(t.as_str()),
+                Value::Bool(b) => Page::from(*b),
             };
-            (k.clone(), j)
+            (k.clone(), value)
         })
         .collect();
-    let row = rows.get(0).cloned().unwrap_or(Json::Null);
+    let row = rows
+        .get_item_by_index(0)
+        .ok()
+        .filter(|r| !r.is_undefined())
+        .unwrap_or_else(|| Page::from(()));
     let template = resources
         .templates
         .get_template(name)
