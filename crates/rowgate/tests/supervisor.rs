@@ -412,6 +412,15 @@ fn assert_all_stored(acked: &[i64], db: &Db, dir: &Path) {
     }
 }
 
+/// No row of `acks` in the test's SQLite file matches `condition` (refused writes).
+fn assert_none_stored(dir: &Path, condition: &str, what: &str) {
+    let count = common::db_rows(
+        &Db::Sqlite.location(dir),
+        &format!("SELECT count(*) FROM acks WHERE {condition}"),
+    );
+    assert_eq!(count[0][0].as_deref(), Some("0"), "{what}");
+}
+
 /// A worker's value of the `/metrics` series `name` (its first sample).
 fn metric(s: &Supervised, name: &str) -> Option<f64> {
     let (status, text) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
@@ -463,15 +472,7 @@ fn refused_writes_answer_507_and_the_worker_serves_on() {
     let log = log_of(dir.path());
     assert!(!log.contains("worker exited"), "{log}");
     assert_all_stored(&acked, &Db::Sqlite, dir.path());
-    let refused_ids = common::db_rows(
-        &Db::Sqlite.location(dir.path()),
-        "SELECT count(*) FROM acks WHERE id = 9000000",
-    );
-    assert_eq!(
-        refused_ids[0][0].as_deref(),
-        Some("0"),
-        "a refused write was stored"
-    );
+    assert_none_stored(dir.path(), "id = 9000000", "a refused write was stored");
 }
 
 /// Issue 22: faults injected into the worker's system calls on the database's WAL with
@@ -580,14 +581,10 @@ fn injected_write_faults_are_refused_and_the_worker_recovers() {
     assert_eq!(worker_pids(&s), vec![worker], "no restart");
     assert_eq!(status(&s)["restarts"], 0);
     assert_all_stored(&acked, &Db::Sqlite, dir.path());
-    let refused = common::db_rows(
-        &Db::Sqlite.location(dir.path()),
-        "SELECT count(*) FROM acks WHERE id BETWEEN 7000000 AND 7999999",
-    );
-    assert_eq!(
-        refused[0][0].as_deref(),
-        Some("0"),
-        "a refused bulk insert was stored"
+    assert_none_stored(
+        dir.path(),
+        "id BETWEEN 7000000 AND 7999999",
+        "a refused bulk insert was stored",
     );
 }
 
