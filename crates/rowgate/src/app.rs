@@ -41,6 +41,8 @@ pub struct App {
     pub large_bodies: Arc<tokio::sync::Semaphore>,
     /// Which browser origins may call (`[cors]`).
     pub cors: crate::cors::Cors,
+    /// Answers to reads kept until the next commit (`[cache]`; SQLite only).
+    pub cache: Option<crate::cache::ResponseCache>,
     /// `db.pre_request` as the statement every API request's transaction runs after its
     /// settings (checked against the database at start).
     pub pre_request: Option<String>,
@@ -103,7 +105,12 @@ impl App {
         ));
         let cors = crate::cors::Cors::new(&config.cors);
         let pre_request = pre_request_call(&config.db.pre_request, &db).await?;
+        let cache = match &*db {
+            Database::Sqlite(_) => crate::cache::ResponseCache::new(&config.cache),
+            Database::Postgres(_) => None,
+        };
         Ok(Arc::new(App {
+            cache,
             pre_request,
             cors,
             config,
@@ -169,6 +176,10 @@ impl App {
         let compiled = compile_resources(config, &self.db).await?;
         let count = compiled.list.len();
         self.resources.store(Arc::new(compiled));
+        // a kept answer may be a resource's that changed
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
         Ok(count)
     }
 }

@@ -44,6 +44,8 @@ pub struct Config {
     pub ords: OrdsConfig,
     /// Browser origins (`[cors]`), see [`crate::cors`].
     pub cors: CorsConfig,
+    /// Answers kept for repeated reads (`[cache]`), see [`crate::cache`].
+    pub cache: CacheConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -375,6 +377,28 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[cache]`: encoded answers to reads, kept while the database has not changed (SQLite).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Keep answers to GET requests and serve them again until the next commit (SQLite only).
+    pub enabled: bool,
+    /// The most memory the kept answers may take, in MiB.
+    pub max_mb: u64,
+    /// Answers larger than this many KiB are not kept.
+    pub max_entry_kb: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            max_mb: 32,
+            max_entry_kb: 256,
+        }
+    }
+}
+
 /// `[cors]`: which browser origins may call the server (CORS).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -586,6 +610,7 @@ impl Default for Config {
             realtime: RealtimeConfig::default(),
             ords: OrdsConfig::default(),
             cors: CorsConfig::default(),
+            cache: CacheConfig::default(),
             dir: ConfigDir::default(),
         }
     }

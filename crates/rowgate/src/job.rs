@@ -136,6 +136,27 @@ impl Job {
 }
 
 impl Job {
+    /// Every statement of its steps.
+    pub fn statements(&self) -> impl Iterator<Item = &Sql> {
+        self.steps.iter().flat_map(|step| {
+            let (first, second) = match step {
+                Step::IfMatch { sql, .. }
+                | Step::Document { sql, .. }
+                | Step::Rows { sql, .. }
+                | Step::Forbid { sql, .. }
+                | Step::Execute(sql)
+                | Step::Setting(sql)
+                | Step::Count(sql)
+                | Step::Explain(sql)
+                | Step::Existing(sql)
+                | Step::Value(sql) => (Some(sql), None),
+                Step::Estimate { rows, count, .. } => (Some(rows), Some(count)),
+                Step::ResponseSettings => (None, None),
+            };
+            first.into_iter().chain(second)
+        })
+    }
+
     /// Rows as JSON objects without their null members (when they are JSON at all).
     pub fn strip_nulls(&mut self) {
         if self.format == Format::Json {

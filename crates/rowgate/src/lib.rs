@@ -17,6 +17,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod cors;

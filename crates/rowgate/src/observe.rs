@@ -39,6 +39,10 @@ pub struct Metrics {
     realtime_changes: Counter,
     realtime_frames: Counter,
     realtime_dropped: Counter,
+    cache_hits: Counter,
+    cache_misses: Counter,
+    /// Memory the response cache holds (read at scrape time).
+    cache_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Metrics {
@@ -119,7 +123,22 @@ impl Metrics {
             recorder.register_counter(&key("rowgate_realtime_frames_total", vec![]), &METADATA);
         let realtime_dropped =
             recorder.register_counter(&key("rowgate_realtime_dropped_total", vec![]), &METADATA);
+        describe(
+            "rowgate_cache_hits_total",
+            "reads answered from the response cache",
+        );
+        describe(
+            "rowgate_cache_misses_total",
+            "reads run and kept by the response cache (it held no current answer for them)",
+        );
+        let cache_hits =
+            recorder.register_counter(&key("rowgate_cache_hits_total", vec![]), &METADATA);
+        let cache_misses =
+            recorder.register_counter(&key("rowgate_cache_misses_total", vec![]), &METADATA);
         Metrics {
+            cache_hits,
+            cache_misses,
+            cache_bytes: std::sync::atomic::AtomicU64::new(0),
             realtime_connections: std::sync::atomic::AtomicI64::new(0),
             realtime_queued: AtomicUsize::new(0),
             realtime_subscriptions: AtomicUsize::new(0),
@@ -189,6 +208,21 @@ impl Metrics {
         self.realtime_dropped.increment(1);
     }
 
+    /// A read answered from the response cache.
+    pub fn cache_hit(&self) {
+        self.cache_hits.increment(1);
+    }
+
+    /// A read the response cache had no current answer for, run and kept.
+    pub fn cache_miss(&self) {
+        self.cache_misses.increment(1);
+    }
+
+    /// The memory the response cache holds now.
+    pub fn set_cache_bytes(&self, bytes: u64) {
+        self.cache_bytes.store(bytes, Ordering::Relaxed);
+    }
+
     /// The supervisor's restart count.
     pub fn set_worker_restarts(&self, n: u64) {
         #[allow(clippy::cast_precision_loss)]
@@ -222,6 +256,10 @@ impl Metrics {
             gauge(
                 "rowgate_realtime_subscriptions",
                 self.realtime_subscriptions.load(Ordering::Relaxed) as f64,
+            );
+            gauge(
+                "rowgate_cache_bytes",
+                self.cache_bytes.load(Ordering::Relaxed) as f64,
             );
             gauge(
                 "rowgate_process_resident_bytes",

@@ -334,6 +334,25 @@ async fn api_route(
     }
 }
 
+/// A read answered from the response cache when it holds a current answer, else by `served`
+/// (whose answer it may keep): [`crate::cache`].
+async fn through_cache(
+    app: &App,
+    parts: &http::request::Parts,
+    principal: &auth::Principal,
+    served: impl Future<Output = Result<Reply, ApiError>>,
+) -> Result<Reply, ApiError> {
+    crate::cache::through(
+        app.cache.as_ref(),
+        &app.db,
+        &app.metrics,
+        parts,
+        &principal.role,
+        served,
+    )
+    .await
+}
+
 /// What HTTP/1.1 framing requires of every request before it is routed (RFC 9112): exactly
 /// one `Host` header (§3.2), and no transfer coding but `chunked` (§6.1: 501, since a body
 /// coded otherwise cannot be read), applied once (400).
@@ -381,7 +400,8 @@ async fn route(
     check_framing(&parts)?;
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
-        return resources::serve::handle(app, &parts, body, &principal).await;
+        let served = resources::serve::handle(app, &parts, body, &principal);
+        return through_cache(app, &parts, &principal, served).await;
     };
     let route = *matched.value;
     let param = |name: &str| {
@@ -417,7 +437,13 @@ async fn route(
                 key,
                 function: param("function"),
             };
-            let reply = api_route(app, url, &parts, body, &principal, &mut timing).await?;
+            let served = api_route(app, url, &parts, body, &principal, &mut timing);
+            let reply = match route {
+                Route::Table | Route::Item => {
+                    through_cache(app, &parts, &principal, served).await?
+                }
+                _ => served.await?,
+            };
             Ok(match timing.header() {
                 Some(stages) => {
                     reply.header(http::HeaderName::from_static("server-timing"), stages)
@@ -441,6 +467,9 @@ async fn route(
             if let Some(realtime) = &app.realtime {
                 app.metrics
                     .set_realtime_load(realtime.hub.queued(), realtime.hub.subscriptions());
+            }
+            if let Some(cache) = &app.cache {
+                app.metrics.set_cache_bytes(cache.bytes());
             }
             Ok(Reply::raw(
                 StatusCode::OK,

@@ -591,7 +591,7 @@ async fn stalled_consumer_is_closed_others_unaffected(b: Backend) {
     assert!(received < WRITES, "cut off: {received} of {WRITES} events");
     // the backlog, then a close frame saying why (issue 13, item 16), not a bare EOF
     assert_eq!(close_code, Some(1013), "after {received} events");
-    let metrics = metrics_text(&s).await;
+    let metrics = common::metrics_text(&s).await;
     assert!(
         metrics
             .lines()
@@ -800,18 +800,6 @@ async fn server_sent_events(b: Backend) {
     stopping.await.expect("stopped");
 }
 
-/// The server's `/metrics` text (from loopback, which may read it).
-async fn metrics_text(s: &TestServer) -> String {
-    s.client
-        .get(s.root_url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text")
-}
-
 /// The one sweeper pings every connection each `ping_s`: a client that answers (any client
 /// library that reads does) stays; one that stays silent for two rounds is closed with 1001.
 async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
@@ -827,7 +815,7 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
     .await;
     assert!(reading.is_err(), "the answering client stayed connected");
     assert_eq!(closed_with(&mut silent).await, 1001);
-    let metrics = metrics_text(&s).await;
+    let metrics = common::metrics_text(&s).await;
     for series in [
         "rowgate_realtime_connections",
         "rowgate_realtime_queued",
@@ -841,7 +829,7 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
     // the silent client's subscription went with it (once its session has ended): one is left
     let mut subscriptions = String::new();
     for _ in 0..50 {
-        let metrics = metrics_text(&s).await;
+        let metrics = common::metrics_text(&s).await;
         subscriptions = metrics
             .lines()
             .find(|l| l.starts_with("rowgate_realtime_subscriptions{"))

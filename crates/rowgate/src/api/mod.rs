@@ -153,6 +153,16 @@ async fn handle_once(
     }
     // planned: the job holds the body's values (a large body is not kept beside them)
     request.body = Bytes::new();
+    // a read of tables, and of views that read neither the time nor randomness, answers the
+    // same until the next commit (`crate::cache`)
+    let cacheable = read
+        && explain.is_none()
+        && !calls_a_function
+        && plan.job.access == crate::job::Access::Read
+        && !schema.reads_volatile(
+            plan.job.statements().map(|sql| sql.text.as_str()),
+            context.dialect,
+        );
     timing.mark("plan");
     let mut outcome = app.db.run(plan.job).await?;
     timing.mark("transaction");
@@ -167,7 +177,8 @@ async fn handle_once(
             Some(url) => r.header(http::header::CONTENT_LOCATION, url),
             None => r,
         })
-        .map(|r| r.nulls_stripped_if(&request).profile(profile));
+        .map(|r| r.nulls_stripped_if(&request).profile(profile))
+        .map(|r| if cacheable { r.cacheable() } else { r });
     timing.mark("response");
     reply
 }

@@ -41,6 +41,9 @@ pub struct Reply {
     stream: Option<tokio::sync::mpsc::Receiver<Bytes>>,
     headers: Vec<(HeaderName, HeaderValue)>,
     applied: Vec<String>,
+    /// The answer depends only on the request and the database's contents: it may be kept and
+    /// served again until the next commit ([`crate::cache`]).
+    cacheable: bool,
 }
 
 impl Reply {
@@ -53,6 +56,7 @@ impl Reply {
             stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
+            cacheable: false,
         }
     }
 
@@ -189,6 +193,7 @@ impl Reply {
             stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
+            cacheable: false,
         }
     }
 
@@ -201,6 +206,7 @@ impl Reply {
             stream: None,
             headers: Vec::new(),
             applied: Vec::new(),
+            cacheable: false,
         }
     }
 
@@ -239,6 +245,49 @@ impl Reply {
     pub fn applied_all(mut self, prefs: &[String]) -> Reply {
         self.applied.extend(prefs.iter().cloned());
         self
+    }
+
+    /// Marks the answer as one that depends only on the request (its URL, its headers, its
+    /// role) and on what the database holds, so that [`crate::cache`] may keep it.
+    pub fn cacheable(mut self) -> Reply {
+        self.cacheable = true;
+        self
+    }
+
+    /// A copy to keep in the cache: a whole answer, success, marked [`Reply::cacheable`];
+    /// `None` for any other (a stream, an error, a 304, an answer not marked).
+    pub fn to_keep(&self) -> Option<Reply> {
+        let kept = self.cacheable
+            && self.stream.is_none()
+            && matches!(self.status, StatusCode::OK | StatusCode::PARTIAL_CONTENT);
+        kept.then(|| Reply {
+            status: self.status,
+            content_type: self.content_type.clone(),
+            body: self.body.clone(),
+            stream: None,
+            headers: self.headers.clone(),
+            applied: self.applied.clone(),
+            cacheable: true,
+        })
+    }
+
+    /// The memory a kept copy holds, about.
+    pub fn kept_bytes(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 48)
+            .sum();
+        let applied: usize = self.applied.iter().map(|a| a.len() + 24).sum();
+        std::mem::size_of::<Reply>() + self.body.len() + headers + applied
+    }
+
+    /// The `ETag` header it carries, if any.
+    pub fn etag(&self) -> Option<&HeaderValue> {
+        self.headers
+            .iter()
+            .find(|(name, _)| *name == header::ETAG)
+            .map(|(_, value)| value)
     }
 
     /// The HTTP response; `head` drops the body (HEAD requests).

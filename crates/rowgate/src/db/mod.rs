@@ -68,6 +68,16 @@ impl Database {
         }
     }
 
+    /// A number that moves on whenever anything is committed to the database
+    /// ([`Sqlite::commit_epoch`]): SQLite only; PostgreSQL cannot tell it without a round
+    /// trip (`None`).
+    pub fn commit_epoch(&self) -> Option<u64> {
+        match self {
+            Database::Sqlite(db) => db.commit_epoch(),
+            Database::Postgres(_) => None,
+        }
+    }
+
     /// Answers when the database does.
     pub async fn ping(&self) -> Result<(), DbError> {
         let unavailable = |_| DbError::unavailable("the database does not answer");

@@ -5,7 +5,7 @@
 //! A progress handler enforces the statement timeout; SQLite errors become [`DbError`]s here,
 //! so `SQLITE_BUSY` and friends never reach a client as a 500.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -55,6 +55,9 @@ pub struct Sqlite {
     schema: ArcSwap<SchemaCache>,
     /// Notified after every COMMIT of the writer (realtime tails the change log on it).
     commits: Arc<tokio::sync::Notify>,
+    /// Moves on whenever one of this process's connections sees that the database changed
+    /// ([`Sqlite::commit_epoch`]).
+    epoch: AtomicU64,
 }
 
 /// Settings for [`Database::open`].
@@ -86,6 +89,8 @@ struct Conn {
     deadline: Arc<AtomicU64>,
     budget: Arc<AtomicI64>,
     timeout: Duration,
+    /// `PRAGMA data_version` when [`Sqlite::commit_epoch`] last read it on this connection.
+    seen_version: Cell<Option<i64>>,
 }
 
 impl Conn {
@@ -118,6 +123,7 @@ impl Conn {
             deadline,
             budget,
             timeout: opts.statement_timeout,
+            seen_version: Cell::new(None),
         })
     }
 
@@ -223,6 +229,7 @@ impl Sqlite {
             writer: write_tx,
             schema: ArcSwap::from_pointee(schema),
             commits,
+            epoch: AtomicU64::new(0),
         })
     }
 
@@ -267,6 +274,24 @@ impl Sqlite {
         &self,
         f: &dyn Fn(&Connection) -> Result<T, DbError>,
     ) -> Option<Result<T, DbError>> {
+        self.with_thread_conn(|conn| {
+            conn.budget.store(INLINE_BUDGET, Ordering::Relaxed);
+            conn.arm();
+            let result = f(&conn.conn);
+            let exhausted = conn.budget.load(Ordering::Relaxed) <= 0;
+            conn.budget.store(i64::MAX, Ordering::Relaxed);
+            conn.disarm();
+            if !conn.conn.is_autocommit() {
+                let _ = conn.conn.execute_batch("ROLLBACK");
+            }
+            (!(exhausted && result.is_err())).then_some(result)
+        })
+        .flatten()
+    }
+
+    /// `f` with the calling thread's own read-only connection to this database (opened on
+    /// first use); `None` when none can be opened or it is in use further up the stack.
+    fn with_thread_conn<T>(&self, f: impl FnOnce(&Conn) -> T) -> Option<T> {
         INLINE.with(|cell| {
             let mut conns = cell.try_borrow_mut().ok()?;
             let index = match conns.iter().position(|(id, _)| *id == self.id) {
@@ -279,18 +304,36 @@ impl Sqlite {
                     conns.len() - 1
                 }
             };
-            let conn = &conns[index].1;
-            conn.budget.store(INLINE_BUDGET, Ordering::Relaxed);
-            conn.arm();
-            let result = f(&conn.conn);
-            let exhausted = conn.budget.load(Ordering::Relaxed) <= 0;
-            conn.budget.store(i64::MAX, Ordering::Relaxed);
-            conn.disarm();
-            if !conn.conn.is_autocommit() {
-                let _ = conn.conn.execute_batch("ROLLBACK");
-            }
-            (!(exhausted && result.is_err())).then_some(result)
+            Some(f(&conns[index].1))
         })
+    }
+
+    /// A number that stays the same for as long as nothing has been committed to the database,
+    /// by any connection of any process (the `sqlite3` shell, another worker, this process's
+    /// writer); `None` when it cannot be told. An answer read after this call, and kept with
+    /// its number, is current for as long as a later call returns the same number (the
+    /// response cache's freshness: `crate::cache`).
+    ///
+    /// Each thread's connection compares its `PRAGMA data_version` (which moves when another
+    /// connection commits, and is read in a read transaction of its own: the WAL index in
+    /// shared memory, no I/O) with what it read last time, and moves the shared number on when
+    /// it differs, or when the connection is new. A commit made before this call is therefore
+    /// either seen by this call, or was seen by an earlier call on this thread after it
+    /// happened; either way the number moved on after the commit, past the number of any
+    /// answer read before it.
+    pub fn commit_epoch(&self) -> Option<u64> {
+        self.with_thread_conn(|conn| {
+            let version = conn
+                .conn
+                .prepare_cached("PRAGMA data_version")
+                .and_then(|mut stmt| stmt.query_row([], |r| r.get::<_, i64>(0)))
+                .ok()?;
+            if conn.seen_version.replace(Some(version)) != Some(version) {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            Some(self.epoch.load(Ordering::SeqCst))
+        })
+        .flatten()
     }
 
     /// Runs `f` on a reader connection and waits for it on the calling thread (start-up and

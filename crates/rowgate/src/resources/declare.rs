@@ -44,10 +44,18 @@ pub struct ResourceConfig {
     /// Send a strong `ETag` and answer `If-None-Match` with 304.
     #[serde(default)]
     pub etag: bool,
+    /// Let the response cache keep its answers until the next commit (`[cache]`): a GET
+    /// resource whose SQL reads neither the time nor randomness is kept unless this is false.
+    #[serde(default = "kept_by_default")]
+    pub cache: bool,
     /// The roles that may call it (the anonymous role by its name, `"*"` for every role); no one
     /// when absent, as a table no grant names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<Vec<String>>,
+}
+
+fn kept_by_default() -> bool {
+    true
 }
 
 /// A string or a list of strings.

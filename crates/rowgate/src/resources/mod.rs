@@ -59,6 +59,10 @@ pub struct Resource {
     etag: bool,
     /// Whether a statement may write (then it runs in the writer's transaction).
     pub writes: bool,
+    /// Whether its GET answers may be kept until the next commit ([`crate::cache`]): it
+    /// only reads, reads neither the time nor randomness (nor a view that does), and its
+    /// declaration does not say `cache = false`. Judged on SQLite only.
+    pub cacheable: bool,
     /// The roles that may call it (`"*"`: every role; no one when `None`).
     pub roles: Option<Vec<String>>,
 }
@@ -478,6 +482,17 @@ fn compile_one(
         Some(_) if !writes => vec![Method::GET, Method::POST],
         _ => declared_methods,
     };
+    let cacheable = match conn {
+        Some(conn) if decl.cache && !writes => {
+            let views =
+                crate::schema::volatile::volatile_views(&crate::schema::volatile::views_sql(conn)?);
+            !crate::schema::volatile::reads_volatile(
+                statements.iter().map(|s| s.text.as_str()),
+                &views,
+            )
+        }
+        _ => false,
+    };
     Ok(Resource {
         path,
         function: function.map(str::to_string),
@@ -491,6 +506,7 @@ fn compile_one(
         cache_control,
         etag: decl.etag,
         writes,
+        cacheable,
         roles: decl.roles.clone(),
     })
 }

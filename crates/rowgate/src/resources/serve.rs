@@ -227,6 +227,9 @@ fn respond(
     if let (true, Some(cc)) = (cacheable, &resource.cache_control) {
         reply = reply.header(header::CACHE_CONTROL, cc.to_str().unwrap_or_default());
     }
+    if cacheable && resource.cacheable {
+        reply = reply.cacheable();
+    }
     Ok(reply)
 }
 

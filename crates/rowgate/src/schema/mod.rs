@@ -9,6 +9,7 @@ pub mod input;
 pub mod media;
 pub mod postgres;
 pub mod relationships;
+pub mod volatile;
 
 use std::collections::HashMap;
 
@@ -368,6 +369,11 @@ pub struct SchemaCache {
     /// Its media type handlers (PostgreSQL's aggregates returning a media type's domain).
     #[serde(skip)]
     pub media_handlers: Vec<media::MediaHandler>,
+    /// Views whose rows can change without a commit (they read the time or randomness:
+    /// [`volatile`]); answers that read them are not cached. SQLite's; empty on PostgreSQL,
+    /// whose answers are not cached.
+    #[serde(skip)]
+    pub volatile_views: Vec<String>,
 }
 
 impl SchemaCache {
@@ -464,7 +470,26 @@ impl SchemaCache {
             profiles: Vec::new(),
             others: Vec::new(),
             media_handlers: Vec::new(),
+            volatile_views: volatile::volatile_views(&volatile::views_sql(conn)?),
         })
+    }
+
+    /// Whether statements read a view of [`SchemaCache::volatile_views`]: one of them names
+    /// one (quoted by `dialect`, as every rendered identifier is).
+    pub fn reads_volatile<'a>(
+        &self,
+        mut statements: impl Iterator<Item = &'a str>,
+        dialect: &dyn rowgate_query::render::Dialect,
+    ) -> bool {
+        if self.volatile_views.is_empty() {
+            return false;
+        }
+        let quoted: Vec<String> = self
+            .volatile_views
+            .iter()
+            .map(|view| dialect.quote_ident(view))
+            .collect();
+        statements.any(|sql| quoted.iter().any(|q| sql.contains(q.as_str())))
     }
 }
 

@@ -377,6 +377,7 @@ pub async fn introspect(
         profiles: Vec::new(),
         others: Vec::new(),
         media_handlers: Vec::new(),
+        volatile_views: Vec::new(),
     })
 }
 

@@ -515,6 +515,18 @@ pub async fn token_request(s: &TestServer, id: &str, secret: &str) -> reqwest::R
         .expect("request")
 }
 
+/// The server's `/metrics` text.
+pub async fn metrics_text(s: &TestServer) -> String {
+    s.client
+        .get(s.root_url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
 /// Sends `request` on a fresh connection and returns the status of the answer's status line.
 pub async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,0 +1,370 @@
+//! The response cache (`[cache]`, SQLite): repeated reads are answered from it, and a commit
+//! made anywhere — through the API, by another connection, by another process writing the
+//! file while reads go on — is in the very next answer. Volatile SQL is never kept; roles and
+//! headers keep answers apart; `If-None-Match` and HEAD are answered from kept answers.
+
+mod common;
+
+use std::io::BufRead as _;
+
+use common::{write_config, Backend, TestServer};
+use serde_json::{json, Value};
+
+/// `rowgate_cache_hits_total` and `rowgate_cache_misses_total` of the server now.
+async fn cache_counts(s: &TestServer) -> (u64, u64) {
+    let text = common::metrics_text(s).await;
+    let count = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
+    };
+    (
+        count("rowgate_cache_hits_total"),
+        count("rowgate_cache_misses_total"),
+    )
+}
+
+/// A server configured by `toml`, on a demo database `setup` (SQL) has run on.
+async fn start_configured(toml: &str, setup: &str) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    TestServer::start_prepared(Backend::Sqlite, dir, config, setup, |_| {}).await
+}
+
+async fn body_of(s: &TestServer, path: &str) -> (u16, String) {
+    let r = s.get(path).send().await.expect("get");
+    (r.status().as_u16(), r.text().await.expect("text"))
+}
+
+/// The same read, repeated, is answered from the cache with the same bytes; a different
+/// query or header is another answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_reads_are_answered_from_the_cache() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let path = "/employee?select=emp_no,last_name&order=emp_no&limit=5";
+    let (status, first) = body_of(&s, path).await;
+    assert_eq!(status, 200);
+    let (hits, _) = cache_counts(&s).await;
+    for _ in 0..10 {
+        assert_eq!(body_of(&s, path).await, (200, first.clone()));
+    }
+    let (more_hits, _) = cache_counts(&s).await;
+    // each of the runtime's two threads may see the database once for the first time
+    assert!(more_hits - hits >= 8, "{hits} → {more_hits} hits");
+
+    // another query is another answer
+    let (_, other) = body_of(&s, "/employee?select=emp_no,last_name&order=emp_no&limit=2").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&other).expect("json"),
+        serde_json::from_str::<Value>(&first)
+            .expect("json")
+            .as_array()
+            .expect("rows")[..2]
+            .iter()
+            .cloned()
+            .collect::<Value>()
+    );
+    // and so is another header that changes it
+    let r = s
+        .get(path)
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        r.headers()["content-range"].to_str().expect("text"),
+        "0-4/42"
+    );
+    let r = s
+        .get(path)
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .expect("get");
+    let csv = r.text().await.expect("text");
+    assert_eq!(csv.lines().next(), Some("emp_no,last_name"), "{csv}");
+}
+
+/// Each write through the API is in the next read of the rows it changed (the cache held the
+/// old answer until then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_the_api_is_in_the_next_read() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let path = "/team?team_id=eq.1&select=points";
+    for points in 1..=20 {
+        // twice, so that the second comes from the cache
+        for _ in 0..2 {
+            let (_, body) = body_of(&s, path).await;
+            assert_ne!(body, format!("[{{\"points\":{points}}}]"));
+        }
+        let r = s
+            .patch("/team?team_id=eq.1", json!({ "points": points }))
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(r.status(), 204);
+        assert_eq!(
+            body_of(&s, path).await.1,
+            format!("[{{\"points\":{points}}}]")
+        );
+    }
+    let (hits, misses) = cache_counts(&s).await;
+    assert!(hits >= 15 && misses >= 20, "{hits} hits, {misses} misses");
+}
+
+/// Another process commits to the file while reads go on: as soon as it says a commit is
+/// done, the next read shows it (or something newer), whatever the cache held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_by_another_process_are_in_the_next_read() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    s.exec("CREATE TABLE tally (id INTEGER PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO tally VALUES (1, 0);");
+    common::wait_until_served(&s, "/tally").await;
+    // readers keep the answer cached between the writer's commits
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let (client, url, stop) = (s.client.clone(), s.url("/tally?id=eq.1"), stop.clone());
+        readers.push(tokio::spawn(async move {
+            let mut last = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let rows: Value = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .expect("get")
+                    .json()
+                    .await
+                    .expect("json");
+                let n = rows[0]["n"].as_i64().expect("n");
+                // never older than what this reader saw before
+                assert!(n >= last, "{n} after {last}");
+                last = n;
+            }
+        }));
+    }
+    let script = format!(
+        "import sqlite3, sys, time\n\
+         db = sqlite3.connect({:?}, timeout=10, isolation_level=None)\n\
+         for i in range(1, 201):\n\
+         \x20   db.execute('UPDATE tally SET n = ? WHERE id = 1', (i,))\n\
+         \x20   print(i, flush=True)\n\
+         \x20   sys.stdin.readline()\n",
+        s.db_path.display().to_string()
+    );
+    let mut writer = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut to_writer = writer.stdin.take().expect("stdin");
+    let acks = std::io::BufReader::new(writer.stdout.take().expect("stdout")).lines();
+    let mut checked = 0;
+    for line in acks {
+        let committed: i64 = line.expect("line").trim().parse().expect("number");
+        for _ in 0..2 {
+            let rows: Value = s
+                .get("/tally?id=eq.1")
+                .send()
+                .await
+                .expect("get")
+                .json()
+                .await
+                .expect("json");
+            assert_eq!(rows[0]["n"], committed, "the read after commit {committed}");
+        }
+        checked += 1;
+        use std::io::Write as _;
+        writeln!(to_writer).expect("next");
+    }
+    assert!(writer.wait().expect("writer").success());
+    assert_eq!(checked, 200);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        reader.await.expect("reader");
+    }
+    let (hits, _) = cache_counts(&s).await;
+    assert!(hits >= 200, "{hits} hits");
+}
+
+/// Views and custom resources whose SQL reads the time or randomness are never kept, nor is
+/// a resource declared `cache = false`; others are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volatile_sql_is_never_kept() {
+    const TOML: &str = r#"
+[[resources]]
+path = "/dice"
+roles = ["*"]
+sql = "SELECT abs(random()) % 1000000 AS r"
+
+[[resources]]
+path = "/unkept"
+roles = ["*"]
+cache = false
+sql = "SELECT count(*) AS n FROM tally"
+
+[[resources]]
+path = "/kept"
+roles = ["*"]
+sql = "SELECT count(*) AS n FROM tally"
+
+[[resources]]
+path = "/over_view"
+roles = ["*"]
+sql = "SELECT r FROM roll"
+"#;
+    let s = start_configured(
+        TOML,
+        "CREATE TABLE tally (id INTEGER PRIMARY KEY);
+         CREATE VIEW roll AS SELECT abs(random()) % 1000000 AS r;
+         CREATE VIEW roll_again AS SELECT r FROM roll;",
+    )
+    .await;
+    // how many different answers eight reads of `url` gave
+    let distinct = |url: String| {
+        let s = &s;
+        async move {
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..8 {
+                let r = s.client.get(&url).send().await.expect("get");
+                assert_eq!(r.status(), 200, "{url}");
+                seen.insert(r.text().await.expect("text"));
+            }
+            seen.len()
+        }
+    };
+    let (hits, misses) = cache_counts(&s).await;
+    // (eight draws of a million values: all alike has odds of 1e-42)
+    for url in [
+        s.root_url("/dice"),
+        s.root_url("/over_view"),
+        s.url("/roll"),
+        s.url("/roll_again"),
+    ] {
+        assert!(distinct(url.clone()).await > 1, "{url} was kept");
+    }
+    assert_eq!(distinct(s.root_url("/unkept")).await, 1);
+    assert_eq!(
+        cache_counts(&s).await,
+        (hits, misses),
+        "nothing kept or hit"
+    );
+    assert_eq!(distinct(s.root_url("/kept")).await, 1);
+    let (more_hits, _) = cache_counts(&s).await;
+    assert!(more_hits > hits, "/kept was not kept");
+}
+
+/// A kept answer with an `ETag` answers `If-None-Match` with 304; HEAD is answered from the
+/// GET's kept answer, without a body; an answer over `cache.max_entry_kb` is not kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_and_head_requests_and_the_entry_bound() {
+    let s = TestServer::start_with(Backend::Sqlite, |c| c.cache.max_entry_kb = 4).await;
+    let r = s.get("/team/1").send().await.expect("get");
+    assert_eq!(r.status(), 200);
+    let tag = r.headers()["etag"].to_str().expect("text").to_string();
+    // (a thread's first look at the database moves the epoch on: a kept answer may have to be
+    // read again once per thread, hence a GET before each try)
+    let (mut conditional_hits, mut head_hits) = (0, 0);
+    for _ in 0..6 {
+        assert_eq!(s.get("/team/1").send().await.expect("get").status(), 200);
+        let (hits, _) = cache_counts(&s).await;
+        let r = s
+            .get("/team/1")
+            .header("If-None-Match", &tag)
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 304);
+        assert_eq!(r.headers()["etag"].to_str().expect("text"), tag);
+        assert_eq!(r.text().await.expect("text"), "");
+        let (after, _) = cache_counts(&s).await;
+        conditional_hits += after - hits;
+
+        assert_eq!(s.get("/team/1").send().await.expect("get").status(), 200);
+        let (hits, _) = cache_counts(&s).await;
+        let r = s.client.head(s.url("/team/1")).send().await.expect("head");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["etag"].to_str().expect("text"), tag);
+        assert_eq!(r.text().await.expect("text"), "");
+        let (after, _) = cache_counts(&s).await;
+        head_hits += after - hits;
+    }
+    assert!(
+        conditional_hits >= 3,
+        "{conditional_hits} of 6 conditional GETs hit"
+    );
+    assert!(head_hits >= 3, "{head_hits} of 6 HEADs hit");
+
+    // 200 people are about 20 KB: over the bound, run every time
+    let (hits, misses) = cache_counts(&s).await;
+    for _ in 0..4 {
+        assert_eq!(body_of(&s, "/people").await.0, 200);
+    }
+    assert_eq!(cache_counts(&s).await, (hits, misses));
+}
+
+/// The same URL read by different roles, and by different tokens of one role under a row
+/// filter by `sub`, gives each its own rows: answers are kept per role and token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_kept_apart_by_role_and_token() {
+    const TOML: &str = r#"
+[[grants]]
+role = "anon"
+tables = ["team"]
+ops = ["select"]
+filter = "team_id=eq.1"
+
+[[grants]]
+role = "owner"
+tables = ["notes"]
+ops = ["select"]
+filter = "owner=eq.@sub"
+"#;
+    let s = start_configured(
+        TOML,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL);",
+    )
+    .await;
+    let (alice_id, alice) = common::client_token(&s, "alice", "owner").await;
+    let (bob_id, bob) = common::client_token(&s, "bob", "owner").await;
+    s.exec(&format!(
+        "INSERT INTO notes (id, owner) VALUES (1, '{alice_id}'), (2, '{alice_id}'), (3, '{bob_id}');"
+    ));
+    let ids = |token: Option<&str>| {
+        let mut req = s.get("/notes?select=id&order=id");
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        async move {
+            let r = req.send().await.expect("get");
+            (r.status().as_u16(), r.text().await.expect("text"))
+        }
+    };
+    for _ in 0..5 {
+        assert_eq!(
+            ids(Some(&alice)).await,
+            (200, r#"[{"id":1},{"id":2}]"#.into())
+        );
+        assert_eq!(ids(Some(&bob)).await, (200, r#"[{"id":3}]"#.into()));
+        assert_eq!(ids(None).await.0, 401);
+    }
+    // (each of the two threads' first look after the setup's commits drops what was kept)
+    let (hits, _) = cache_counts(&s).await;
+    assert!(hits >= 6, "{hits} hits of 10");
+}
+
+/// PostgreSQL has no commit epoch to read without a round trip: nothing is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_answers_are_not_kept() {
+    let s = TestServer::start(Backend::Postgres).await;
+    for _ in 0..3 {
+        assert_eq!(
+            body_of(&s, "/team?select=team_id&team_id=eq.1").await.0,
+            200
+        );
+    }
+    assert!(s.app.cache.is_none());
+    assert_eq!(cache_counts(&s).await, (0, 0));
+}
