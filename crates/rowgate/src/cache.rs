@@ -145,6 +145,7 @@ impl ResponseCache {
         if kept.kept_bytes() > self.max_entry {
             return false;
         }
+        let kept = kept.compacted();
         self.entries.insert(
             ticket.key,
             Arc::new(Kept {

@@ -393,7 +393,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             enabled: true,
-            max_mb: 32,
+            max_mb: 16,
             max_entry_kb: 256,
         }
     }

@@ -401,7 +401,11 @@ async fn route(
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let principal = app.auth.authenticate(&parts.headers)?;
         let served = resources::serve::handle(app, &parts, body, &principal);
-        return through_cache(app, &parts, &principal, served).await;
+        // (a resource whose answers are never kept costs the cache nothing)
+        if app.resources.load().caches_get(parts.uri.path()) {
+            return through_cache(app, &parts, &principal, served).await;
+        }
+        return served.await;
     };
     let route = *matched.value;
     let param = |name: &str| {

@@ -271,6 +271,13 @@ impl Reply {
         })
     }
 
+    /// The answer with its body in a buffer of its own exact size (a body encoded into a
+    /// growing buffer may hold twice its length): what the cache keeps.
+    pub fn compacted(mut self) -> Reply {
+        self.body = Bytes::copy_from_slice(&self.body);
+        self
+    }
+
     /// The memory a kept copy holds, about.
     pub fn kept_bytes(&self) -> usize {
         let headers: usize = self

@@ -73,6 +73,16 @@ impl Resources {
         self.router.at(path).is_ok()
     }
 
+    /// Whether the GET resource at `path` may have its answers kept
+    /// ([`Resource::cacheable`]): the response cache looks only those up.
+    pub fn caches_get(&self, path: &str) -> bool {
+        self.router.at(path).is_ok_and(|matched| {
+            self.routes[*matched.value]
+                .iter()
+                .any(|(method, index)| *method == Method::GET && self.list[*index].cacheable)
+        })
+    }
+
     /// The resource declared as the function `name`, if any.
     pub fn function(&self, name: &str) -> Option<&Resource> {
         self.list
