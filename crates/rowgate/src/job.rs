@@ -3,7 +3,9 @@
 //! a backend runs them (`db::sqlite_job` for SQLite, `db::postgres`) in one transaction, so the same job runs on
 //! any backend and the HTTP layer never holds a connection.
 
+use rowgate_query::ast::Condition;
 use rowgate_query::stmt::Sql;
+use rowgate_query::Value;
 
 use sha2::{Digest, Sha256};
 
@@ -76,6 +78,18 @@ pub enum Step {
     },
     /// One integer into [`Output::count`].
     Count(Sql),
+    /// The exact count of one table's rows under filters the server can evaluate on a row
+    /// (its own and the role's row filter), into [`Output::count`]: SQLite may answer it from
+    /// a count it keeps, brought up to date with the changes captured since
+    /// (`db::kept_counts`), instead of counting again; otherwise it is `sql`'s count.
+    KeptCount {
+        /// `SELECT count(*) …` of the rows.
+        sql: Sql,
+        /// The table counted.
+        table: String,
+        /// Its filters, ANDed.
+        filters: Vec<Condition>,
+    },
     /// The statement's execution plan (PostgreSQL's `EXPLAIN (…)`, prefixed to it) into
     /// [`Output::value`]: its JSON, or its lines of text.
     Explain(Sql),
@@ -147,6 +161,7 @@ impl Job {
                 | Step::Execute(sql)
                 | Step::Setting(sql)
                 | Step::Count(sql)
+                | Step::KeptCount { sql, .. }
                 | Step::Explain(sql)
                 | Step::Existing(sql)
                 | Step::Value(sql) => (Some(sql), None),
@@ -283,6 +298,23 @@ pub struct SortKey {
     pub descending: bool,
     /// NULLs before the other values.
     pub nulls_first: bool,
+}
+
+/// A JSON value as a bound value (objects and arrays as JSON text): a body's values, and
+/// the rows the change log holds.
+pub fn json_value(v: &serde_json::Value) -> Value {
+    use serde_json::Value as Json;
+    match v {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .or_else(|| n.as_f64().map(Value::Real))
+            .unwrap_or_else(|| Value::Text(n.to_string())),
+        Json::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
+    }
 }
 
 /// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.

@@ -43,6 +43,8 @@ pub struct Metrics {
     cache_misses: Counter,
     /// Memory the response cache holds (read at scrape time).
     cache_bytes: std::sync::atomic::AtomicU64,
+    /// Exact counts answered from kept counts, and counted (read at scrape time).
+    counts: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl Default for Metrics {
@@ -124,6 +126,14 @@ impl Metrics {
         let realtime_dropped =
             recorder.register_counter(&key("rowgate_realtime_dropped_total", vec![]), &METADATA);
         describe(
+            "rowgate_counts_kept_total",
+            "exact counts of captured tables answered from a kept count brought up to date",
+        );
+        describe(
+            "rowgate_counts_counted_total",
+            "exact counts of captured tables that had to be counted (none kept, or too far behind)",
+        );
+        describe(
             "rowgate_cache_hits_total",
             "reads answered from the response cache",
         );
@@ -139,6 +149,7 @@ impl Metrics {
             cache_hits,
             cache_misses,
             cache_bytes: std::sync::atomic::AtomicU64::new(0),
+            counts: Default::default(),
             realtime_connections: std::sync::atomic::AtomicI64::new(0),
             realtime_queued: AtomicUsize::new(0),
             realtime_subscriptions: AtomicUsize::new(0),
@@ -223,6 +234,12 @@ impl Metrics {
         self.cache_bytes.store(bytes, Ordering::Relaxed);
     }
 
+    /// Exact counts of captured tables answered from kept counts, and counted, so far.
+    pub fn set_kept_counts(&self, kept: u64, counted: u64) {
+        self.counts[0].store(kept, Ordering::Relaxed);
+        self.counts[1].store(counted, Ordering::Relaxed);
+    }
+
     /// The supervisor's restart count.
     pub fn set_worker_restarts(&self, n: u64) {
         #[allow(clippy::cast_precision_loss)]
@@ -265,6 +282,17 @@ impl Metrics {
                 "rowgate_process_resident_bytes",
                 resident_bytes().unwrap_or(0) as f64,
             );
+        }
+        for (name, value) in [
+            ("rowgate_counts_kept_total", &self.counts[0]),
+            ("rowgate_counts_counted_total", &self.counts[1]),
+        ] {
+            self.recorder
+                .register_counter(
+                    &Key::from_parts(name, vec![Label::new("pid", self.pid.clone())]),
+                    &METADATA,
+                )
+                .absolute(value.load(Ordering::Relaxed));
         }
         self.handle.render()
     }

@@ -475,6 +475,13 @@ async fn route(
             if let Some(cache) = &app.cache {
                 app.metrics.set_cache_bytes(cache.bytes());
             }
+            if let Some(sqlite) = app.db.as_sqlite() {
+                let counts = sqlite.kept_counts();
+                app.metrics.set_kept_counts(
+                    counts.kept_answers.load(Ordering::Relaxed),
+                    counts.counted_answers.load(Ordering::Relaxed),
+                );
+            }
             Ok(Reply::raw(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

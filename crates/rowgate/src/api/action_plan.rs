@@ -46,11 +46,45 @@ impl ActionPlan {
         let Some(Step::Rows { sql, .. }) = self.job.steps.pop() else {
             return None;
         };
-        self.job
-            .steps
-            .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
+        self.job.steps.retain(|s| {
+            !matches!(
+                s,
+                Step::Count(_) | Step::KeptCount { .. } | Step::Estimate { .. }
+            )
+        });
         Some(sql)
     }
+}
+
+/// Whether an exact count of `table`'s rows under `count`'s filters can be kept and brought up
+/// to date by judging changed rows in memory (`db::kept_counts`, SQLite): a table (its rows are
+/// what the change log holds), filters only on its plain columns, as stored (not booleans, JSON
+/// or blobs, which the log writes in other forms), with operators the evaluator knows.
+fn evaluable_count(d: &dyn Dialect, table: &Table, count: &rowgate_query::stmt::CountStmt) -> bool {
+    fn plain(c: &Condition, table: &Table) -> bool {
+        match c {
+            Condition::Pred(p) => {
+                p.path.is_empty()
+                    && p.parse.is_none()
+                    && p.written_row.is_none()
+                    && !p.vectorize
+                    && table.columns.iter().any(|column| {
+                        column.name == p.column
+                            && column.json_kind == crate::schema::JsonKind::Auto
+                            && !column.decl_type.to_ascii_uppercase().contains("BLOB")
+                    })
+            }
+            Condition::And { items, .. } | Condition::Or { items, .. } => {
+                items.iter().all(|item| plain(item, table))
+            }
+        }
+    }
+    !d.has_schemas()
+        && !table.is_view
+        && count.table.computed.is_empty()
+        && count.filters.iter().all(|c| plain(c, table))
+        && rowgate_query::eval::eval_all(&count.filters, &|_| Some(rowgate_query::Value::Null))
+            .is_ok()
 }
 
 /// The table of a request: whole (for writes and the role's row filter), as the role may read
@@ -477,6 +511,13 @@ fn read_from(
                 count: exact,
                 exact_below: Some(ESTIMATE_EXACT_BELOW),
             },
+            _ if from.is_none() && count.embeds.is_empty() && evaluable_count(d, table, count) => {
+                Step::KeptCount {
+                    sql: exact,
+                    table: table.name.clone(),
+                    filters: count.filters.clone(),
+                }
+            }
             _ => Step::Count(exact),
         });
     }
@@ -1019,6 +1060,7 @@ mod tests {
                 | Step::Execute(sql)
                 | Step::Setting(sql)
                 | Step::Count(sql)
+                | Step::KeptCount { sql, .. }
                 | Step::Existing(sql)
                 | Step::Value(sql)
                 | Step::Explain(sql)

@@ -134,8 +134,12 @@ pub fn apply(plan_request: &PlanRequest, job: &mut Job) -> Option<String> {
     options.extend(plan_request.options.iter().map(|o| o.to_ascii_uppercase()));
     sql.text = format!("EXPLAIN ({}) {}", options.join(", "), sql.text);
     job.steps.insert(last, Step::Explain(sql));
-    job.steps
-        .retain(|s| !matches!(s, Step::Count(_) | Step::Estimate { .. }));
+    job.steps.retain(|s| {
+        !matches!(
+            s,
+            Step::Count(_) | Step::KeptCount { .. } | Step::Estimate { .. }
+        )
+    });
     // nothing a plan's request runs is kept
     job.rollback = true;
     job.max_affected = None;

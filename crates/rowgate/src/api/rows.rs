@@ -143,20 +143,7 @@ pub fn integral(f: f64) -> Option<i64> {
     (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
 }
 
-/// A JSON value from a body as a bound value (objects and arrays as JSON text).
-pub fn json_value(v: &Json) -> Value {
-    match v {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => n
-            .as_i64()
-            .map(Value::Int)
-            .or_else(|| n.as_f64().map(Value::Real))
-            .unwrap_or_else(|| Value::Text(n.to_string())),
-        Json::String(s) => Value::Text(s.clone()),
-        other => Value::Text(other.to_string()),
-    }
-}
+pub use crate::job::json_value;
 
 fn not_objects() -> ApiError {
     ApiError::new(

@@ -3,6 +3,7 @@
 //! PostgreSQL run the same jobs, each with its own interpreter.
 
 pub mod error;
+pub mod kept_counts;
 pub mod postgres;
 mod postgres_error;
 pub mod sqlite;

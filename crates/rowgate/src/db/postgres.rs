@@ -489,7 +489,9 @@ async fn run_steps(client: &Session<'_>, job: &Job) -> Result<Output, DbError> {
                 append_json_array(&mut rows, &json);
                 tally.returned(job.access, n);
             }
-            Step::Count(sql) => tally.counted(count_of(client, sql).await?),
+            Step::Count(sql) | Step::KeptCount { sql, .. } => {
+                tally.counted(count_of(client, sql).await?)
+            }
             Step::Existing(sql) => tally.existed(count_of(client, sql).await?),
             Step::Forbid { sql, error } => Tally::forbid(count_of(client, sql).await?, error)?,
             Step::Estimate {

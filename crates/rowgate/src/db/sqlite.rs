@@ -16,6 +16,7 @@ use rusqlite::{functions::FunctionFlags, Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use super::error::DbError;
+use super::kept_counts::KeptCounts;
 use super::sqlite_error::REGEX_ERROR_PREFIX;
 use super::sqlite_job::run_job;
 use crate::job::{Access, Job, Output};
@@ -55,6 +56,8 @@ pub struct Sqlite {
     schema: ArcSwap<SchemaCache>,
     /// Notified after every COMMIT of the writer (realtime tails the change log on it).
     commits: Arc<tokio::sync::Notify>,
+    /// Exact counts kept up to date from the change log.
+    counts: Arc<KeptCounts>,
     /// Moves on whenever one of this process's connections sees that the database changed
     /// ([`Sqlite::commit_epoch`]).
     epoch: AtomicU64,
@@ -230,7 +233,13 @@ impl Sqlite {
             schema: ArcSwap::from_pointee(schema),
             commits,
             epoch: AtomicU64::new(0),
+            counts: Arc::default(),
         })
+    }
+
+    /// The counts it keeps up to date from the change log.
+    pub fn kept_counts(&self) -> &KeptCounts {
+        &self.counts
     }
 
     /// Notified after every COMMIT of this process's writer.
@@ -395,13 +404,19 @@ impl Sqlite {
     pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         match job.access {
             Access::Read if job.steps.len() > 1 => {
-                self.read(move |conn| in_read_transaction(conn, |c| run_job(c, &job)))
+                let counts = self.counts.clone();
+                self.read(move |conn| in_read_transaction(conn, |c| run_job(c, &job, &counts)))
                     .await
             }
-            Access::Read => self.read(move |conn| run_job(conn, &job)).await,
+            Access::Read => {
+                let counts = self.counts.clone();
+                self.read(move |conn| run_job(conn, &job, &counts)).await
+            }
             Access::Write => {
                 let keep = !job.rollback;
-                self.write_then(move |conn| run_job(conn, &job), keep).await
+                let counts = self.counts.clone();
+                self.write_then(move |conn| run_job(conn, &job, &counts), keep)
+                    .await
             }
         }
     }

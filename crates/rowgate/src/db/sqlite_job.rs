@@ -10,6 +10,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
 use super::error::{DbError, Kind};
+use super::kept_counts::KeptCounts;
 use super::tally::Tally;
 pub use crate::job::Format;
 use crate::job::{Job, Output, OutputShape, Step};
@@ -56,8 +57,8 @@ impl Default for Encoded {
 }
 
 /// Runs `job`'s steps on `conn` in order, then its checks; an error fails the whole job (a
-/// write's savepoint is rolled back by the caller).
-pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
+/// write's savepoint is rolled back by the caller). A kept count is answered from `counts`.
+pub fn run_job(conn: &Connection, job: &Job, counts: &KeptCounts) -> Result<Output, DbError> {
     let mut out = Encoded::default();
     let mut tally = Tally::default();
     for step in &job.steps {
@@ -92,6 +93,11 @@ pub fn run_job(conn: &Connection, job: &Job) -> Result<Output, DbError> {
             Step::Count(sql) | Step::Estimate { count: sql, .. } => {
                 tally.counted(scalar(conn, sql)?)
             }
+            Step::KeptCount {
+                sql,
+                table,
+                filters,
+            } => tally.counted(counts.count(conn, sql, table, filters, |s| scalar(conn, s))?),
             Step::Existing(sql) => tally.existed(scalar(conn, sql)?),
             Step::Value(sql) => tally.valued(first_value_as_declared(conn, sql)?),
             // (plans are PostgreSQL's: the plan stage answers 406 on SQLite before any job)

@@ -11,7 +11,7 @@ use crate::db::{DbError, Sqlite};
 use crate::schema::{JsonKind, Table};
 
 /// The change log.
-const LOG: &str = "_rowgate_changes";
+const LOG: &str = crate::db::kept_counts::CHANGE_LOG;
 
 /// Prefix of the capture triggers' names.
 const TRIGGER_PREFIX: &str = "_rowgate_rt_";
@@ -207,7 +207,7 @@ fn current_triggers(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>
 }
 
 fn trigger_name(table: &Table, op: Op) -> String {
-    format!("{TRIGGER_PREFIX}{}_{}", op.name(), table.name)
+    crate::db::kept_counts::capture_trigger(op.name(), &table.name)
 }
 
 /// `CREATE TRIGGER` text for `op` on `table` (stable: compared with what is stored).
