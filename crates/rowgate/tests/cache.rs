@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::BufRead as _;
-
 use common::{write_config, Backend, TestServer};
 use serde_json::{json, Value};
 
@@ -153,17 +151,10 @@ async fn commits_by_another_process_are_in_the_next_read() {
          \x20   sys.stdin.readline()\n",
         s.db_path.display().to_string()
     );
-    let mut writer = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut to_writer = writer.stdin.take().expect("stdin");
-    let acks = std::io::BufReader::new(writer.stdout.take().expect("stdout")).lines();
+    let mut writer = common::SteppedWriter::spawn(&script);
     let mut checked = 0;
-    for line in acks {
-        let committed: i64 = line.expect("line").trim().parse().expect("number");
+    while let Some(line) = writer.committed() {
+        let committed: i64 = line.trim().parse().expect("number");
         for _ in 0..2 {
             let rows: Value = s
                 .get("/tally?id=eq.1")
@@ -176,10 +167,9 @@ async fn commits_by_another_process_are_in_the_next_read() {
             assert_eq!(rows[0]["n"], committed, "the read after commit {committed}");
         }
         checked += 1;
-        use std::io::Write as _;
-        writeln!(to_writer).expect("next");
+        writer.go_on();
     }
-    assert!(writer.wait().expect("writer").success());
+    writer.finish();
     assert_eq!(checked, 200);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for reader in readers {

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::{BufRead as _, Write as _};
-
 use common::{write_config, Backend, TestServer};
 
 /// The filters counted, as query strings and as SQL.
@@ -87,22 +85,14 @@ async fn kept_counts_stay_exact_under_writes_from_another_process() {
          \x20   sys.stdin.readline()\n",
         s.db_path.display().to_string()
     );
-    let mut writer = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut to_writer = writer.stdin.take().expect("stdin");
-    let acks = std::io::BufReader::new(writer.stdout.take().expect("stdout")).lines();
+    let mut writer = common::SteppedWriter::spawn(&script);
     let beside = s.sql();
     // counted once before any change, so that every later answer can come from a kept count
     for (filter, _) in FILTERS {
         api_count(&s, filter).await;
     }
     let mut rounds = 0;
-    for ack in acks {
-        ack.expect("ack");
+    while writer.committed().is_some() {
         for (filter, sql) in FILTERS {
             let counted: i64 = beside
                 .query_row(
@@ -118,9 +108,9 @@ async fn kept_counts_stay_exact_under_writes_from_another_process() {
             );
         }
         rounds += 1;
-        writeln!(to_writer).expect("next");
+        writer.go_on();
     }
-    assert!(writer.wait().expect("writer").success());
+    writer.finish();
     assert_eq!(rounds, 120);
     let text = common::metrics_text(&s).await;
     let kept = metric(&text, "rowgate_counts_kept_total");

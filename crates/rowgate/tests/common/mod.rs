@@ -515,6 +515,50 @@ pub async fn token_request(s: &TestServer, id: &str, secret: &str) -> reqwest::R
         .expect("request")
 }
 
+/// Another process writing the database in steps: a python3 script (its `sqlite3` module)
+/// that prints a line after each commit and waits for a line before going on.
+pub struct SteppedWriter {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    acks: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl SteppedWriter {
+    /// Starts `script` (python3 source).
+    pub fn spawn(script: &str) -> SteppedWriter {
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        use std::io::BufRead as _;
+        SteppedWriter {
+            child,
+            stdin,
+            acks: std::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// The line it printed after its next commit; `None` once it is done.
+    pub fn committed(&mut self) -> Option<String> {
+        self.acks.next().map(|line| line.expect("a line"))
+    }
+
+    /// Lets it go on to its next step.
+    pub fn go_on(&mut self) {
+        use std::io::Write as _;
+        writeln!(self.stdin).expect("next step");
+    }
+
+    /// Waits for it to end, and checks that it succeeded.
+    pub fn finish(mut self) {
+        assert!(self.child.wait().expect("writer").success());
+    }
+}
+
 /// The server's `/metrics` text.
 pub async fn metrics_text(s: &TestServer) -> String {
     s.client
