@@ -6,12 +6,16 @@
 //! - `soak`: a mixed load held for a long time against a running server, failing when anything
 //!   grows, errs or is lost (issue 22; `bench/soak` starts the servers for it);
 //! - `report`: the markdown table of a results file; `chart`: its SVG charts;
-//! - `ws-shard` (hidden): a client process of a WebSocket run, started by the run itself.
+//! - `fanout-ceiling`: the frames per second the simplest server writes to N loopback sockets
+//!   (what S10 is judged against);
+//! - `ws-shard`, `ceiling-client` (hidden): client processes, started by the runs themselves.
 //!
 //! Modules: [`spec`] (request templates and checks), [`load`] (the HTTP engine), [`ws`] (the
 //! WebSocket runs), [`procstat`] (server CPU and memory), [`scenario`] (scenario files),
-//! [`soak`] (the soak), [`report`] (results), [`chart`] (charts).
+//! [`soak`] (the soak), [`ceiling`] (the fan-out ceiling), [`report`] (results), [`chart`]
+//! (charts).
 
+mod ceiling;
 mod chart;
 mod load;
 mod procstat;
@@ -60,6 +64,33 @@ enum Command {
         file: PathBuf,
         /// Folder to write the SVG files into.
         dir: PathBuf,
+    },
+    /// The fan-out ceiling of this machine: the simplest server writing frames to N loopback
+    /// sockets, one write per frame per socket, to a client process that only reads.
+    FanoutCeiling {
+        /// Sockets (one client process holds them all: at most 15,000).
+        #[arg(short = 'c', long, default_value_t = 1000)]
+        connections: usize,
+        /// Frames written to each socket.
+        #[arg(long, default_value_t = 200)]
+        events: usize,
+        /// Bytes per frame.
+        #[arg(long, default_value_t = 200)]
+        bytes: usize,
+        /// One task per socket woken through a channel per frame (as Rowgate's sessions), not
+        /// one loop over all sockets.
+        #[arg(long)]
+        tasks: bool,
+    },
+    /// The client process of a fan-out ceiling run (started by it).
+    #[command(hide = true)]
+    CeilingClient {
+        /// The server's address.
+        addr: String,
+        /// Sockets to open.
+        connections: usize,
+        /// Bytes each reads before it answers.
+        total: usize,
     },
     /// A client process of a WebSocket run (started by the run, driven over stdin).
     #[command(hide = true)]
@@ -254,6 +285,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::WsShard { plan } => ws::shard(&plan).await,
+        Command::FanoutCeiling {
+            connections,
+            events,
+            bytes,
+            tasks,
+        } => {
+            let c = ceiling::run(connections, events, bytes, tasks).await?;
+            let seconds = c.elapsed.as_secs_f64();
+            #[allow(clippy::cast_precision_loss)]
+            let frames = c.frames as f64;
+            println!(
+                "fan-out ceiling ({}): {} frames of {bytes} B to {connections} sockets in {seconds:.3} s: {:.0} frames/s, {:.2} µs server CPU per frame",
+                if tasks { "a task per socket" } else { "one loop" },
+                c.frames,
+                frames / seconds,
+                c.cpu_seconds * 1e6 / frames
+            );
+            Ok(())
+        }
+        Command::CeilingClient {
+            addr,
+            connections,
+            total,
+        } => ceiling::client(&addr, connections, total).await,
     }
 }
 

@@ -63,6 +63,13 @@ fn add(total: &mut Sample, pid: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// CPU seconds one process (not its children) has used so far.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let mut one = Sample::default();
+    add(&mut one, pid)?;
+    Ok(one.cpu_seconds)
+}
+
 /// Resident memory of one process (not its children), bytes.
 pub fn resident_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
