@@ -31,7 +31,7 @@ fn start(target: &str) -> Served {
     let dir = base.join(format!("rowgate-fuzz-{target}"));
     std::fs::create_dir_all(&dir).expect("fuzz folder");
     let db = dir.join("demo.db");
-    rowgate::demo::init(&db, 200).expect("demo database");
+    rowgate::demo::init(&db, 200, None).expect("demo database");
     let overrides = [
         ("db.path", db.display().to_string()),
         (

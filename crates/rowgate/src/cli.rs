@@ -147,6 +147,10 @@ enum DemoAction {
         /// Rows in the `people` table.
         #[arg(long, default_value_t = demo::DEFAULT_PEOPLE)]
         people: u64,
+        /// Also seed 001's 267 other tables (4D's shape: t1-t134 with this many rows, t135-t267
+        /// with a tenth), as 500,000 in 4D's benchmark. SQLite only.
+        #[arg(long, value_name = "ROWS")]
+        wide: Option<u64>,
     },
 }
 
@@ -257,17 +261,28 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Clients { action } => clients(action),
         Command::Demo { action } => match action {
-            DemoAction::Init { db, people } => {
+            DemoAction::Init { db, people, wide } => {
                 let started = std::time::Instant::now();
                 let summary = match DbTarget::parse(&db) {
+                    DbTarget::Postgres(_) if wide.is_some() => {
+                        anyhow::bail!("--wide makes a SQLite database only")
+                    }
                     DbTarget::Postgres(url) => tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?
                         .block_on(demo::postgres::init(&url, people))?,
-                    DbTarget::Sqlite(path) => demo::init(&path, people)?,
+                    DbTarget::Sqlite(path) => demo::init(&path, people, wide)?,
                 };
                 for (table, rows) in summary.tables {
                     println!("{table:>10}: {rows} rows");
+                }
+                if let Some(large) = wide {
+                    println!(
+                        "    t1-t267: {} tables of {large} rows, {} of {} (seed 001's shape)",
+                        134,
+                        demo::wide::TABLES - 134,
+                        demo::wide::rows(demo::wide::TABLES, large)
+                    );
                 }
                 println!("created {db} in {:.1?}", started.elapsed());
                 Ok(())
@@ -583,7 +598,7 @@ fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow:
         );
     } else if args.demo && !config.db.path.exists() {
         tracing::info!(path = %config.db.path.display(), "creating the demo database");
-        demo::init(&config.db.path, demo::DEFAULT_PEOPLE)?;
+        demo::init(&config.db.path, demo::DEFAULT_PEOPLE, None)?;
     } else if !on_postgres && !config.db.path.exists() {
         let path = config.db.path.display();
         if !create {

@@ -20,7 +20,7 @@ async fn demo_data_in_postgres_matches_sqlite() {
         .await
         .expect("demo init");
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite = rowgate::demo::init(&dir.path().join("d.db"), 500).expect("sqlite demo");
+    let sqlite = rowgate::demo::init(&dir.path().join("d.db"), 500, None).expect("sqlite demo");
     assert_eq!(summary, sqlite, "same tables, same row counts");
 
     let pg = connect(&url).await;
@@ -222,7 +222,7 @@ async fn schema_cache_from_the_catalog_matches_sqlite() {
         .await
         .expect("introspect");
     let dir = tempfile::tempdir().expect("tempdir");
-    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("sqlite demo");
+    rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("sqlite demo");
     let lite = rowgate::schema::SchemaCache::introspect(
         &rusqlite::Connection::open(dir.path().join("d.db")).expect("open"),
     )

@@ -124,7 +124,7 @@ fn sigterm_lets_in_flight_requests_finish() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
-    rowgate::demo::init(&db, 10).expect("demo");
+    rowgate::demo::init(&db, 10, None).expect("demo");
     rusqlite::Connection::open(&db)
         .and_then(|c| c.execute_batch(SLOW_VIEW))
         .expect("view");
@@ -145,7 +145,7 @@ fn statement_timeout_answers_504_and_the_server_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
-    rowgate::demo::init(&db, 10).expect("demo");
+    rowgate::demo::init(&db, 10, None).expect("demo");
     rusqlite::Connection::open(&db)
         .and_then(|c| c.execute_batch(SLOW_VIEW))
         .expect("view");
@@ -166,7 +166,7 @@ fn sigusr1_reloads_the_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("rowgate.toml"), OPEN_GRANTS).expect("config");
     let db = dir.path().join("d.db");
-    rowgate::demo::init(&db, 10).expect("demo");
+    rowgate::demo::init(&db, 10, None).expect("demo");
     // Polling off: only the signal can reveal the new table.
     let server = serve(
         dir.path(),
@@ -224,7 +224,7 @@ fn config_check_and_dump_follow_precedence() {
 #[test]
 fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
     let dir = tempfile::tempdir().expect("tempdir");
-    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("demo");
+    rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
     std::fs::create_dir_all(dir.path().join("t")).expect("dir");
     std::fs::write(
         dir.path().join("t/page.html"),
@@ -326,7 +326,7 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
 #[test]
 fn sighup_reloads_custom_resources() {
     let dir = tempfile::tempdir().expect("tempdir");
-    rowgate::demo::init(&dir.path().join("d.db"), 10).expect("demo");
+    rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
     let config = |greeting: &str| {
         format!("[db]\npath = \"d.db\"\n[[resources]]\nroles = [\"*\"]\npath = \"/hi\"\nshape = \"value\"\nsql = \"SELECT '{greeting}'\"\n")
     };

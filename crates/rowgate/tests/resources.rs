@@ -849,7 +849,7 @@ fn bad_declarations_are_refused_at_load() {
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("demo.db");
-    rowgate::demo::init(&db, 10).expect("demo");
+    rowgate::demo::init(&db, 10, None).expect("demo");
     for (i, (decl, files, words)) in cases.iter().enumerate() {
         let sub = dir.path().join(format!("case{i}"));
         std::fs::create_dir_all(&sub).expect("dir");

@@ -109,7 +109,7 @@ fn start_on(dir: &Path, workers: usize, port: u16, db: &Db) -> Supervised {
 fn start_with(dir: &Path, workers: usize, port: u16, db: &Db, extra: &str) -> Supervised {
     if !dir.join("rowgate.toml").exists() {
         if let Db::Sqlite = db {
-            rowgate::demo::init(&dir.join("d.db"), 10).expect("demo");
+            rowgate::demo::init(&dir.join("d.db"), 10, None).expect("demo");
         }
         common::db_exec(
             &db.location(dir),

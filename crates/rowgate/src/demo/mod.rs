@@ -17,6 +17,7 @@
 //! a larger one.
 
 pub mod postgres;
+pub mod wide;
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -45,13 +46,14 @@ pub struct Summary {
     pub tables: Vec<(&'static str, u64)>,
 }
 
-/// Create (or replace) the demo database at `path`, with `people` rows in `people`.
+/// Create (or replace) the demo database at `path`, with `people` rows in `people`, and with
+/// `wide` (the large tables' rows) seed 001's 267 other tables ([`wide`]).
 ///
 /// An existing file at `path` (and its `-wal`, `-shm` and `-journal`
 /// companions) is deleted first. The data is loaded in a single transaction
 /// with journaling and syncing disabled; the finished database is left in
 /// `PRAGMA journal_mode=WAL`. All foreign keys are satisfied.
-pub fn init(path: &Path, people: u64) -> anyhow::Result<Summary> {
+pub fn init(path: &Path, people: u64, wide: Option<u64>) -> anyhow::Result<Summary> {
     let people_i64 = i64::try_from(people).context("people count does not fit in an i64")?;
     remove_existing(path)?;
 
@@ -80,6 +82,20 @@ pub fn init(path: &Path, people: u64) -> anyhow::Result<Summary> {
     )?;
     tx.execute_batch("CREATE INDEX people_last_name ON people(last_name);")
         .context("cannot create people_last_name index")?;
+    if let Some(large_rows) = wide {
+        tx.execute_batch(&wide::schema())
+            .context("cannot create the wide tables")?;
+        wide::generate(
+            &mut SqliteSink {
+                conn: &tx,
+                insert: None,
+            },
+            people_i64,
+            large_rows,
+        )?;
+        tx.execute_batch(&wide::indexes())
+            .context("cannot index the wide tables")?;
+    }
     tx.commit().context("cannot commit demo data")?;
 
     let mode: String = conn
@@ -811,7 +827,7 @@ mod tests {
     fn creates_expected_tables_and_rows() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("demo.db");
-        let summary = init(&path, 500)?;
+        let summary = init(&path, 500, None)?;
         assert_eq!(
             summary.tables,
             vec![
@@ -870,7 +886,7 @@ mod tests {
     fn every_initial_occurs_in_last_names() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("demo.db");
-        init(&path, 500)?;
+        init(&path, 500, None)?;
         let conn = Connection::open(&path)?;
         let mut stmt = conn.prepare("SELECT DISTINCT substr(last_name, 1, 1) FROM people")?;
         let initials: BTreeSet<String> = stmt
@@ -886,14 +902,14 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let a = dir.path().join("a.db");
         let b = dir.path().join("b.db");
-        init(&a, 500)?;
-        init(&b, 500)?;
+        init(&a, 500, None)?;
+        init(&b, 500, None)?;
         let first = all_people(&a)?;
         assert_eq!(first.len(), 500);
         assert_eq!(first, all_people(&b)?);
 
         // Re-initialising over an existing file replaces it.
-        init(&a, 300)?;
+        init(&a, 300, None)?;
         let again = all_people(&a)?;
         assert_eq!(again.len(), 300);
         // A smaller database is a prefix of a larger one.
@@ -912,7 +928,7 @@ mod tests {
     fn foreign_keys_hold_and_wal_is_on() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("demo.db");
-        init(&path, 500)?;
+        init(&path, 500, None)?;
         let conn = Connection::open(&path)?;
         conn.execute_batch("PRAGMA foreign_keys=ON")?;
         let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
@@ -929,7 +945,7 @@ mod tests {
     fn zero_people_is_fine() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("empty.db");
-        let summary = init(&path, 0)?;
+        let summary = init(&path, 0, None)?;
         assert!(summary.tables.contains(&("people", 0)));
         Ok(())
     }

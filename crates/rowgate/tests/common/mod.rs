@@ -281,7 +281,7 @@ fn sqlite_demo() -> &'static [u8] {
     FILE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("demo.db");
-        rowgate::demo::init(&path, 200).expect("demo init");
+        rowgate::demo::init(&path, 200, None).expect("demo init");
         std::fs::read(&path).expect("demo file")
     })
 }
