@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use http::{request::Parts, HeaderName, Method};
+use http::{header, request::Parts, HeaderName, Method};
 use quick_cache::sync::Cache;
 
 use crate::api::respond::Reply;
@@ -58,7 +58,7 @@ pub struct ResponseCache {
 }
 
 /// An answer and the commit epoch it was read at.
-pub struct Kept {
+struct Kept {
     epoch: u64,
     reply: Reply,
 }
@@ -120,10 +120,17 @@ impl ResponseCache {
         };
         let key = key(parts, role);
         match self.entries.get(&key[..]) {
-            Some(kept) if kept.epoch == epoch => match kept.reply.etag() {
-                Some(tag) if if_none_match(parts, tag) => Lookup::Hit(Reply::not_modified(
-                    tag.to_str().unwrap_or_default().to_string(),
-                )),
+            Some(kept) if kept.epoch == epoch => match kept.reply.header_value(&header::ETAG) {
+                Some(tag) if if_none_match(parts, tag) => {
+                    let tag = tag.to_str().unwrap_or_default().to_string();
+                    // a 304 carries the Cache-Control the 200 would (RFC 9110 §15.4.5)
+                    let not_modified = match kept.reply.header_value(&header::CACHE_CONTROL) {
+                        Some(cc) => Reply::not_modified(tag)
+                            .header(header::CACHE_CONTROL, cc.to_str().unwrap_or_default()),
+                        None => Reply::not_modified(tag),
+                    };
+                    Lookup::Hit(not_modified)
+                }
                 _ => match kept.reply.to_keep() {
                     Some(reply) => Lookup::Hit(reply),
                     None => Lookup::Pass,

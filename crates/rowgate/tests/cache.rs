@@ -198,6 +198,8 @@ sql = "SELECT count(*) AS n FROM tally"
 [[resources]]
 path = "/kept"
 roles = ["*"]
+etag = true
+cache_control = "max-age=5"
 sql = "SELECT count(*) AS n FROM tally"
 
 [[resources]]
@@ -244,6 +246,32 @@ sql = "SELECT r FROM roll"
     assert_eq!(distinct(s.root_url("/kept")).await, 1);
     let (more_hits, _) = cache_counts(&s).await;
     assert!(more_hits > hits, "/kept was not kept");
+    // its 304, from the kept answer, says what its 200 says of caching (RFC 9110 §15.4.5)
+    let tag = s
+        .client
+        .get(s.root_url("/kept"))
+        .send()
+        .await
+        .expect("get")
+        .headers()["etag"]
+        .to_str()
+        .expect("text")
+        .to_string();
+    for _ in 0..3 {
+        let r = s
+            .client
+            .get(s.root_url("/kept"))
+            .header("If-None-Match", &tag)
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 304);
+        assert_eq!(r.headers()["cache-control"], "max-age=5");
+    }
+    assert!(
+        cache_counts(&s).await.0 > more_hits,
+        "no 304 came from the cache"
+    );
 }
 
 /// A kept answer with an `ETag` answers `If-None-Match` with 304; HEAD is answered from the

@@ -289,11 +289,11 @@ impl Reply {
         std::mem::size_of::<Reply>() + self.body.len() + headers + applied
     }
 
-    /// The `ETag` header it carries, if any.
-    pub fn etag(&self) -> Option<&HeaderValue> {
+    /// The first value of a header it carries, if any (`ETag`, `Cache-Control`).
+    pub fn header_value(&self, name: &HeaderName) -> Option<&HeaderValue> {
         self.headers
             .iter()
-            .find(|(name, _)| *name == header::ETAG)
+            .find(|(n, _)| n == name)
             .map(|(_, value)| value)
     }
 
