@@ -575,7 +575,9 @@ pub struct LimitsConfig {
     pub body_bytes: usize,
     /// Largest number of request headers.
     pub max_headers: usize,
-    /// Time allowed to read a request's headers, in milliseconds (slowloris guard).
+    /// Time allowed to read a request's headers, in milliseconds (slowloris guard); also how
+    /// long a kept-alive connection waits idle for its next request (hyper times both with one
+    /// timer), so it must outlast clients' pauses: nginx's `client_header_timeout` is 60 s too.
     pub header_read_timeout_ms: u64,
     /// Request bodies over 1 MiB handled at once by one worker (more wait, then 503).
     pub large_bodies: usize,
@@ -659,7 +661,7 @@ impl Default for LimitsConfig {
         LimitsConfig {
             body_bytes: 10 * 1024 * 1024,
             max_headers: 100,
-            header_read_timeout_ms: 10_000,
+            header_read_timeout_ms: 60_000,
             body_read_timeout_ms: 15_000,
             large_bodies: 2,
             drain_timeout_ms: 30_000,
