@@ -74,9 +74,7 @@ pub async fn run(
                 while let Some(frame) = rx.recv().await {
                     socket.write_all(&frame).await?;
                 }
-                let mut ack = [0u8; 1];
-                socket.read_exact(&mut ack).await?;
-                Ok::<_, std::io::Error>(())
+                read_everything(socket).await
             }));
         }
         let frame = bytes::Bytes::from(frame);
@@ -92,12 +90,8 @@ pub async fn run(
                 socket.write_all(&frame).await?;
             }
         }
-        for mut socket in sockets {
-            done.push(tokio::spawn(async move {
-                let mut ack = [0u8; 1];
-                socket.read_exact(&mut ack).await?;
-                Ok::<_, std::io::Error>(())
-            }));
+        for socket in sockets {
+            done.push(tokio::spawn(read_everything(socket)));
         }
     }
     for task in done {
@@ -114,6 +108,12 @@ pub async fn run(
         elapsed,
         cpu_seconds,
     })
+}
+
+/// Waits for the client's one byte: it has read every frame.
+async fn read_everything(mut socket: TcpStream) -> std::io::Result<()> {
+    let mut ack = [0u8; 1];
+    socket.read_exact(&mut ack).await.map(|_| ())
 }
 
 /// The client process: `connections` sockets to `addr`, each reading `total` bytes, then

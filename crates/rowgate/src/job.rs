@@ -317,6 +317,17 @@ pub fn json_value(v: &serde_json::Value) -> Value {
     }
 }
 
+/// Whether a row, as JSON (the change log's rows), passes `filters` (ANDed, SQL's `WHERE`: an
+/// unknown is not a pass); an error when they cannot be judged in memory (a column the row
+/// lacks, a JSON path, an operator only the database has).
+pub fn row_passes(
+    filters: &[Condition],
+    row: &serde_json::Map<String, serde_json::Value>,
+) -> Result<bool, rowgate_query::eval::EvalError> {
+    let lookup = |column: &str| row.get(column).map(json_value);
+    rowgate_query::eval::eval_all(filters, &lookup).map(|verdict| verdict == Some(true))
+}
+
 /// A strong ETag of a representation: a quoted, truncated SHA-256 of its bytes.
 pub fn etag(body: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";

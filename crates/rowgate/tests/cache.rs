@@ -65,22 +65,13 @@ async fn repeated_reads_are_answered_from_the_cache() {
             .collect::<Value>()
     );
     // and so is another header that changes it
-    let r = s
-        .get(path)
-        .header("Prefer", "count=exact")
-        .send()
-        .await
-        .expect("get");
+    let with = |name: &'static str, value: &'static str| s.get(path).header(name, value).send();
+    let r = with("Prefer", "count=exact").await.expect("get");
     assert_eq!(
         r.headers()["content-range"].to_str().expect("text"),
         "0-4/42"
     );
-    let r = s
-        .get(path)
-        .header("Accept", "text/csv")
-        .send()
-        .await
-        .expect("get");
+    let r = with("Accept", "text/csv").await.expect("get");
     let csv = r.text().await.expect("text");
     assert_eq!(csv.lines().next(), Some("emp_no,last_name"), "{csv}");
 }

@@ -253,11 +253,7 @@ fn changes_since(
         let old: Option<String> = row.get(2)?;
         let matches = |side: Option<&str>| -> Option<bool> {
             let row: Map<String, Json> = serde_json::from_str(side?).ok()?;
-            let lookup = |column: &str| row.get(column).map(crate::job::json_value);
-            match rowgate_query::eval::eval_all(filters, &lookup) {
-                Ok(verdict) => Some(verdict == Some(true)),
-                Err(_) => None,
-            }
+            crate::job::row_passes(filters, &row).ok()
         };
         let (was, is) = match op.as_str() {
             "insert" => (Some(false), matches(new.as_deref())),

@@ -511,10 +511,7 @@ impl Hub {
 /// What `change` means for a subscription with `filter`: `None` when it does not concern it.
 pub fn classify(change: &Change, filter: &[Condition]) -> Option<Kind> {
     let matches = |row: Option<&Map<String, Json>>| {
-        row.is_some_and(|row| {
-            let lookup = |column: &str| row.get(column).map(crate::api::rows::json_value);
-            rowgate_query::eval::eval_all(filter, &lookup) == Ok(Some(true))
-        })
+        row.is_some_and(|row| crate::job::row_passes(filter, row).unwrap_or(false))
     };
     match change.op {
         Op::Insert => matches(change.new.as_ref()).then_some(Kind::Insert),
