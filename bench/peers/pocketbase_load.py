@@ -14,8 +14,15 @@ Called by bench/peers/start.sh. As the superuser it
   integer itself stays in its own field (team_id, emp_no). NULL text becomes "".
 - makes a foreign-key column to a table loaded before it a relation field holding the
   referenced record's id (driver.team_id -> team "3"), so that PocketBase's `expand` embeds
-  related records: /api/collections/team/records/3?expand=driver_via_team_id (S14).
+  related records: /api/collections/team/records/3?expand=driver_via_team_id (S14);
+- gives each collection the source table's own indexes (people's on last_name, for S7).
+
+A TABLE written `people!` is also writable by anyone (create and delete rules public: S7's
+inserts and deletes; Rowgate's need the writer's token) and is loaded straight into
+PB_DATA/data.db (environment variable PB_DATA) in one transaction, as PocketBase itself stores
+a base collection's records: 1,000,000 records through the API would take many minutes.
 """
+import os
 import json
 import sqlite3
 import sys
@@ -62,6 +69,8 @@ def main():
     db.row_factory = sqlite3.Row
     collections = {}
     for table in tables:
+        direct = table.endswith("!")
+        table = table.rstrip("!")
         cols = db.execute(f'PRAGMA table_info("{table}")').fetchall()
         if not cols:
             raise SystemExit(f"no table {table} in {db_path}")
@@ -82,20 +91,48 @@ def main():
             if c["name"] in relations else field_for(c["name"], c["type"])
             for c in cols if c["name"] != "id"
         ]
+        indexes = [] if pk == "id" else [f"CREATE UNIQUE INDEX idx_{table}_{pk} ON {table} ({pk})"]
+        for index in db.execute(f'PRAGMA index_list("{table}")').fetchall():
+            if index["origin"] != "c":
+                continue  # a key's own index
+            columns = [c["name"] for c in db.execute(f'PRAGMA index_info("{index["name"]}")')]
+            unique = "UNIQUE " if index["unique"] else ""
+            indexes.append(f"CREATE {unique}INDEX idx_{index['name']} ON {table} ({', '.join(columns)})")
+        rules = {"listRule": "", "viewRule": ""}  # "" = public; null would mean superusers only
+        if direct:
+            rules.update(createRule="", deleteRule="")
         created = call(base, "POST", "/api/collections", {
-            "name": table, "type": "base", "fields": fields,
-            "listRule": "", "viewRule": "",  # "" = public; null would mean superusers only
-            "indexes": [f"CREATE UNIQUE INDEX idx_{table}_{pk} ON {table} ({pk})"],
+            "name": table, "type": "base", "fields": fields, **rules, "indexes": indexes,
         }, token)
         collections[table] = created["id"]
-        n = 0
-        for row in db.execute(f'SELECT * FROM "{table}" ORDER BY "{pk}"'):
-            rec = {k: ("" if row[k] is None else str(row[k]) if k in relations else row[k])
-                   for k in row.keys() if k != "id"}
-            rec["id"] = str(row[pk])
-            call(base, "POST", f"/api/collections/{table}/records", rec, token)
-            n += 1
+        rows = db.execute(f'SELECT * FROM "{table}" ORDER BY "{pk}"')
+        if direct:
+            n = load_directly(table, fields, rows, pk)
+        else:
+            n = 0
+            for row in rows:
+                rec = {k: ("" if row[k] is None else str(row[k]) if k in relations else row[k])
+                       for k in row.keys() if k != "id"}
+                rec["id"] = str(row[pk])
+                call(base, "POST", f"/api/collections/{table}/records", rec, token)
+                n += 1
         print(f"pocketbase: {table}: {n} records", file=sys.stderr)
+
+
+def load_directly(table, fields, rows, pk):
+    """Inserts `rows` into the collection's own table in PB_DATA/data.db; NULL becomes "" or 0,
+    as PocketBase stores empty fields."""
+    pb = sqlite3.connect(os.path.join(os.environ["PB_DATA"], "data.db"), timeout=60)
+    names = [f["name"] for f in fields]
+    empty = {f["name"]: 0 if f["type"] == "number" else "" for f in fields}
+    sql = f'INSERT INTO "{table}" ({", ".join(names)}) VALUES ({", ".join("?" * len(names))})'
+    with pb:
+        n = pb.executemany(sql, (
+            [str(row[pk]) if name == "id" else empty[name] if row[name] is None else row[name]
+             for name in names]
+            for row in rows)).rowcount
+    pb.close()
+    return n
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 # - nginx:      serves WORKDIR/static/ as files (the runner fills it with Rowgate's exact bytes);
 #               DB is not read. 1 worker, access_log off, default_type application/json.
 # - pocketbase: fresh WORKDIR/pocketbase/pb_data; a superuser is created, request logs are turned
-#               off (logs.maxDays=0), collections `employee`, `team` and `driver` (its team_id a relation) are created with public
-#               read rules and filled from DB. Record id = the original integer key as text
+#               off (logs.maxDays=0), collections `employee`, `team`, `driver` (its team_id a relation) and `people` are created with public
+#               read rules (people: public create and delete too, for S7) and filled from DB. Record id = the original integer key as text
 #               ("3"); the integer itself is kept in a field of the same name (team_id, emp_no).
 # - datasette:  serves a copy WORKDIR/datasette/demo.db, immutable (-i), so the URLs start /demo/.
 # - soul:       serves a copy WORKDIR/soul/demo.db; bound to 127.0.0.1 by a preloaded module.
@@ -151,7 +151,7 @@ start_pocketbase() {
     nohup "$bin" serve --http "$HOST:$PORT" --dir "$dir/pb_data" </dev/null >>"$LOG" 2>&1 &
     PID=$!
     wait_ready "$PID" /api/health
-    python3 "$HERE/pocketbase_load.py" "$URL" "$email" "$password" "$DB" employee team driver >&2 \
+    PB_DATA="$dir/pb_data" python3 "$HERE/pocketbase_load.py" "$URL" "$email" "$password" "$DB" employee team driver 'people!' >&2 \
         || { kill "$PID" 2>/dev/null || true; die "loading PocketBase failed"; }
 }
 

@@ -407,6 +407,7 @@ async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
         weight: 1,
         check: Check {
             status: a.status,
+            or_status: None,
             content_type: a.content_type,
             json_len: a.json_len,
             array_at: None,

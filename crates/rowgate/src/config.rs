@@ -479,8 +479,8 @@ pub struct RealtimeConfig {
     pub max_message_bytes: usize,
     /// Client messages per second before the connection is closed (1008).
     pub max_messages_per_s: u32,
-    /// Ping every connection this often, in seconds; a WebSocket client that answers nothing
-    /// for two rounds is closed (0: never).
+    /// Ping every connection silent for this long, in seconds (spread over the round); a
+    /// WebSocket client that answers nothing for two rounds is closed (0: never).
     pub ping_s: u64,
 }
 

@@ -800,20 +800,53 @@ async fn server_sent_events(b: Backend) {
     stopping.await.expect("stopped");
 }
 
-/// The one sweeper pings every connection each `ping_s`: a client that answers (any client
-/// library that reads does) stays; one that stays silent for two rounds is closed with 1001.
+/// The one sweeper pings every connection silent for `ping_s`, a slice of them at a time: a
+/// client that answers (any client library that reads does) stays; one silent for two rounds
+/// is closed with 1001 at its next ping (within three rounds of its last word).
 async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
     let s = server(b, "ping_s = 1\n").await;
     let mut silent = connect(&s, "").await;
     let mut alive = connect(&s, "").await;
+    let mut talking = connect(&s, "").await;
     subscribe(&mut silent, "team", None, None).await;
     subscribe(&mut alive, "team", None, None).await;
-    // the live client reads (and so answers pings) for a while; the silent one does nothing
-    let reading = tokio::time::timeout(Duration::from_millis(3500), async {
-        while let Some(Ok(_)) = alive.next().await {}
+    subscribe(&mut talking, "team", None, None).await;
+    // the live client reads (and so answers pings) for a while; the silent one does nothing;
+    // the talking one sends its own keep-alive twice a round (as realtime-js's heartbeats)
+    let (mut alive_pinged, mut talking_pinged, mut talking_pongs) = (0, 0, 0);
+    let reading = tokio::time::timeout(Duration::from_millis(4500), async {
+        let mut heartbeat = tokio::time::interval(Duration::from_millis(400));
+        loop {
+            tokio::select! {
+                message = alive.next() => match message {
+                    Some(Ok(Message::Ping(_))) => alive_pinged += 1,
+                    Some(Ok(_)) => {}
+                    _ => break,
+                },
+                message = talking.next() => match message {
+                    Some(Ok(Message::Ping(_))) => talking_pinged += 1,
+                    Some(Ok(Message::Text(text))) if text.contains("pong") => talking_pongs += 1,
+                    Some(Ok(_)) => {}
+                    _ => break,
+                },
+                _ = heartbeat.tick() => send(&mut talking, json!({"type": "ping"})).await,
+            }
+        }
     })
     .await;
-    assert!(reading.is_err(), "the answering client stayed connected");
+    assert!(reading.is_err(), "the answering clients stayed connected");
+    assert!(
+        alive_pinged >= 2,
+        "the quiet client pinged each round: {alive_pinged}"
+    );
+    assert_eq!(
+        talking_pinged, 0,
+        "a client heard within the round is not pinged"
+    );
+    assert!(
+        talking_pongs >= 5,
+        "its keep-alives answered: {talking_pongs}"
+    );
     assert_eq!(closed_with(&mut silent).await, 1001);
     let metrics = common::metrics_text(&s).await;
     for series in [
@@ -841,7 +874,7 @@ async fn silent_clients_are_closed_by_the_sweeper(b: Backend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(subscriptions.ends_with(" 1"), "{subscriptions}");
-    drop((silent, alive));
+    drop((silent, alive, talking));
     s.stop().await;
 }
 

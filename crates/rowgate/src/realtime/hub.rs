@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use indexmap::IndexMap;
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
 use tokio::sync::Notify;
@@ -69,6 +70,9 @@ pub struct Outbox {
     closing: Mutex<Option<(u16, &'static str)>>,
     /// Set by the sweeper: time to ping the client (and to check that it answered).
     ping: std::sync::atomic::AtomicBool,
+    /// When the client was last heard from ([`uptime_ms`]): the sweeper does not ping a
+    /// client that spoke within the round (realtime-js's heartbeats say it is there).
+    heard_ms: AtomicU64,
     /// Woken when events wait, or the connection must close or ping.
     pub wake: Notify,
 }
@@ -82,6 +86,7 @@ impl Outbox {
             closed: std::sync::atomic::AtomicBool::new(false),
             closing: Mutex::new(None),
             ping: std::sync::atomic::AtomicBool::new(false),
+            heard_ms: AtomicU64::new(uptime_ms()),
             wake: Notify::new(),
         })
     }
@@ -110,6 +115,16 @@ impl Outbox {
     pub fn ping(&self) {
         self.ping.store(true, Ordering::Relaxed);
         self.wake.notify_one();
+    }
+
+    /// The client was heard from now.
+    pub fn heard(&self) {
+        self.heard_ms.store(uptime_ms(), Ordering::Relaxed);
+    }
+
+    /// Milliseconds since the client was last heard from.
+    pub fn silent_ms(&self) -> u64 {
+        uptime_ms().saturating_sub(self.heard_ms.load(Ordering::Relaxed))
     }
 
     /// Whether a ping was asked for (and clears the request).
@@ -148,6 +163,15 @@ impl Outbox {
         }
         true
     }
+}
+
+/// Milliseconds since the first call in this process: a clock cheap to store in an atomic.
+pub fn uptime_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
 }
 
 /// What a subscription to a duality view's documents reads (see `realtime::documents`).
@@ -196,11 +220,16 @@ struct Connection {
     standing: Option<Arc<Standing>>,
 }
 
+/// A table's subscriptions, by connection (a Supabase connection may hold one per binding):
+/// found by connection in O(1), so closing 100k connections is not quadratic, and iterated
+/// in a dense array as the fan-out goes over them.
+type Subscribers = IndexMap<u64, Vec<Subscription>>;
+
 #[derive(Default)]
 struct Registry {
     /// The last change id dispatched.
     last: i64,
-    tables: HashMap<String, Vec<Subscription>>,
+    tables: HashMap<String, Subscribers>,
     views: HashMap<(String, String), Arc<View>>,
 }
 
@@ -285,16 +314,19 @@ impl Hub {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn outboxes(&self) -> Vec<Arc<Outbox>> {
-        self.open_connections()
-            .values()
-            .filter_map(|c| c.outbox.upgrade())
-            .collect()
-    }
-
-    /// Asks every connection to ping its client (the one sweeper: no timer per connection).
-    pub fn sweep(&self) {
-        for outbox in self.outboxes() {
+    /// Asks the connections of one slice (`slice` of `slices`, by id) that were silent for
+    /// `silent_ms` to ping their clients. The one sweeper (no timer per connection) goes
+    /// round the slices, so a round's pings are spread over its length rather than sent at
+    /// once.
+    pub fn sweep(&self, slice: u64, slices: u64, silent_ms: u64) {
+        let due: Vec<Arc<Outbox>> = self
+            .open_connections()
+            .iter()
+            .filter(|(id, _)| *id % slices == slice)
+            .filter_map(|(_, c)| c.outbox.upgrade())
+            .filter(|outbox| outbox.silent_ms() >= silent_ms)
+            .collect();
+        for outbox in due {
             outbox.ping();
         }
     }
@@ -331,12 +363,21 @@ impl Hub {
 
     /// Events waiting in all connections' queues.
     pub fn queued(&self) -> usize {
-        self.outboxes().iter().map(|o| o.queued()).sum()
+        self.open_connections()
+            .values()
+            .filter_map(|c| c.outbox.upgrade())
+            .map(|o| o.queued())
+            .sum()
     }
 
     /// Subscriptions held now (a connection's binding to a table counts once).
     pub fn subscriptions(&self) -> usize {
-        self.lock().tables.values().map(Vec::len).sum()
+        self.lock()
+            .tables
+            .values()
+            .flat_map(|subs| subs.values())
+            .map(Vec::len)
+            .sum()
     }
 
     /// The last change id dispatched.
@@ -363,8 +404,9 @@ impl Hub {
     /// id it is live after.
     pub fn subscribe(&self, table: &str, sub: Subscription) -> i64 {
         let mut registry = self.lock();
-        let list = registry.tables.entry(table.to_string()).or_default();
-        list.retain(|s| s.connection != sub.connection || s.tag() != sub.tag());
+        let subs = registry.tables.entry(table.to_string()).or_default();
+        let list = subs.entry(sub.connection).or_default();
+        list.retain(|s| s.tag() != sub.tag());
         list.push(sub);
         registry.last
     }
@@ -372,24 +414,28 @@ impl Hub {
     /// Removes the connection's subscription of `binding` on `table`.
     pub fn unsubscribe_binding(&self, table: &str, connection: u64, binding: u64) {
         let mut registry = self.lock();
-        if let Some(list) = registry.tables.get_mut(table) {
-            list.retain(|s| s.connection != connection || s.tag() != binding);
+        let Some(subs) = registry.tables.get_mut(table) else {
+            return;
+        };
+        if let Some(list) = subs.get_mut(&connection) {
+            list.retain(|s| s.tag() != binding);
             if list.is_empty() {
-                registry.tables.remove(table);
+                subs.swap_remove(&connection);
             }
+        }
+        if subs.is_empty() {
+            registry.tables.remove(table);
         }
     }
 
     /// Removes the connection's subscription on `table`; whether there was one.
     pub fn unsubscribe(&self, table: &str, connection: u64) -> bool {
         let mut registry = self.lock();
-        let Some(list) = registry.tables.get_mut(table) else {
+        let Some(subs) = registry.tables.get_mut(table) else {
             return false;
         };
-        let before = list.len();
-        list.retain(|s| s.connection != connection);
-        let removed = list.len() < before;
-        if list.is_empty() {
+        let removed = subs.swap_remove(&connection).is_some();
+        if subs.is_empty() {
             registry.tables.remove(table);
         }
         removed
@@ -405,7 +451,7 @@ impl Hub {
         let mut out = Vec::new();
         for (table, subs) in views.filter_map(|v| registry.tables.get_key_value(v)) {
             let mut feeds: Vec<Arc<DocumentFeed>> = Vec::new();
-            for feed in subs.iter().filter_map(|s| s.documents.as_ref()) {
+            for feed in subs.values().flatten().filter_map(|s| s.documents.as_ref()) {
                 if !feeds.iter().any(|f| Arc::ptr_eq(f, feed)) {
                     feeds.push(feed.clone());
                 }
@@ -424,7 +470,8 @@ impl Hub {
             .tables
             .get(&feed.view)
             .and_then(|subs| {
-                subs.iter()
+                subs.values()
+                    .flatten()
                     .filter_map(|s| s.documents.as_ref())
                     .find(|f| ***f == feed)
                     .cloned()
@@ -439,7 +486,7 @@ impl Hub {
             return;
         };
         let mut frames_out = 0u64;
-        for sub in subs.iter().filter(|s| {
+        for sub in subs.values().flatten().filter(|s| {
             s.documents.as_ref().is_some_and(|f| Arc::ptr_eq(f, feed)) && !s.outbox.is_closed()
         }) {
             for event in events {
@@ -468,7 +515,7 @@ impl Hub {
             };
             // frames of this change, per (view, kind)
             let mut frames: Vec<(*const View, Kind, Event)> = Vec::new();
-            for sub in subs {
+            for sub in subs.values().flatten() {
                 if sub.outbox.is_closed() || sub.documents.is_some() {
                     continue;
                 }

@@ -63,15 +63,21 @@ pub fn spawn(app: &Arc<App>) {
         });
     }
     if app.config.realtime.ping_s > 0 {
-        // one sweeper pings every connection; a WebSocket client silent for two rounds is closed
+        // One sweeper pings the connections silent for a round, a slice at a time so that a
+        // round's pings are spread over it; a WebSocket client silent for two rounds is closed.
+        const SLICES: u64 = 16;
         let realtime = realtime.clone();
-        let every = Duration::from_secs(app.config.realtime.ping_s);
+        let round_ms = app.config.realtime.ping_s.saturating_mul(1000);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = tokio::time::interval(Duration::from_millis(round_ms / SLICES));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
-            loop {
+            for slice in (0..SLICES).cycle() {
                 tick.tick().await;
-                realtime.hub.sweep();
+                // a tick early: a client pinged one round ago is due again now
+                realtime
+                    .hub
+                    .sweep(slice, SLICES, round_ms - round_ms / SLICES);
             }
         });
     }

@@ -77,7 +77,6 @@ where
         phoenix: ctx.phoenix.map(phoenix::State::new),
     };
     let ping_every = Duration::from_secs(settings.ping_s);
-    let mut heard = Instant::now();
     if *ctx.draining.borrow() {
         let _ = sink
             .send(close_frame(
@@ -97,7 +96,7 @@ where
                     break End::Close(code, reason.into());
                 }
                 if outbox.take_ping() {
-                    if heard.elapsed() > ping_every * 2 {
+                    if u128::from(outbox.silent_ms()) > ping_every.as_millis() * 2 {
                         break End::Close(close::GOING_AWAY, "no answer to pings".into());
                     }
                     if sink.send(Message::Ping(Default::default())).await.is_err() {
@@ -116,7 +115,7 @@ where
                 }
             }
             message = stream.next() => {
-                heard = Instant::now();
+                outbox.heard();
                 match message {
                 Some(Ok(Message::Close(_))) => {
                     // tungstenite queued the echo of the client's close: send it, so the
