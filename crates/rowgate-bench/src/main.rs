@@ -483,6 +483,22 @@ fn pids_of(pids: &[(String, String)], target: &str) -> anyhow::Result<Vec<u32>> 
         .collect()
 }
 
+/// Waits (up to two minutes) until every target's processes are quiet before a step of
+/// `scenario` on `target` is measured, and says so when it had to wait long or gave up.
+async fn settle(pids: &[(String, String)], scenario: &str, target: &str) {
+    let every: Vec<u32> = pids.iter().filter_map(|(_, p)| p.parse().ok()).collect();
+    match procstat::wait_quiet(&every, Duration::from_secs(120)).await {
+        Some(waited) if waited > Duration::from_secs(5) => eprintln!(
+            "{scenario} {target}: waited {:.0} s for the servers to be quiet",
+            waited.as_secs_f64()
+        ),
+        Some(_) => {}
+        None => eprintln!(
+            "{scenario} {target}: the servers were still busy after 120 s; measuring anyway"
+        ),
+    }
+}
+
 async fn scenario_command(a: ScenarioArgs) -> anyhow::Result<()> {
     let targets = pairs(&a.targets, "target")?;
     let pids = pairs(&a.pids, "pid")?;
@@ -533,6 +549,9 @@ async fn scenario_command(a: ScenarioArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{}: requests for {target}", file.display()))?;
             let target_pids = pids_of(&pids, target)?;
             for step in &scenario.load {
+                if !a.quick {
+                    settle(&pids, &scenario.id, target).await;
+                }
                 let outcome = if step.mode.is_websocket() {
                     ws::run(ws::Plan {
                         label: step.label(),

@@ -41,6 +41,32 @@ pub fn sample(pids: &[u32]) -> anyhow::Result<Sample> {
     Ok(total)
 }
 
+/// Waits until `pids` (and their children) are quiet: less than `QUIET_SHARE` of a core over
+/// one second, so that a step is not measured while another target still works off the last
+/// one (a peer that fell minutes behind keeps running the queries its clients gave up on).
+/// Processes that are gone count as quiet. Gives how long it waited, or `None` when they were
+/// still busy after `limit`.
+pub async fn wait_quiet(pids: &[u32], limit: std::time::Duration) -> Option<std::time::Duration> {
+    const QUIET_SHARE: f64 = 0.05;
+    let started = std::time::Instant::now();
+    let cpu = || -> f64 {
+        pids.iter()
+            .filter_map(|pid| sample(&[*pid]).ok())
+            .map(|s| s.cpu_seconds)
+            .sum()
+    };
+    loop {
+        let before = cpu();
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if cpu() - before < QUIET_SHARE {
+            return Some(started.elapsed());
+        }
+        if started.elapsed() >= limit {
+            return None;
+        }
+    }
+}
+
 /// Adds one process's CPU time and memory to `total`.
 fn add(total: &mut Sample, pid: u32) -> anyhow::Result<()> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;

@@ -46,6 +46,10 @@ pub struct App {
     /// `db.pre_request` as the statement every API request's transaction runs after its
     /// settings (checked against the database at start).
     pub pre_request: Option<String>,
+    /// One line per request (`[access_log]`; `None` when off).
+    pub access_log: Option<crate::observe::access::AccessLog>,
+    /// The pipes to the supervisor, under one (a scrape of `/metrics` gathers every worker's).
+    pub link: std::sync::OnceLock<Arc<crate::worker::Link>>,
 }
 
 /// A request body larger than this takes one of the `limits.large_bodies` slots.
@@ -109,7 +113,10 @@ impl App {
             Database::Sqlite(_) => crate::cache::ResponseCache::new(&config.cache),
             Database::Postgres(_) => None,
         };
+        let access_log = crate::observe::access::AccessLog::open(&config.access_log)?;
         Ok(Arc::new(App {
+            access_log,
+            link: std::sync::OnceLock::new(),
             cache,
             pre_request,
             cors,
@@ -125,6 +132,39 @@ impl App {
             realtime,
             large_bodies,
         }))
+    }
+
+    /// This worker's `/metrics` text, with the gauges read now.
+    pub fn metrics_text(&self) -> String {
+        use std::sync::atomic::Ordering;
+        if let Some(realtime) = &self.realtime {
+            self.metrics
+                .set_realtime_load(realtime.hub.queued(), realtime.hub.subscriptions());
+        }
+        if let Some(cache) = &self.cache {
+            self.metrics.set_cache_bytes(cache.bytes());
+        }
+        if let Some(sqlite) = self.db.as_sqlite() {
+            let counts = sqlite.kept_counts();
+            self.metrics.set_kept_counts(
+                counts.kept_answers.load(Ordering::Relaxed),
+                counts.counted_answers.load(Ordering::Relaxed),
+            );
+        }
+        if let Some(log) = &self.access_log {
+            self.metrics.set_access_log_dropped(log.dropped());
+        }
+        self.metrics.render()
+    }
+
+    /// The whole server's `/metrics` text: this worker's, and under a supervisor every other
+    /// worker's and the supervisor's ([`crate::worker::Link::gather`]).
+    pub async fn server_metrics_text(&self) -> String {
+        let own = self.metrics_text();
+        match self.link.get() {
+            Some(link) => link.gather(own).await,
+            None => own,
+        }
     }
 
     /// Reads a request's body (size and time limits: `api::request::read_body`). A body over

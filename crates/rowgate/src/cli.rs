@@ -576,7 +576,10 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
             committed_here: r.committed_here.clone(),
             channels: r.channels.clone(),
         });
-        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds) {
+        let scraped = app.clone();
+        let scrape: crate::worker::Scrape = Arc::new(move || scraped.metrics_text());
+        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds, scrape) {
+            let _ = app.link.set(link.clone());
             let recycle = &app.config.supervisor;
             link.ready(
                 app.requests.clone(),

@@ -38,6 +38,8 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// Who may read `/metrics` (`[metrics]`), see [`crate::observe`].
     pub metrics: MetricsConfig,
+    /// One line per request (`[access_log]`), see [`crate::observe::access`].
+    pub access_log: AccessLogConfig,
     /// Change feeds (`[realtime]`), see [`crate::realtime`].
     pub realtime: RealtimeConfig,
     /// The ORDS front end (`[ords]`), see [`crate::ords`].
@@ -377,6 +379,29 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[access_log]`: one line per answered request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessLogConfig {
+    /// `off`, `json` or `logfmt`.
+    pub format: AccessLogFormat,
+    /// The file the lines are appended to; standard output when empty.
+    pub path: PathBuf,
+}
+
+/// `access_log.format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// No access log.
+    #[default]
+    Off,
+    /// A JSON object per line.
+    Json,
+    /// `key=value` pairs per line (logfmt).
+    Logfmt,
+}
+
 /// `[cache]`: encoded answers to reads, kept while the database has not changed (SQLite).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -609,6 +634,7 @@ impl Default for Config {
             duality_views: Vec::new(),
             supervisor: SupervisorConfig::default(),
             metrics: MetricsConfig::default(),
+            access_log: AccessLogConfig::default(),
             realtime: RealtimeConfig::default(),
             ords: OrdsConfig::default(),
             cors: CorsConfig::default(),

@@ -32,7 +32,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::worker::{
-    CHANGED, DOWN_FD_ENV, GONE, HELLO, READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
+    CHANGED, DOWN_FD_ENV, GONE, HELLO, METRICS_ASK, METRICS_EXPECT, METRICS_PART, METRICS_REPLY,
+    READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
 };
 
 /// Longest pause before restarting a worker that keeps dying.
@@ -151,6 +152,11 @@ enum Said {
     /// `relay JSON`: a broadcast or presence of its Supabase channels; the other workers are
     /// told, with its pid.
     Relay(u32, String),
+    /// `metrics-ask ID`: it serves `/metrics`; the others are asked for theirs, and it is
+    /// told how many answers come.
+    MetricsAsk(u32, String),
+    /// `metrics-reply PID ID TEXT`: its metrics for the asker PID.
+    MetricsReply(String),
 }
 
 /// The state `rowgate status` shows.
@@ -369,9 +375,11 @@ impl Supervisor {
                     READY => Said::Ready(pid),
                     RECYCLE => Said::Recycle(pid),
                     CHANGED => Said::Changed(pid),
-                    _ => match line.strip_prefix(RELAY).and_then(|r| r.strip_prefix(' ')) {
-                        Some(relay) => Said::Relay(pid, relay.to_string()),
-                        None => continue,
+                    _ => match line.split_once(' ') {
+                        Some((RELAY, relay)) => Said::Relay(pid, relay.to_string()),
+                        Some((METRICS_ASK, id)) => Said::MetricsAsk(pid, id.to_string()),
+                        Some((METRICS_REPLY, reply)) => Said::MetricsReply(reply.to_string()),
+                        _ => continue,
                     },
                 };
                 if says.send(said).is_err() {
@@ -476,12 +484,44 @@ impl Supervisor {
             Said::Changed(pid) => self.tell_others(pid, CHANGED),
             Said::Relay(pid, relay) => self.tell_others(pid, &format!("{RELAY} {pid} {relay}")),
             Said::Recycle(pid) => self.recycle(pid),
+            Said::MetricsAsk(pid, id) => {
+                self.tell_others(pid, &format!("{METRICS_ASK} {pid} {id}"));
+                if let Some(asker) = self.workers.get(&pid) {
+                    let own = serde_json::to_string(&self.metrics_text()).unwrap_or_default();
+                    let others = self.workers.len() - 1;
+                    asker.tell(&format!("{METRICS_EXPECT} {id} {others} {own}"));
+                }
+            }
+            Said::MetricsReply(reply) => {
+                // `PID ID TEXT` → to PID: `ID TEXT`
+                if let Some((asker, part)) = reply.split_once(' ') {
+                    let asker = asker.parse::<u32>().ok();
+                    if let Some(w) = asker.and_then(|pid| self.workers.get(&pid)) {
+                        w.tell(&format!("{METRICS_PART} {part}"));
+                    }
+                }
+            }
             Said::Ready(pid) => {
                 // the others tell it who is present in their channels
                 self.tell_others(pid, &format!("{HELLO} {pid}"));
                 self.ready(pid);
             }
         }
+    }
+
+    /// The supervisor's own series for `/metrics`: its workers and its memory.
+    fn metrics_text(&self) -> String {
+        let rss = crate::observe::resident_bytes().unwrap_or(0);
+        let pid = std::process::id();
+        format!(
+            "# HELP rowgate_supervisor_workers worker processes running (draining ones included)\n\
+             # TYPE rowgate_supervisor_workers gauge\n\
+             rowgate_supervisor_workers{{pid=\"{pid}\"}} {}\n\
+             # HELP rowgate_supervisor_resident_bytes the supervisor's resident memory\n\
+             # TYPE rowgate_supervisor_resident_bytes gauge\n\
+             rowgate_supervisor_resident_bytes{{pid=\"{pid}\"}} {rss}\n",
+            self.workers.len()
+        )
     }
 
     /// Tells every worker but `pid`.

@@ -11,7 +11,12 @@
 //! - both ways: `relay JSON` up, `relay PID JSON` down: a broadcast or presence of a
 //!   Supabase channel, from this worker / from worker PID ([`crate::realtime::channels`]);
 //! - down: `gone PID`, that worker exited (its presences leave); `hello PID`, that worker
-//!   started serving (this one's presences are told again, for it).
+//!   started serving (this one's presences are told again, for it);
+//! - one scrape for the whole server ([`Link::gather`]): `metrics-ask ID` up (a worker serves
+//!   `/metrics`), `metrics-ask PID ID` down to the others, `metrics-reply PID ID TEXT` up from
+//!   each (TEXT its metrics as a JSON string), `metrics-part ID TEXT` down to the asker, and
+//!   `metrics-expect ID N TEXT` down to the asker: how many parts come, with the
+//!   supervisor's own series.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,6 +53,28 @@ pub(crate) const RELAY: &str = "relay";
 pub(crate) const GONE: &str = "gone";
 /// The supervisor's message to its workers: `hello PID`, that worker is serving.
 pub(crate) const HELLO: &str = "hello";
+/// Either way: a worker serving `/metrics` asks the others for theirs.
+pub(crate) const METRICS_ASK: &str = "metrics-ask";
+/// Up: a worker's metrics for the asker.
+pub(crate) const METRICS_REPLY: &str = "metrics-reply";
+/// Down: another worker's metrics, for the asker.
+pub(crate) const METRICS_PART: &str = "metrics-part";
+/// Down: how many parts the asker gets, and the supervisor's own series.
+pub(crate) const METRICS_EXPECT: &str = "metrics-expect";
+
+/// How long a scrape waits for the other workers' metrics.
+const GATHER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// This worker's metrics text, as `/metrics` shows it (gauges read now).
+pub type Scrape = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// A scrape waiting for the other workers' metrics.
+#[derive(Default)]
+struct Gathering {
+    /// How many parts come (from the supervisor), and its own series.
+    expect: Option<(usize, String)>,
+    parts: Vec<String>,
+}
 
 /// Dies with the supervisor (parent-death signal; if it is gone already, exits), and returns
 /// the inherited listening socket.
@@ -80,15 +107,26 @@ pub struct ChangeFeeds {
 pub struct Link {
     /// Lines to the supervisor, written in order by one task (never blocking the caller).
     up: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Scrapes under way, by id.
+    gatherings: std::sync::Mutex<std::collections::HashMap<u64, Gathering>>,
+    /// Woken when a part of a scrape arrives.
+    gathered: Notify,
+    next_gathering: AtomicU64,
 }
 
 impl Link {
     /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
     /// supervisor says: restart counts into `metrics`, other workers' changes into
-    /// `feeds.elsewhere`, their relays into `feeds.channels`; and tells the supervisor whenever
-    /// `feeds.committed_here` is woken (this worker's realtime tailer dispatched changes this
-    /// worker committed) and what this worker's channels relay.
-    pub fn open(metrics: Arc<Metrics>, feeds: Option<ChangeFeeds>) -> Option<Arc<Link>> {
+    /// `feeds.elsewhere`, their relays into `feeds.channels`, their scrapes answered with
+    /// `scrape`; and tells the supervisor whenever `feeds.committed_here` is woken (this
+    /// worker's realtime tailer dispatched changes this worker committed) and what this
+    /// worker's channels relay.
+    /// `scrape` renders this worker's metrics when another worker gathers them.
+    pub fn open(
+        metrics: Arc<Metrics>,
+        feeds: Option<ChangeFeeds>,
+        scrape: Scrape,
+    ) -> Option<Arc<Link>> {
         let up = inherited(UP_FD_ENV, true)?;
         let mut up = tokio::net::unix::pipe::Sender::from_file(up)
             .map_err(|e| tracing::warn!("cannot write to the supervisor's pipe: {e}"))
@@ -101,18 +139,23 @@ impl Link {
                 }
             }
         });
+        let link = Arc::new(Link {
+            up: lines,
+            gatherings: std::sync::Mutex::default(),
+            gathered: Notify::new(),
+            next_gathering: AtomicU64::new(0),
+        });
         if let Some(down) = inherited(DOWN_FD_ENV, false) {
             match tokio::net::unix::pipe::Receiver::from_file(down) {
                 Ok(down) => {
                     let heard = feeds
                         .as_ref()
                         .map(|f| (f.elsewhere.clone(), f.channels.clone()));
-                    tokio::spawn(listen(down, metrics, heard));
+                    tokio::spawn(listen(down, metrics, heard, link.clone(), scrape));
                 }
                 Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
             }
         }
-        let link = Arc::new(Link { up: lines });
         if let Some(feeds) = feeds {
             let speaker = link.clone();
             feeds
@@ -133,6 +176,56 @@ impl Link {
     /// parent-death signal follows).
     pub fn say(&self, message: &str) {
         let _ = self.up.send(format!("{message}\n"));
+    }
+
+    /// The whole server's metrics: `own` (this worker's text) merged with every other
+    /// worker's and the supervisor's, asked for through the supervisor. A worker that does not
+    /// answer within [`GATHER_TIMEOUT`] is left out (and `rowgate_scrape_complete` is 0).
+    pub async fn gather(&self, own: String) -> String {
+        let id = self.next_gathering.fetch_add(1, Ordering::Relaxed);
+        self.lock_gatherings().insert(id, Gathering::default());
+        self.say(&format!("{METRICS_ASK} {id}"));
+        let complete = tokio::time::timeout(GATHER_TIMEOUT, async {
+            loop {
+                let woken = self.gathered.notified();
+                if let Some(g) = self.lock_gatherings().get(&id) {
+                    if g.expect.as_ref().is_some_and(|(n, _)| g.parts.len() >= *n) {
+                        return;
+                    }
+                }
+                woken.await;
+            }
+        })
+        .await
+        .is_ok();
+        let gathering = self.lock_gatherings().remove(&id).unwrap_or_default();
+        let supervisor = gathering.expect.map(|(_, text)| text).unwrap_or_default();
+        let complete = format!(
+            "# HELP rowgate_scrape_complete whether every worker answered this scrape\n# TYPE rowgate_scrape_complete gauge\nrowgate_scrape_complete {}\n",
+            u8::from(complete)
+        );
+        crate::observe::merge::merge(
+            std::iter::once(own.as_str())
+                .chain(gathering.parts.iter().map(String::as_str))
+                .chain([supervisor.as_str(), complete.as_str()]),
+        )
+    }
+
+    fn lock_gatherings(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Gathering>> {
+        self.gatherings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A part of scrape `id` arrived (`expect`: the supervisor's count and series).
+    fn gathered(&self, id: u64, part: Option<String>, expect: Option<(usize, String)>) {
+        if let Some(g) = self.lock_gatherings().get_mut(&id) {
+            g.parts.extend(part);
+            if expect.is_some() {
+                g.expect = expect;
+            }
+        }
+        self.gathered.notify_waiters();
     }
 
     /// Says `ready`, and, with `max_requests` or `max_rss_mb` set, asks once to be recycled
@@ -179,6 +272,8 @@ async fn listen(
     down: tokio::net::unix::pipe::Receiver,
     metrics: Arc<Metrics>,
     heard: Option<(Arc<Notify>, Arc<Channels>)>,
+    link: Arc<Link>,
+    scrape: Scrape,
 ) {
     let mut lines = tokio::io::BufReader::new(down).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -188,7 +283,34 @@ async fn listen(
                 .next()
                 .and_then(|pid| pid.parse::<u32>().ok())
         };
+        // `ID TEXT` and `ID N TEXT` of the scrape messages
+        let mut words = rest.splitn(3, ' ');
         match (word, &heard) {
+            (METRICS_ASK, _) => {
+                let (Some(asker), Some(id)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let text = serde_json::to_string(&scrape()).unwrap_or_default();
+                link.say(&format!("{METRICS_REPLY} {asker} {id} {text}"));
+            }
+            (METRICS_PART, _) => {
+                let part = rest.split_once(' ').and_then(|(id, text)| {
+                    Some((id.parse().ok()?, serde_json::from_str::<String>(text).ok()?))
+                });
+                if let Some((id, text)) = part {
+                    link.gathered(id, Some(text), None);
+                }
+            }
+            (METRICS_EXPECT, _) => {
+                let id = words.next().and_then(|id| id.parse().ok());
+                let n = words.next().and_then(|n| n.parse().ok());
+                let text = words
+                    .next()
+                    .and_then(|t| serde_json::from_str::<String>(t).ok());
+                if let (Some(id), Some(n), Some(text)) = (id, n, text) {
+                    link.gathered(id, None, Some((n, text)));
+                }
+            }
             (RESTARTS, _) => match rest.parse::<u64>() {
                 Ok(n) => metrics.set_worker_restarts(n),
                 Err(_) => tracing::debug!(line, "a bad restart count from the supervisor"),

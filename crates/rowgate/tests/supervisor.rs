@@ -732,6 +732,49 @@ fn recycle(db: &Db) {
     assert_eq!(status(&s)["restarts"], 0, "recycling is no restart");
 }
 
+on_both_backends!(one_scrape => one_scrape_reports_every_worker, one_scrape_reports_every_worker_on_postgres);
+
+/// `/metrics` through the shared port reaches one worker, which gathers the others' series
+/// and the supervisor's through the supervisor: every family once, every worker's samples,
+/// and the requests of all workers counted.
+fn one_scrape(db: &Db) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_on(dir.path(), 3, free_port(), db);
+    let workers = worker_pids(&s);
+    // a new connection each: the kernel spreads them over the workers
+    for _ in 0..30 {
+        assert_eq!(get(&format!("{}/api/team/1", s.base)), 200);
+    }
+    for _ in 0..5 {
+        let (status, text) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
+        assert_eq!(status, 200, "{text}");
+        for pid in &workers {
+            assert!(
+                text.contains(&format!("rowgate_process_resident_bytes{{pid=\"{pid}\"}}")),
+                "worker {pid} in\n{text}"
+            );
+        }
+        assert!(text.contains("rowgate_scrape_complete 1"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("rowgate_supervisor_workers{") && l.ends_with(" 3")),
+            "{text}"
+        );
+        let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        let distinct: std::collections::HashSet<&&str> = types.iter().collect();
+        assert_eq!(types.len(), distinct.len(), "each family once");
+        let team: f64 = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("rowgate_requests_total{route=\"table\",name=\"team\",method=\"GET\"")
+                    && l.contains("status=\"2xx\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(team, 30.0, "every worker's requests: {text}");
+    }
+}
+
 on_both_backends!(supervisor_killed => workers_die_with_the_supervisor, workers_die_with_the_supervisor_on_postgres);
 
 /// The supervisor killed outright: its workers exit within 2 s and the port is free for a new

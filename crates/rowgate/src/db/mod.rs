@@ -10,6 +10,7 @@ pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;
 mod tally;
+pub mod waited;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -63,10 +64,14 @@ impl Database {
     /// Runs a job: a read on a read-only connection, a write in one transaction answered after
     /// it has committed.
     pub async fn run(&self, job: Job) -> Result<Output, DbError> {
-        match self {
+        let started = std::time::Instant::now();
+        let output = match self {
             Database::Sqlite(db) => db.run(job).await,
             Database::Postgres(db) => db.run(job).await,
-        }
+        };
+        // the request's database time (`/metrics`), queue wait included
+        waited::add(started.elapsed());
+        output
     }
 
     /// A number that moves on whenever anything is committed to the database

@@ -670,8 +670,8 @@ const CITIES: &[&str] = &[
     "Amsterdam", "Athens", "Auckland", "Bangkok", "Barcelona", "Berlin", "Bogota", "Boston",
     "Brussels", "Budapest", "Buenos Aires", "Cairo", "Cape Town", "Chicago", "Copenhagen",
     "Dublin", "Edinburgh", "Helsinki", "Hong Kong", "Istanbul", "Jakarta", "Johannesburg",
-    "Kyoto", "Lagos", "Lima", "Lisbon", "London", "Los Angeles", "Madrid", "Melbourne", "Mexico
-    City", "Milan", "Montreal", "Mumbai", "Nairobi", "New York", "Oslo", "Paris", "Prague",
+    "Kyoto", "Lagos", "Lima", "Lisbon", "London", "Los Angeles", "Madrid", "Melbourne",
+    "Mexico City", "Milan", "Montreal", "Mumbai", "Nairobi", "New York", "Oslo", "Paris", "Prague",
     "Reykjavik", "Rome", "San Francisco", "Santiago", "Sao Paulo", "Seoul", "Singapore",
     "Stockholm", "Sydney", "Tokyo", "Toronto", "Vienna", "Warsaw", "Zurich",
 ];
@@ -806,6 +806,24 @@ mod tests {
     use std::collections::BTreeSet;
 
     type Row = (i64, String, String, String, String, String);
+
+    /// The generator's words are single words or names, without line breaks or padding
+    /// ("Mexico City" was once split over two lines of its source, newline and all).
+    #[test]
+    fn the_generators_words_are_clean() {
+        for word in FIRST_NAMES
+            .iter()
+            .chain(LAST_NAMES)
+            .chain(CITIES)
+            .chain(POST_AUTHORS)
+        {
+            assert!(
+                !word.contains(['\n', '\r', '\t']) && word.trim() == *word && !word.contains("  "),
+                "{word:?}"
+            );
+        }
+        assert!(CITIES.contains(&"Mexico City"));
+    }
 
     fn all_people(path: &Path) -> anyhow::Result<Vec<Row>> {
         let conn = Connection::open(path)?;

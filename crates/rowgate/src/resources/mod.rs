@@ -73,14 +73,19 @@ impl Resources {
         self.router.at(path).is_ok()
     }
 
-    /// Whether the GET resource at `path` may have its answers kept
-    /// ([`Resource::cacheable`]): the response cache looks only those up.
-    pub fn caches_get(&self, path: &str) -> bool {
-        self.router.at(path).is_ok_and(|matched| {
-            self.routes[*matched.value]
-                .iter()
-                .any(|(method, index)| *method == Method::GET && self.list[*index].cacheable)
-        })
+    /// The resources declared at `path`: their path template (what the statistics name them
+    /// by), and whether the GET one may have its answers kept ([`Resource::cacheable`]: the
+    /// response cache looks only those up).
+    pub fn at(&self, path: &str) -> Option<(&str, bool)> {
+        let matched = self.router.at(path).ok()?;
+        let methods = &self.routes[*matched.value];
+        let template = methods
+            .first()
+            .map_or("", |(_, index)| self.list[*index].path.as_str());
+        let caches_get = methods
+            .iter()
+            .any(|(method, index)| *method == Method::GET && self.list[*index].cacheable);
+        Some((template, caches_get))
     }
 
     /// The resource declared as the function `name`, if any.

@@ -1,10 +1,16 @@
 //! What a worker counts and shows at `/metrics` (Prometheus text format): responses by status
-//! class, connections, worker restarts (told by the supervisor), realtime connections and
-//! events, resident memory.
+//! class, requests by route ([`routes`]), connections, worker restarts (told by the
+//! supervisor), realtime connections and events, resident memory; and what it tells of each
+//! request: its id ([`request_id`]) and its line in the access log ([`access`]).
 //!
 //! Each worker process has its own numbers (a scrape through the shared port reaches one of
 //! them; each series carries the worker's `pid` label so they stay apart when summed). The
 //! counters are handles registered once, so counting costs one atomic add.
+
+pub mod access;
+pub mod merge;
+pub mod request_id;
+pub mod routes;
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,6 +51,10 @@ pub struct Metrics {
     cache_bytes: std::sync::atomic::AtomicU64,
     /// Exact counts answered from kept counts, and counted (read at scrape time).
     counts: [std::sync::atomic::AtomicU64; 2],
+    /// Access log lines dropped because its writer was behind (read at scrape time).
+    access_log_dropped: std::sync::atomic::AtomicU64,
+    /// Requests by route and method.
+    pub routes: routes::RouteStats,
 }
 
 impl Default for Metrics {
@@ -134,6 +144,10 @@ impl Metrics {
             "exact counts of captured tables that had to be counted (none kept, or too far behind)",
         );
         describe(
+            "rowgate_access_log_dropped_total",
+            "access log lines dropped because the writer was behind (never waited for)",
+        );
+        describe(
             "rowgate_cache_hits_total",
             "reads answered from the response cache",
         );
@@ -150,6 +164,8 @@ impl Metrics {
             cache_misses,
             cache_bytes: std::sync::atomic::AtomicU64::new(0),
             counts: Default::default(),
+            access_log_dropped: std::sync::atomic::AtomicU64::new(0),
+            routes: routes::RouteStats::default(),
             realtime_connections: std::sync::atomic::AtomicI64::new(0),
             realtime_queued: AtomicUsize::new(0),
             realtime_subscriptions: AtomicUsize::new(0),
@@ -240,6 +256,11 @@ impl Metrics {
         self.counts[1].store(counted, Ordering::Relaxed);
     }
 
+    /// Access log lines dropped so far.
+    pub fn set_access_log_dropped(&self, dropped: u64) {
+        self.access_log_dropped.store(dropped, Ordering::Relaxed);
+    }
+
     /// The supervisor's restart count.
     pub fn set_worker_restarts(&self, n: u64) {
         #[allow(clippy::cast_precision_loss)]
@@ -286,6 +307,7 @@ impl Metrics {
         for (name, value) in [
             ("rowgate_counts_kept_total", &self.counts[0]),
             ("rowgate_counts_counted_total", &self.counts[1]),
+            ("rowgate_access_log_dropped_total", &self.access_log_dropped),
         ] {
             self.recorder
                 .register_counter(
@@ -294,7 +316,9 @@ impl Metrics {
                 )
                 .absolute(value.load(Ordering::Relaxed));
         }
-        self.handle.render()
+        let mut text = self.handle.render();
+        text.push_str(&self.routes.render(&self.pid));
+        text
     }
 }
 

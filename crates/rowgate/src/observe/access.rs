@@ -1,0 +1,307 @@
+//! The access log (`[access_log]`): one line per answered request, as JSON or logfmt, with its
+//! time, request id, method, path, status, duration, bytes, role, client id, route and peer.
+//!
+//! Lines go to a thread of their own through a bounded queue and are written in batches (one
+//! `write` for all the lines waiting), so a slow disk or pipe never holds up a request; when
+//! the queue is full a line is dropped and counted (`rowgate_access_log_dropped_total`), never
+//! waited for. Nothing secret is written: no header is logged, and the values of query
+//! parameters that carry credentials (`apikey`, `access_token`, … [`SECRET_PARAMETERS`]) are
+//! replaced by `REDACTED`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use super::routes::RouteLabel;
+use crate::config::{AccessLogConfig, AccessLogFormat};
+
+/// Query parameters whose values are never written (compared without case).
+pub const SECRET_PARAMETERS: [&str; 10] = [
+    "apikey",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "token",
+    "jwt",
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+];
+
+/// Lines waiting for the writer before new ones are dropped.
+const QUEUE: usize = 65_536;
+
+/// The most bytes written to a file at once.
+const BATCH: usize = 256 * 1024;
+
+/// The most bytes written to a pipe at once (Linux's `PIPE_BUF`: such writes never interleave
+/// with other workers').
+const PIPE_BUF: usize = 4096;
+
+/// One answered request, as logged.
+pub struct Entry<'a> {
+    /// The request's id (`X-Request-Id`).
+    pub request_id: &'a str,
+    /// The method.
+    pub method: &'a str,
+    /// Path and query, as sent.
+    pub target: &'a str,
+    /// The status sent.
+    pub status: u16,
+    /// From arrival to the answer's head.
+    pub took: Duration,
+    /// The body's length, when known before it was sent.
+    pub bytes: Option<u64>,
+    /// The role the request acted as, once authenticated.
+    pub role: Option<&'a str>,
+    /// The OAuth client of its token, if one of this server's.
+    pub client: Option<&'a str>,
+    /// The route it reached.
+    pub route: &'a RouteLabel,
+    /// The client's address.
+    pub peer: IpAddr,
+}
+
+/// The access log of one worker.
+pub struct AccessLog {
+    format: AccessLogFormat,
+    lines: Sender<String>,
+    dropped: AtomicU64,
+}
+
+impl AccessLog {
+    /// Opens the log the configuration asks for (`None` when it is off); the file is appended
+    /// to, created when missing.
+    pub fn open(config: &AccessLogConfig) -> anyhow::Result<Option<AccessLog>> {
+        if config.format == AccessLogFormat::Off {
+            return Ok(None);
+        }
+        // a pipe (standard output under a service manager) keeps writes of at most PIPE_BUF
+        // bytes whole; a file opened to append keeps every write whole
+        let (mut out, batch_cap): (Box<dyn std::io::Write + Send>, usize) =
+            if config.path.as_os_str().is_empty() {
+                (Box::new(std::io::stdout()), PIPE_BUF)
+            } else {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&config.path)
+                    .map_err(|e| {
+                        anyhow::anyhow!("access_log.path {}: {e}", config.path.display())
+                    })?;
+                (Box::new(file), BATCH)
+            };
+        let (lines, waiting) = crossbeam_channel::bounded::<String>(QUEUE);
+        std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || {
+                let mut batch = String::new();
+                let mut next = None;
+                // ends when every sender is gone (the worker is done)
+                while let Some(line) = next.take().or_else(|| waiting.recv().ok()) {
+                    batch.push_str(&line);
+                    while let Ok(line) = waiting.try_recv() {
+                        if batch.len() + line.len() > batch_cap {
+                            next = Some(line);
+                            break;
+                        }
+                        batch.push_str(&line);
+                    }
+                    if let Err(e) = out.write_all(batch.as_bytes()).and_then(|()| out.flush()) {
+                        tracing::warn!(error = %e, "access log: write failed");
+                    }
+                    batch.clear();
+                }
+            })?;
+        Ok(Some(AccessLog {
+            format: config.format,
+            lines,
+            dropped: AtomicU64::new(0),
+        }))
+    }
+
+    /// Logs one request (or counts it dropped when the writer is that far behind).
+    pub fn log(&self, entry: &Entry<'_>) {
+        let line = match self.format {
+            AccessLogFormat::Json => json_line(entry),
+            _ => logfmt_line(entry),
+        };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.lines.try_send(line)
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Lines dropped so far because the writer was behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// The time as RFC 3339 in UTC, to the millisecond.
+fn timestamp() -> String {
+    let since = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = i64::try_from(since.as_secs()).unwrap_or(0);
+    chrono::DateTime::from_timestamp(secs, since.subsec_nanos())
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_default()
+}
+
+/// The request target with the values of [`SECRET_PARAMETERS`] replaced by `REDACTED`.
+pub fn redacted(target: &str) -> std::borrow::Cow<'_, str> {
+    let Some((path, query)) = target.split_once('?') else {
+        return target.into();
+    };
+    let secret = |pair: &str| {
+        let name = pair.split('=').next().unwrap_or("");
+        let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        SECRET_PARAMETERS
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(&name))
+    };
+    if !query.split('&').any(secret) {
+        return target.into();
+    }
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| {
+            if secret(pair) {
+                format!("{}=REDACTED", pair.split('=').next().unwrap_or(""))
+            } else {
+                pair.to_string()
+            }
+        })
+        .collect();
+    format!("{path}?{}", query.join("&")).into()
+}
+
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn json_line(e: &Entry<'_>) -> String {
+    let mut line = serde_json::json!({
+        "time": timestamp(),
+        "request_id": e.request_id,
+        "method": e.method,
+        "path": redacted(e.target),
+        "status": e.status,
+        "duration_ms": millis(e.took),
+        "bytes": e.bytes,
+        "role": e.role,
+        "client": e.client,
+        "route": e.route.kind.label(),
+        "name": (!e.route.name.is_empty()).then_some(e.route.name.as_str()),
+        "peer": e.peer.to_string(),
+    })
+    .to_string();
+    line.push('\n');
+    line
+}
+
+/// A logfmt value: bare when it needs no quotes, else quoted with `"` and `\` escaped.
+fn logfmt_value(out: &mut String, value: &str) {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '"' && c != '=' && c != '\\')
+    {
+        out.push_str(value);
+        return;
+    }
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn logfmt_line(e: &Entry<'_>) -> String {
+    let mut out = String::with_capacity(256);
+    let mut field = |name: &str, value: &str| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(name);
+        out.push('=');
+        logfmt_value(&mut out, value);
+    };
+    field("time", &timestamp());
+    field("request_id", e.request_id);
+    field("method", e.method);
+    field("path", &redacted(e.target));
+    field("status", &e.status.to_string());
+    field("duration_ms", &millis(e.took).to_string());
+    field("bytes", &e.bytes.map(|b| b.to_string()).unwrap_or_default());
+    field("role", e.role.unwrap_or(""));
+    field("client", e.client.unwrap_or(""));
+    field("route", e.route.kind.label());
+    field("name", &e.route.name);
+    field("peer", &e.peer.to_string());
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::routes::RouteKind;
+
+    #[test]
+    fn credentials_in_the_query_are_redacted() {
+        assert_eq!(
+            redacted("/realtime/v1/websocket?apikey=abc.def&vsn=1.0.0"),
+            "/realtime/v1/websocket?apikey=REDACTED&vsn=1.0.0"
+        );
+        assert_eq!(
+            redacted("/events?table=team&ACCESS_TOKEN=x&access%5Ftoken=y"),
+            "/events?table=team&ACCESS_TOKEN=REDACTED&access%5Ftoken=REDACTED"
+        );
+        assert_eq!(redacted("/api/team?id=eq.3"), "/api/team?id=eq.3");
+        assert_eq!(redacted("/api/team"), "/api/team");
+    }
+
+    #[test]
+    fn lines_in_both_formats() {
+        let route = RouteLabel::named(RouteKind::Table, "team");
+        let entry = Entry {
+            request_id: "r1",
+            method: "GET",
+            target: "/api/team?name=eq.a b&token=t",
+            status: 200,
+            took: Duration::from_micros(1500),
+            bytes: Some(42),
+            role: Some("anon"),
+            client: None,
+            route: &route,
+            peer: IpAddr::from([127, 0, 0, 1]),
+        };
+        let json: serde_json::Value = serde_json::from_str(&json_line(&entry)).expect("json");
+        assert_eq!(json["path"], "/api/team?name=eq.a b&token=REDACTED");
+        assert_eq!(json["duration_ms"], 1.5);
+        assert_eq!(json["client"], serde_json::Value::Null);
+        assert_eq!(json["name"], "team");
+        let line = logfmt_line(&entry);
+        assert!(
+            line.contains(" path=\"/api/team?name=eq.a b&token=REDACTED\" status=200 duration_ms=1.5 bytes=42 role=anon client=\"\" route=table name=team peer=127.0.0.1\n"),
+            "{line}"
+        );
+        assert!(line.starts_with("time=20"), "{line}");
+    }
+}
