@@ -277,32 +277,34 @@ impl Metrics {
                 )
                 .set(value);
         };
-        #[allow(clippy::cast_precision_loss)]
-        {
-            gauge(
+        let load = |value: &AtomicUsize| value.load(Ordering::Relaxed) as u64;
+        #[allow(clippy::cast_sign_loss)]
+        let gauges = [
+            (
                 "rowgate_http_connections_open",
-                self.open_connections.load(Ordering::Relaxed) as f64,
-            );
-            gauge(
+                load(&self.open_connections),
+            ),
+            (
                 "rowgate_realtime_connections",
-                self.realtime_connections.load(Ordering::Relaxed) as f64,
-            );
-            gauge(
-                "rowgate_realtime_queued",
-                self.realtime_queued.load(Ordering::Relaxed) as f64,
-            );
-            gauge(
+                self.realtime_connections.load(Ordering::Relaxed).max(0) as u64,
+            ),
+            ("rowgate_realtime_queued", load(&self.realtime_queued)),
+            (
                 "rowgate_realtime_subscriptions",
-                self.realtime_subscriptions.load(Ordering::Relaxed) as f64,
-            );
-            gauge(
+                load(&self.realtime_subscriptions),
+            ),
+            (
                 "rowgate_cache_bytes",
-                self.cache_bytes.load(Ordering::Relaxed) as f64,
-            );
-            gauge(
+                self.cache_bytes.load(Ordering::Relaxed),
+            ),
+            (
                 "rowgate_process_resident_bytes",
-                resident_bytes().unwrap_or(0) as f64,
-            );
+                resident_bytes().unwrap_or(0),
+            ),
+        ];
+        for (name, value) in gauges {
+            #[allow(clippy::cast_precision_loss)]
+            gauge(name, value as f64);
         }
         for (name, value) in [
             ("rowgate_counts_kept_total", &self.counts[0]),
