@@ -296,6 +296,7 @@ mod tests {
                 server_peak_rss_bytes: None,
                 server_rss_before_bytes: None,
                 server_pss_bytes: None,
+                by_request: Vec::new(),
             }),
             note: String::new(),
         };

@@ -155,6 +155,21 @@ pub struct Outcome {
     /// over its processes), bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_pss_bytes: Option<u64>,
+    /// A mix of several requests: the latency of each kind (the tail of a mix may be one of
+    /// them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_request: Vec<RequestLatency>,
+}
+
+/// The answers of one request of a mix.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestLatency {
+    /// Its method and path template.
+    pub request: String,
+    /// Answers that passed their checks.
+    pub ok: u64,
+    /// Their latency percentiles in microseconds.
+    pub latency_us: Latency,
 }
 
 impl Outcome {
@@ -208,6 +223,8 @@ struct Shared {
 /// What one connection task measured.
 struct Tally {
     histogram: Histogram<u64>,
+    /// Per request of the mix (by its index).
+    by_request: Vec<Histogram<u64>>,
     ok: u64,
     errors: u64,
 }
@@ -263,12 +280,17 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         ));
     }
     let mut histogram = new_histogram();
+    let mut by_request: Vec<Histogram<u64>> =
+        shared.plan.mix.iter().map(|_| new_histogram()).collect();
     let (mut ok, mut errors) = (0, 0);
     for t in tasks {
         let tally = t.await.context("client task")?;
         histogram
             .add(&tally.histogram)
             .context("merging histograms")?;
+        for (all, one) in by_request.iter_mut().zip(&tally.by_request) {
+            all.add(one).context("merging histograms")?;
+        }
         ok += tally.ok;
         errors += tally.errors;
     }
@@ -304,6 +326,19 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         server_peak_rss_bytes: after.map(|a| a.peak_rss_bytes),
         server_rss_before_bytes: None,
         server_pss_bytes: None,
+        by_request: if plan.mix.len() > 1 {
+            plan.mix
+                .iter()
+                .zip(&by_request)
+                .map(|(r, h)| RequestLatency {
+                    request: format!("{} {}", r.spec.method, r.spec.path),
+                    ok: h.len(),
+                    latency_us: Latency::of(h),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -335,6 +370,7 @@ pub async fn idle(pids: &[u32], seconds: Duration) -> anyhow::Result<Outcome> {
         server_peak_rss_bytes: Some(after.peak_rss_bytes),
         server_rss_before_bytes: None,
         server_pss_bytes: Some(after.pss_bytes),
+        by_request: Vec::new(),
     })
 }
 
@@ -383,6 +419,7 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
     let mut rng = fastrand::Rng::with_seed(0x5EED ^ client as u64);
     let mut tally = Tally {
         histogram: new_histogram(),
+        by_request: plan.mix.iter().map(|_| new_histogram()).collect(),
         ok: 0,
         errors: 0,
     };
@@ -417,7 +454,7 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
             }
             _ => Instant::now(),
         };
-        let request = pick(&plan.mix, &shared.weights, &mut rng);
+        let (kind, request) = pick(&plan.mix, &shared.weights, &mut rng);
         let drawn = request.draw(&mut rng, seq);
         let result = connection.exchange(&drawn).await;
         let micros = u64::try_from(intended.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -427,6 +464,7 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
             Ok(()) => {
                 tally.ok += 1;
                 let _ = tally.histogram.record(micros.max(1));
+                let _ = tally.by_request[kind].record(micros.max(1));
             }
             Err(e) => {
                 tally.errors += 1;
@@ -448,19 +486,19 @@ async fn client_loop(shared: &Shared, client: usize) -> Tally {
     tally
 }
 
-fn pick<'a>(mix: &'a [Request], weights: &[u32], rng: &mut fastrand::Rng) -> &'a Request {
+fn pick<'a>(mix: &'a [Request], weights: &[u32], rng: &mut fastrand::Rng) -> (usize, &'a Request) {
     if mix.len() == 1 {
-        return &mix[0];
+        return (0, &mix[0]);
     }
     let total: u32 = weights.iter().sum();
     let mut x = rng.u32(0..total.max(1));
-    for (r, w) in mix.iter().zip(weights) {
+    for (i, (r, w)) in mix.iter().zip(weights).enumerate() {
         if x < *w {
-            return r;
+            return (i, r);
         }
-        x -= w;
+        x -= *w;
     }
-    &mix[0]
+    (0, &mix[0])
 }
 
 /// One client's HTTP/1.1 connection: opened on first use and kept alive, opened again when the

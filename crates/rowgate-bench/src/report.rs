@@ -65,7 +65,20 @@ pub fn line(row: &Row) -> String {
             memory(o),
             o.errors,
             o.error_samples.first().map_or(String::new(), |e| format!(" (first: {e})")),
-        ),
+        ) + &o
+            .by_request
+            .iter()
+            .map(|r| {
+                format!(
+                    "\n       {:>8} ok  p50 {:>7}  p99 {:>7}  max {:>8}  {}",
+                    r.ok,
+                    micros(r.latency_us.p50),
+                    micros(r.latency_us.p99),
+                    micros(r.latency_us.max),
+                    r.request
+                )
+            })
+            .collect::<String>(),
     }
 }
 
@@ -185,6 +198,7 @@ mod tests {
             server_peak_rss_bytes: None,
             server_rss_before_bytes: None,
             server_pss_bytes: None,
+            by_request: Vec::new(),
         }
     }
 
@@ -230,6 +244,43 @@ mod tests {
         let mut idle = outcome("idle", 0.0);
         idle.server_pss_bytes = Some(15 * 1024 * 1024);
         assert_eq!(memory(&idle), "20.0MB (PSS 15.0MB)");
+    }
+
+    /// A mix's row is followed by a line per request, and keeps them through the file.
+    #[test]
+    fn a_mix_shows_each_requests_latency() {
+        let mut o = outcome("510 paced", 62.0);
+        o.by_request = vec![crate::load::RequestLatency {
+            request: "DELETE /api/people?id=eq.{id}".into(),
+            ok: 93,
+            latency_us: Latency {
+                p50: 1_473,
+                p90: 2_000,
+                p99: 200_700,
+                p999: 200_700,
+                max: 200_700,
+            },
+        }];
+        let row = Row {
+            scenario: "S15".into(),
+            title: "4D".into(),
+            target: "rowgate-4d".into(),
+            outcome: Some(o),
+            note: String::new(),
+        };
+        let text = line(&row);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[1].contains("93 ok")
+                && lines[1].contains("p99 200.7ms")
+                && lines[1].ends_with("DELETE /api/people?id=eq.{id}"),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("r.jsonl");
+        append(&file, &row).expect("append");
+        assert_eq!(read(&file).expect("read"), vec![row]);
     }
 
     #[test]

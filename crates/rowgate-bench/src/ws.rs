@@ -328,6 +328,7 @@ fn outcome(plan: Plan, phases: &Phases, server: &Readings) -> Outcome {
             .filter(|_| plan.mode != Mode::Fanout)
             .map(|s| s.rss_bytes),
         server_pss_bytes: None,
+        by_request: Vec::new(),
     }
 }
 
