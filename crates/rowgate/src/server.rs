@@ -252,26 +252,22 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
         // a name nothing serves is not a series (random URLs would grow them)
         routed.route.name.clear();
     }
-    let bytes = hyper::body::Body::size_hint(response.body()).exact();
-    app.metrics.routes.record(&routes::Answered {
+    let answered = routes::Answered {
         route: &routed.route,
         method: &method,
         status,
         took,
-        bytes,
+        bytes: hyper::body::Body::size_hint(response.body()).exact(),
         db: database,
-    });
+    };
+    app.metrics.routes.record(&answered);
     if let (Some(log), Some(target)) = (&app.access_log, &target) {
         log.log(&access::Entry {
+            answered: &answered,
             request_id: request_id.to_str().unwrap_or(""),
-            method: method.as_str(),
             target,
-            status,
-            took,
-            bytes,
             role: routed.role.as_deref(),
             client: routed.client.as_deref(),
-            route: &routed.route,
             peer,
         });
     }

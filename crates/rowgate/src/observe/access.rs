@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use super::routes::RouteLabel;
+use super::routes::Answered;
 use crate::config::{AccessLogConfig, AccessLogFormat};
 
 /// Query parameters whose values are never written (compared without case).
@@ -43,26 +43,18 @@ const BATCH: usize = 256 * 1024;
 /// with other workers').
 const PIPE_BUF: usize = 4096;
 
-/// One answered request, as logged.
+/// One answered request, as logged: what the statistics count, and who asked for what.
 pub struct Entry<'a> {
+    /// The route, method, status, duration and bytes.
+    pub answered: &'a Answered<'a>,
     /// The request's id (`X-Request-Id`).
     pub request_id: &'a str,
-    /// The method.
-    pub method: &'a str,
     /// Path and query, as sent.
     pub target: &'a str,
-    /// The status sent.
-    pub status: u16,
-    /// From arrival to the answer's head.
-    pub took: Duration,
-    /// The body's length, when known before it was sent.
-    pub bytes: Option<u64>,
     /// The role the request acted as, once authenticated.
     pub role: Option<&'a str>,
     /// The OAuth client of its token, if one of this server's.
     pub client: Option<&'a str>,
-    /// The route it reached.
-    pub route: &'a RouteLabel,
     /// The client's address.
     pub peer: IpAddr,
 }
@@ -188,18 +180,19 @@ fn millis(d: Duration) -> f64 {
 }
 
 fn json_line(e: &Entry<'_>) -> String {
+    let a = e.answered;
     let mut line = serde_json::json!({
         "time": timestamp(),
         "request_id": e.request_id,
-        "method": e.method,
+        "method": a.method.as_str(),
         "path": redacted(e.target),
-        "status": e.status,
-        "duration_ms": millis(e.took),
-        "bytes": e.bytes,
+        "status": a.status,
+        "duration_ms": millis(a.took),
+        "bytes": a.bytes,
         "role": e.role,
         "client": e.client,
-        "route": e.route.kind.label(),
-        "name": (!e.route.name.is_empty()).then_some(e.route.name.as_str()),
+        "route": a.route.kind.label(),
+        "name": (!a.route.name.is_empty()).then_some(a.route.name.as_str()),
         "peer": e.peer.to_string(),
     })
     .to_string();
@@ -233,6 +226,7 @@ fn logfmt_value(out: &mut String, value: &str) {
 }
 
 fn logfmt_line(e: &Entry<'_>) -> String {
+    let a = e.answered;
     let mut out = String::with_capacity(256);
     let mut field = |name: &str, value: &str| {
         if !out.is_empty() {
@@ -244,15 +238,15 @@ fn logfmt_line(e: &Entry<'_>) -> String {
     };
     field("time", &timestamp());
     field("request_id", e.request_id);
-    field("method", e.method);
+    field("method", a.method.as_str());
     field("path", &redacted(e.target));
-    field("status", &e.status.to_string());
-    field("duration_ms", &millis(e.took).to_string());
-    field("bytes", &e.bytes.map(|b| b.to_string()).unwrap_or_default());
+    field("status", &a.status.to_string());
+    field("duration_ms", &millis(a.took).to_string());
+    field("bytes", &a.bytes.map(|b| b.to_string()).unwrap_or_default());
     field("role", e.role.unwrap_or(""));
     field("client", e.client.unwrap_or(""));
-    field("route", e.route.kind.label());
-    field("name", &e.route.name);
+    field("route", a.route.kind.label());
+    field("name", &a.route.name);
     field("peer", &e.peer.to_string());
     out.push('\n');
     out
@@ -261,7 +255,7 @@ fn logfmt_line(e: &Entry<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::routes::RouteKind;
+    use crate::observe::routes::{RouteKind, RouteLabel};
 
     #[test]
     fn credentials_in_the_query_are_redacted() {
@@ -280,16 +274,20 @@ mod tests {
     #[test]
     fn lines_in_both_formats() {
         let route = RouteLabel::named(RouteKind::Table, "team");
-        let entry = Entry {
-            request_id: "r1",
-            method: "GET",
-            target: "/api/team?name=eq.a b&token=t",
+        let answered = Answered {
+            route: &route,
+            method: &http::Method::GET,
             status: 200,
             took: Duration::from_micros(1500),
             bytes: Some(42),
+            db: Duration::ZERO,
+        };
+        let entry = Entry {
+            answered: &answered,
+            request_id: "r1",
+            target: "/api/team?name=eq.a b&token=t",
             role: Some("anon"),
             client: None,
-            route: &route,
             peer: IpAddr::from([127, 0, 0, 1]),
         };
         let json: serde_json::Value = serde_json::from_str(&json_line(&entry)).expect("json");

@@ -273,18 +273,16 @@ impl RouteStats {
         );
         for (key, s) in &rows {
             let labels = labels(key);
-            for (i, class) in ["1xx", "2xx", "3xx"].iter().enumerate() {
-                let n = s.classes[i].load(Ordering::Relaxed);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "rowgate_requests_total{{{labels},status=\"{class}\"}} {n}"
-                    );
-                }
-            }
             let mut errors = s.errors.lock().unwrap_or_else(|e| e.into_inner()).clone();
             errors.sort_unstable();
-            for (status, n) in errors {
+            let classes = ["1xx", "2xx", "3xx"]
+                .iter()
+                .zip(&s.classes)
+                .map(|(class, n)| (class.to_string(), n.load(Ordering::Relaxed)));
+            let statuses = errors
+                .into_iter()
+                .map(|(status, n)| (status.to_string(), n));
+            for (status, n) in classes.chain(statuses).filter(|(_, n)| *n > 0) {
                 let _ = writeln!(
                     out,
                     "rowgate_requests_total{{{labels},status=\"{status}\"}} {n}"
