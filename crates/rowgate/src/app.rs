@@ -161,10 +161,56 @@ impl App {
     /// worker's and the supervisor's ([`crate::worker::Link::gather`]).
     pub async fn server_metrics_text(&self) -> String {
         let own = self.metrics_text();
-        match self.link.get() {
-            Some(link) => link.gather(own).await,
-            None => own,
+        let Some(link) = self.link.get() else {
+            return own;
+        };
+        let gathered = link.gather(crate::worker::Subject::Metrics, own).await;
+        let complete = format!(
+            "# HELP rowgate_scrape_complete whether every worker answered this scrape\n# TYPE rowgate_scrape_complete gauge\nrowgate_scrape_complete {}\n",
+            u8::from(gathered.complete)
+        );
+        crate::observe::merge::merge(
+            gathered
+                .parts
+                .iter()
+                .map(String::as_str)
+                .chain([complete.as_str()]),
+        )
+    }
+
+    /// This worker's report on `subject` when another worker gathers it.
+    pub fn report(&self, subject: crate::worker::Subject) -> String {
+        match subject {
+            crate::worker::Subject::Metrics => self.metrics_text(),
+            crate::worker::Subject::RecentRequests => self
+                .access_log
+                .as_ref()
+                .map(|log| log.recent().join(""))
+                .unwrap_or_default(),
         }
+    }
+
+    /// The access log's recent lines of every worker (`None` when the access log is off),
+    /// oldest first.
+    pub async fn recent_requests(&self) -> Option<Vec<String>> {
+        let log = self.access_log.as_ref()?;
+        let own = log.recent();
+        let Some(link) = self.link.get() else {
+            return Some(own);
+        };
+        let gathered = link
+            .gather(crate::worker::Subject::RecentRequests, own.join(""))
+            .await;
+        let mut lines: Vec<String> = gathered
+            .parts
+            .iter()
+            .flat_map(|part| part.lines())
+            .map(|line| format!("{line}\n"))
+            .collect();
+        lines.sort_by(|a, b| {
+            crate::observe::access::line_time(a).cmp(crate::observe::access::line_time(b))
+        });
+        Some(lines)
     }
 
     /// Reads a request's body (size and time limits: `api::request::read_body`). A body over

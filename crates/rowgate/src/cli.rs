@@ -393,22 +393,13 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
     })
 }
 
-/// The warning for a configuration without any grant: default deny then refuses every table
-/// (the first thing a new user meets on their own database).
-fn no_grants_warning(config: &Config) -> Option<&'static str> {
-    config.grants.is_empty().then_some(
-        "no [[grants]] in the configuration: nothing is reachable, every table answers 401/403. \
-         Grant roles access in rowgate.toml (README, Security), e.g. \
-         [[grants]] role = \"anon\" tables = [\"*\"] ops = [\"select\"]",
-    )
-}
-
 /// `config check`: the configuration loads, and its custom resources compile (their SQL is
 /// prepared against the database when it is a PostgreSQL URL or an existing file; templates are
 /// parsed).
 fn check(config: &Config) -> anyhow::Result<()> {
     let path = &config.db.path;
-    let policy = crate::auth::policy::Policy::compile(&config.grants)?;
+    // grants that do not parse fail before anything else
+    crate::auth::policy::Policy::compile(&config.grants)?;
     let on_postgres = matches!(config.db.target(), DbTarget::Postgres(_));
     let (resources, schema, against) = if on_postgres {
         let (compiled, schema) = tokio::runtime::Builder::new_current_thread()
@@ -448,19 +439,16 @@ fn check(config: &Config) -> anyhow::Result<()> {
             "SQL not checked: no",
         )
     };
-    if let Some(warning) = no_grants_warning(config) {
-        eprintln!("warning: {warning}");
-    }
-    if let Some(warning) = resources.unreachable_warning() {
-        eprintln!("warning: {warning}");
-    }
-    if let Some(schema) = schema {
-        let problems = policy.problems(&schema);
-        if !problems.is_empty() {
-            anyhow::bail!("grants: {}", problems.join("\n"));
+    let findings = crate::check::findings(config, &resources, schema.as_deref())?;
+    let mut errors = Vec::new();
+    for finding in findings {
+        match finding.severity {
+            crate::check::Severity::Warning => eprintln!("warning: {}", finding.text),
+            crate::check::Severity::Error => errors.push(finding.text),
         }
-        crate::realtime::check(&config.realtime, &schema)?;
-        crate::duality::compile(&config.duality_views, &schema)?;
+    }
+    if !errors.is_empty() {
+        anyhow::bail!("{}", errors.join("\n"));
     }
     println!(
         "configuration OK: {} custom resources{}, {} grants, {against} database {}",
@@ -507,7 +495,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let config = args.common.load()?;
     init_logging(&config.log);
     prepare_database(&args.common, &config, args.create)?;
-    if let Some(warning) = no_grants_warning(&config) {
+    if let Some(warning) = crate::check::no_grants_warning(&config) {
         tracing::warn!("{warning}");
     }
     let workers = args.workers.unwrap_or(config.supervisor.workers);
@@ -554,8 +542,33 @@ fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
         );
         spawn_config_reloader(&app, args.clone());
         crate::worker::ignore_signals(&[crate::worker::FILE_SIZE_LIMIT]);
-        server::run(listener, app, shutdown_signal()).await
+        let console = console_listener(&app.config, false).await?;
+        let listeners = server::Listeners {
+            main: listener,
+            console,
+        };
+        server::run_all(listeners, app, shutdown_signal()).await
     })
+}
+
+/// The console's own listener, when `console.listen` names an address (`shared`: under the
+/// supervisor, which holds only the main socket, each worker binds it with `SO_REUSEPORT`).
+async fn console_listener(
+    config: &Config,
+    shared: bool,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let addr = &config.console.listen;
+    if addr.is_empty() || !config.console.enabled {
+        return Ok(None);
+    }
+    let bound = if shared {
+        server::bind_shared(addr).await
+    } else {
+        server::bind(addr).await
+    };
+    let listener = bound.with_context(|| format!("binding console.listen {addr}"))?;
+    tracing::info!("the console on http://{}/_/", listener.local_addr()?);
+    Ok(Some(listener))
 }
 
 /// A worker under the supervisor: serves on the inherited socket until SIGTERM (then drains).
@@ -567,6 +580,9 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
     io_runtime()?.block_on(async move {
         let app = start(config).await?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
+        // bound before the worker says it is ready, so a reload never leaves the console's
+        // address without a worker
+        let console = console_listener(&app.config, true).await?;
         crate::worker::ignore_signals(&[
             tokio::signal::unix::SignalKind::hangup(),
             crate::worker::FILE_SIZE_LIMIT,
@@ -576,9 +592,9 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
             committed_here: r.committed_here.clone(),
             channels: r.channels.clone(),
         });
-        let scraped = app.clone();
-        let scrape: crate::worker::Scrape = Arc::new(move || scraped.metrics_text());
-        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds, scrape) {
+        let reporter = app.clone();
+        let report: crate::worker::Report = Arc::new(move |subject| reporter.report(subject));
+        if let Some(link) = crate::worker::Link::open(app.metrics.clone(), feeds, report) {
             let _ = app.link.set(link.clone());
             let recycle = &app.config.supervisor;
             link.ready(
@@ -587,7 +603,11 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
                 recycle.max_rss_mb,
             );
         }
-        server::run(listener, app, shutdown_signal()).await
+        let listeners = server::Listeners {
+            main: listener,
+            console,
+        };
+        server::run_all(listeners, app, shutdown_signal()).await
     })
 }
 

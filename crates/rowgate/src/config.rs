@@ -48,6 +48,8 @@ pub struct Config {
     pub cors: CorsConfig,
     /// Answers kept for repeated reads (`[cache]`), see [`crate::cache`].
     pub cache: CacheConfig,
+    /// The admin console at `/_/` (`[console]`), see [`crate::console`].
+    pub console: ConsoleConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -379,14 +381,50 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[console]`: the admin console in the browser at `/_/`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console at `/_/` at all.
+    pub enabled: bool,
+    /// Roles (from a bearer token) that may use it: its statistics, clients, configuration and
+    /// log. Tables are browsed and edited with the role's own grants.
+    pub roles: Vec<String>,
+    /// An address of its own for the console (`127.0.0.1:8081`): `/_/` is served there only,
+    /// with the API beside it for the page; empty: on `listen`, with the API.
+    pub listen: String,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            enabled: true,
+            roles: vec!["admin".into()],
+            listen: String::new(),
+        }
+    }
+}
+
 /// `[access_log]`: one line per answered request.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessLogConfig {
     /// `off`, `json` or `logfmt`.
     pub format: AccessLogFormat,
     /// The file the lines are appended to; standard output when empty.
     pub path: PathBuf,
+    /// Lines each worker keeps in memory for the console's log view (0: none).
+    pub recent: usize,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        AccessLogConfig {
+            format: AccessLogFormat::Off,
+            path: PathBuf::new(),
+            recent: 1000,
+        }
+    }
 }
 
 /// `access_log.format`.
@@ -639,6 +677,7 @@ impl Default for Config {
             ords: OrdsConfig::default(),
             cors: CorsConfig::default(),
             cache: CacheConfig::default(),
+            console: ConsoleConfig::default(),
             dir: ConfigDir::default(),
         }
     }

@@ -28,6 +28,8 @@ pub enum Route {
     RealtimeSupabase,
     /// `/ords/…`: the ORDS front end.
     Ords,
+    /// `/_/…`: the admin console, its pages and its API.
+    Console,
 }
 
 /// The built-in routes at fixed paths (the REST prefix's are added from the configuration).
@@ -41,6 +43,9 @@ pub const FIXED: &[(&str, Route)] = &[
     ("/realtime/sse", Route::RealtimeEvents),
     ("/realtime/v1/websocket", Route::RealtimeSupabase),
     ("/ords/{*rest}", Route::Ords),
+    ("/_", Route::Console),
+    ("/_/", Route::Console),
+    ("/_/{*rest}", Route::Console),
 ];
 
 /// Paths kept for the server, with everything under them: the fixed routes' first segments, and
@@ -53,6 +58,7 @@ pub const RESERVED: &[&str] = &[
     "/metrics",
     "/realtime",
     "/ords",
+    "/_",
 ];
 
 /// The reserved path `path` is, or lies under, if any.

@@ -38,6 +38,11 @@ const LISTEN_BACKLOG: u32 = 4096;
 /// Binds `addr` (the first address it resolves to) with a [`LISTEN_BACKLOG`]-deep accept
 /// queue.
 pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    bind_with(addr, false).await
+}
+
+/// Binds `addr`, shared with other sockets bound with `shared` too (`SO_REUSEPORT`).
+async fn bind_with(addr: &str, shared: bool) -> std::io::Result<TcpListener> {
     let mut last = None;
     for address in tokio::net::lookup_host(addr).await? {
         let socket = if address.is_ipv4() {
@@ -46,6 +51,9 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
             tokio::net::TcpSocket::new_v6()?
         };
         socket.set_reuseaddr(true)?;
+        if shared {
+            socket.set_reuseport(true)?;
+        }
         match socket
             .bind(address)
             .and_then(|()| socket.listen(LISTEN_BACKLOG))
@@ -70,6 +78,30 @@ pub fn http_settings(limits: &crate::config::LimitsConfig) -> http1::Builder {
     http
 }
 
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// `listen`: the API, and the console unless it has an address of its own.
+    Main,
+    /// `console.listen`: the console, with the API beside it for the page.
+    Console,
+}
+
+/// The sockets one server accepts on.
+pub struct Listeners {
+    /// `listen`.
+    pub main: TcpListener,
+    /// `console.listen`, when the console has an address of its own.
+    pub console: Option<TcpListener>,
+}
+
+/// Binds `addr` as [`bind`] does, shared (`SO_REUSEPORT`) with the other workers of the same
+/// server, which bind it too: the console's own address under the supervisor (which holds
+/// only the main socket).
+pub async fn bind_shared(addr: &str) -> std::io::Result<TcpListener> {
+    bind_with(addr, true).await
+}
+
 /// Serves one connection's bytes — a socket, or any stream (the fuzz target `http_connection`
 /// feeds bytes over an in-memory pipe) — until the client is done, or the drain has let its
 /// request finish (`app.draining`).
@@ -82,9 +114,26 @@ pub fn connection<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    connection_at(app, http, stream, peer, Door::Main)
+}
+
+/// As [`connection`], for a connection that came in at `door` (its requests carry it).
+pub fn connection_at<S>(
+    app: &Arc<App>,
+    http: &http1::Builder,
+    stream: S,
+    peer: IpAddr,
+    door: Door,
+) -> impl Future<Output = ()> + Send + 'static
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service_app = app.clone();
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: Request<hyper::body::Incoming>| {
         let app = service_app.clone();
+        if door == Door::Console {
+            req.extensions_mut().insert(Door::Console);
+        }
         async move { Ok::<_, Infallible>(dispatch(&app, req, peer).await) }
     });
     let conn = http
@@ -113,39 +162,41 @@ pub async fn run(
     app: Arc<App>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let listeners = Listeners {
+        main: listener,
+        console: None,
+    };
+    run_all(listeners, app, shutdown).await
+}
+
+/// Serves `listeners` until `shutdown` completes, then drains open connections.
+pub async fn run_all(
+    listeners: Listeners,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let http = http_settings(&app.config.limits);
     let max_connections = app.config.limits.max_connections;
     tokio::pin!(shutdown);
+    let Listeners { main, console } = listeners;
     loop {
+        let at_console = async {
+            match &console {
+                Some(console) => console.accept().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                if app.metrics.open_connections.load(Ordering::Relaxed) >= max_connections {
-                    app.metrics.refused();
-                    tokio::spawn(refuse_connection(stream));
-                    continue;
-                }
-                app.metrics.accepted();
-                let counted = OpenConnection::new(app.metrics.clone());
-                let served = connection(&app, &http, stream, peer.ip());
-                tokio::spawn(async move {
-                    served.await;
-                    drop(counted);
-                });
+            accepted = main.accept() => {
+                accept(&app, &http, max_connections, accepted, Door::Main).await;
+            }
+            accepted = at_console => {
+                accept(&app, &http, max_connections, accepted, Door::Console).await;
             }
             () = &mut shutdown => break,
         }
     }
-    drop(listener);
+    drop((main, console));
     // A connection accepted a moment ago may not have sent its request yet, and hyper closes
     // idle connections at once when draining: give such connections time to start theirs
     // (under a supervisor, the socket stays open in the other workers, so nothing else waits).
@@ -164,6 +215,38 @@ pub async fn run(
         tracing::warn!("drain timeout: closing the remaining connections");
     }
     Ok(())
+}
+
+/// Serves a connection just accepted at `door`, or refuses it past `limits.max_connections`.
+async fn accept(
+    app: &Arc<App>,
+    http: &http1::Builder,
+    max_connections: usize,
+    accepted: std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>,
+    door: Door,
+) {
+    let (stream, peer) = match accepted {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            // EMFILE and friends: back off instead of spinning.
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    if app.metrics.open_connections.load(Ordering::Relaxed) >= max_connections {
+        app.metrics.refused();
+        tokio::spawn(refuse_connection(stream));
+        return;
+    }
+    app.metrics.accepted();
+    let counted = OpenConnection::new(app.metrics.clone());
+    let served = connection_at(app, http, stream, peer.ip(), door);
+    tokio::spawn(async move {
+        served.await;
+        drop(counted);
+    });
 }
 
 /// Counts an open connection while it lives.
@@ -522,6 +605,7 @@ async fn route(
         }
         Route::Metrics => RouteLabel::fixed(RouteKind::Metrics),
         Route::Token => RouteLabel::fixed(RouteKind::Token),
+        Route::Console => RouteLabel::fixed(RouteKind::Console),
     };
     match route {
         Route::Live => Ok(Reply::raw(
@@ -582,6 +666,34 @@ async fn route(
                 "text/plain; version=0.0.4; charset=utf-8",
                 Bytes::from(Box::pin(app.server_metrics_text()).await),
             ))
+        }
+        Route::Console => {
+            if !app.config.console.enabled {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    "no such resource: the console is off (console.enabled)",
+                ));
+            }
+            let door = parts
+                .extensions
+                .get::<Door>()
+                .copied()
+                .unwrap_or(Door::Main);
+            if !app.config.console.listen.is_empty() && door != Door::Console {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    "no such resource: the console has an address of its own (console.listen)",
+                ));
+            }
+            let Some(api_path) = crate::console::api_path(parts.uri.path()) else {
+                return crate::console::assets::serve(&parts);
+            };
+            let principal = app.auth.authenticate(&parts.headers)?;
+            routed.acting(&principal);
+            Box::pin(crate::console::admin::handle(
+                app, &parts, body, api_path, &principal,
+            ))
+            .await
         }
         Route::Token => {
             let body = api::request::read_body(&app.config.limits, &parts, body).await?;

@@ -32,8 +32,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::worker::{
-    CHANGED, DOWN_FD_ENV, GONE, HELLO, METRICS_ASK, METRICS_EXPECT, METRICS_PART, METRICS_REPLY,
-    READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
+    Subject, CHANGED, DOWN_FD_ENV, GATHER_ASK, GATHER_EXPECT, GATHER_PART, GATHER_REPLY, GONE,
+    HELLO, READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
 };
 
 /// Longest pause before restarting a worker that keeps dying.
@@ -152,11 +152,12 @@ enum Said {
     /// `relay JSON`: a broadcast or presence of its Supabase channels; the other workers are
     /// told, with its pid.
     Relay(u32, String),
-    /// `metrics-ask ID`: it serves `/metrics`; the others are asked for theirs, and it is
-    /// told how many answers come.
-    MetricsAsk(u32, String),
-    /// `metrics-reply PID ID TEXT`: its metrics for the asker PID.
-    MetricsReply(String),
+    /// `gather-ask SUBJECT ID`: it gathers every worker's report on SUBJECT (`/metrics`, the
+    /// console's recent requests); the others are asked for theirs, and it is told how many
+    /// answers come.
+    GatherAsk(u32, String),
+    /// `gather-reply PID ID TEXT`: its report for the asker PID.
+    GatherReply(String),
 }
 
 /// The state `rowgate status` shows.
@@ -377,8 +378,8 @@ impl Supervisor {
                     CHANGED => Said::Changed(pid),
                     _ => match line.split_once(' ') {
                         Some((RELAY, relay)) => Said::Relay(pid, relay.to_string()),
-                        Some((METRICS_ASK, id)) => Said::MetricsAsk(pid, id.to_string()),
-                        Some((METRICS_REPLY, reply)) => Said::MetricsReply(reply.to_string()),
+                        Some((GATHER_ASK, ask)) => Said::GatherAsk(pid, ask.to_string()),
+                        Some((GATHER_REPLY, reply)) => Said::GatherReply(reply.to_string()),
                         _ => continue,
                     },
                 };
@@ -484,20 +485,29 @@ impl Supervisor {
             Said::Changed(pid) => self.tell_others(pid, CHANGED),
             Said::Relay(pid, relay) => self.tell_others(pid, &format!("{RELAY} {pid} {relay}")),
             Said::Recycle(pid) => self.recycle(pid),
-            Said::MetricsAsk(pid, id) => {
-                self.tell_others(pid, &format!("{METRICS_ASK} {pid} {id}"));
+            Said::GatherAsk(pid, ask) => {
+                // `SUBJECT ID` → to the others: `SUBJECT PID ID`
+                let Some((subject, id)) = ask.split_once(' ') else {
+                    return;
+                };
+                self.tell_others(pid, &format!("{GATHER_ASK} {subject} {pid} {id}"));
                 if let Some(asker) = self.workers.get(&pid) {
-                    let own = serde_json::to_string(&self.metrics_text()).unwrap_or_default();
+                    // the supervisor reports only its metrics
+                    let own = match Subject::from_word(subject) {
+                        Some(Subject::Metrics) => self.metrics_text(),
+                        _ => String::new(),
+                    };
+                    let own = serde_json::to_string(&own).unwrap_or_default();
                     let others = self.workers.len() - 1;
-                    asker.tell(&format!("{METRICS_EXPECT} {id} {others} {own}"));
+                    asker.tell(&format!("{GATHER_EXPECT} {id} {others} {own}"));
                 }
             }
-            Said::MetricsReply(reply) => {
+            Said::GatherReply(reply) => {
                 // `PID ID TEXT` → to PID: `ID TEXT`
                 if let Some((asker, part)) = reply.split_once(' ') {
                     let asker = asker.parse::<u32>().ok();
                     if let Some(w) = asker.and_then(|pid| self.workers.get(&pid)) {
-                        w.tell(&format!("{METRICS_PART} {part}"));
+                        w.tell(&format!("{GATHER_PART} {part}"));
                     }
                 }
             }

@@ -12,11 +12,12 @@
 //!   Supabase channel, from this worker / from worker PID ([`crate::realtime::channels`]);
 //! - down: `gone PID`, that worker exited (its presences leave); `hello PID`, that worker
 //!   started serving (this one's presences are told again, for it);
-//! - one scrape for the whole server ([`Link::gather`]): `metrics-ask ID` up (a worker serves
-//!   `/metrics`), `metrics-ask PID ID` down to the others, `metrics-reply PID ID TEXT` up from
-//!   each (TEXT its metrics as a JSON string), `metrics-part ID TEXT` down to the asker, and
-//!   `metrics-expect ID N TEXT` down to the asker: how many parts come, with the
-//!   supervisor's own series.
+//! - one worker gathers every other's report on a [`Subject`] ([`Link::gather`]: one scrape of
+//!   `/metrics` for the whole server, the console's recent requests): `gather-ask SUBJECT ID`
+//!   up, `gather-ask SUBJECT PID ID` down to the others, `gather-reply PID ID TEXT` up from
+//!   each (TEXT its report as a JSON string), `gather-part ID TEXT` down to the asker, and
+//!   `gather-expect ID N TEXT` down to the asker: how many parts come, with the supervisor's
+//!   own report (its series for `metrics`, else empty).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,25 +54,63 @@ pub(crate) const RELAY: &str = "relay";
 pub(crate) const GONE: &str = "gone";
 /// The supervisor's message to its workers: `hello PID`, that worker is serving.
 pub(crate) const HELLO: &str = "hello";
-/// Either way: a worker serving `/metrics` asks the others for theirs.
-pub(crate) const METRICS_ASK: &str = "metrics-ask";
-/// Up: a worker's metrics for the asker.
-pub(crate) const METRICS_REPLY: &str = "metrics-reply";
-/// Down: another worker's metrics, for the asker.
-pub(crate) const METRICS_PART: &str = "metrics-part";
-/// Down: how many parts the asker gets, and the supervisor's own series.
-pub(crate) const METRICS_EXPECT: &str = "metrics-expect";
+/// Either way: a worker asks the others for their report on a [`Subject`] (`gather-ask
+/// SUBJECT ID` up, `gather-ask SUBJECT PID ID` down to the others).
+pub(crate) const GATHER_ASK: &str = "gather-ask";
+/// Up: a worker's report for the asker (`gather-reply PID ID TEXT`).
+pub(crate) const GATHER_REPLY: &str = "gather-reply";
+/// Down: another worker's report, for the asker (`gather-part ID TEXT`).
+pub(crate) const GATHER_PART: &str = "gather-part";
+/// Down: how many parts the asker gets, and the supervisor's own report (`gather-expect ID N
+/// TEXT`).
+pub(crate) const GATHER_EXPECT: &str = "gather-expect";
 
-/// How long a scrape waits for the other workers' metrics.
+/// How long a gathering waits for the other workers' reports.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// This worker's metrics text, as `/metrics` shows it (gauges read now).
-pub type Scrape = Arc<dyn Fn() -> String + Send + Sync>;
+/// What one worker gathers from every other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// Their `/metrics` text (the supervisor adds its own series).
+    Metrics,
+    /// Their access log's recent lines (the console's log view).
+    RecentRequests,
+}
 
-/// A scrape waiting for the other workers' metrics.
+impl Subject {
+    /// The word naming it in the messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            Subject::Metrics => "metrics",
+            Subject::RecentRequests => "recent-requests",
+        }
+    }
+
+    /// The subject `word` names.
+    pub fn from_word(word: &str) -> Option<Subject> {
+        [Subject::Metrics, Subject::RecentRequests]
+            .into_iter()
+            .find(|s| s.word() == word)
+    }
+}
+
+/// This worker's report on a subject, when another worker gathers it (its metrics text with
+/// the gauges read now; its recent access-log lines).
+pub type Report = Arc<dyn Fn(Subject) -> String + Send + Sync>;
+
+/// What a gathering brought: the asker's own report, every other worker's and the
+/// supervisor's, and whether every worker answered in time.
+pub struct Gathered {
+    /// The reports, the asker's first.
+    pub parts: Vec<String>,
+    /// Every worker answered within [`GATHER_TIMEOUT`].
+    pub complete: bool,
+}
+
+/// A gathering waiting for the other workers' reports.
 #[derive(Default)]
 struct Gathering {
-    /// How many parts come (from the supervisor), and its own series.
+    /// How many parts come (from the supervisor), and its own report.
     expect: Option<(usize, String)>,
     parts: Vec<String>,
 }
@@ -107,9 +146,9 @@ pub struct ChangeFeeds {
 pub struct Link {
     /// Lines to the supervisor, written in order by one task (never blocking the caller).
     up: tokio::sync::mpsc::UnboundedSender<String>,
-    /// Scrapes under way, by id.
+    /// Gatherings under way, by id.
     gatherings: std::sync::Mutex<std::collections::HashMap<u64, Gathering>>,
-    /// Woken when a part of a scrape arrives.
+    /// Woken when a part of a gathering arrives.
     gathered: Notify,
     next_gathering: AtomicU64,
 }
@@ -117,15 +156,14 @@ pub struct Link {
 impl Link {
     /// Opens the inherited pipes (`None` outside a supervisor) and starts reading what the
     /// supervisor says: restart counts into `metrics`, other workers' changes into
-    /// `feeds.elsewhere`, their relays into `feeds.channels`, their scrapes answered with
-    /// `scrape`; and tells the supervisor whenever `feeds.committed_here` is woken (this
+    /// `feeds.elsewhere`, their relays into `feeds.channels`, their gatherings answered with
+    /// `report`; and tells the supervisor whenever `feeds.committed_here` is woken (this
     /// worker's realtime tailer dispatched changes this worker committed) and what this
     /// worker's channels relay.
-    /// `scrape` renders this worker's metrics when another worker gathers them.
     pub fn open(
         metrics: Arc<Metrics>,
         feeds: Option<ChangeFeeds>,
-        scrape: Scrape,
+        report: Report,
     ) -> Option<Arc<Link>> {
         let up = inherited(UP_FD_ENV, true)?;
         let mut up = tokio::net::unix::pipe::Sender::from_file(up)
@@ -151,7 +189,7 @@ impl Link {
                     let heard = feeds
                         .as_ref()
                         .map(|f| (f.elsewhere.clone(), f.channels.clone()));
-                    tokio::spawn(listen(down, metrics, heard, link.clone(), scrape));
+                    tokio::spawn(listen(down, metrics, heard, link.clone(), report));
                 }
                 Err(e) => tracing::warn!("cannot read the supervisor's pipe: {e}"),
             }
@@ -178,13 +216,13 @@ impl Link {
         let _ = self.up.send(format!("{message}\n"));
     }
 
-    /// The whole server's metrics: `own` (this worker's text) merged with every other
-    /// worker's and the supervisor's, asked for through the supervisor. A worker that does not
-    /// answer within [`GATHER_TIMEOUT`] is left out (and `rowgate_scrape_complete` is 0).
-    pub async fn gather(&self, own: String) -> String {
+    /// Every worker's report on `subject`: `own` (this worker's), every other worker's and the
+    /// supervisor's, asked for through the supervisor. A worker that does not answer within
+    /// [`GATHER_TIMEOUT`] is left out (and `complete` is false).
+    pub async fn gather(&self, subject: Subject, own: String) -> Gathered {
         let id = self.next_gathering.fetch_add(1, Ordering::Relaxed);
         self.lock_gatherings().insert(id, Gathering::default());
-        self.say(&format!("{METRICS_ASK} {id}"));
+        self.say(&format!("{GATHER_ASK} {} {id}", subject.word()));
         let complete = tokio::time::timeout(GATHER_TIMEOUT, async {
             loop {
                 let woken = self.gathered.notified();
@@ -200,15 +238,11 @@ impl Link {
         .is_ok();
         let gathering = self.lock_gatherings().remove(&id).unwrap_or_default();
         let supervisor = gathering.expect.map(|(_, text)| text).unwrap_or_default();
-        let complete = format!(
-            "# HELP rowgate_scrape_complete whether every worker answered this scrape\n# TYPE rowgate_scrape_complete gauge\nrowgate_scrape_complete {}\n",
-            u8::from(complete)
-        );
-        crate::observe::merge::merge(
-            std::iter::once(own.as_str())
-                .chain(gathering.parts.iter().map(String::as_str))
-                .chain([supervisor.as_str(), complete.as_str()]),
-        )
+        let mut parts = Vec::with_capacity(gathering.parts.len() + 2);
+        parts.push(own);
+        parts.extend(gathering.parts);
+        parts.push(supervisor);
+        Gathered { parts, complete }
     }
 
     fn lock_gatherings(
@@ -217,7 +251,7 @@ impl Link {
         self.gatherings.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A part of scrape `id` arrived (`expect`: the supervisor's count and series).
+    /// A part of gathering `id` arrived (`expect`: the supervisor's count and report).
     fn gathered(&self, id: u64, part: Option<String>, expect: Option<(usize, String)>) {
         if let Some(g) = self.lock_gatherings().get_mut(&id) {
             g.parts.extend(part);
@@ -273,7 +307,7 @@ async fn listen(
     metrics: Arc<Metrics>,
     heard: Option<(Arc<Notify>, Arc<Channels>)>,
     link: Arc<Link>,
-    scrape: Scrape,
+    report: Report,
 ) {
     let mut lines = tokio::io::BufReader::new(down).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -283,17 +317,20 @@ async fn listen(
                 .next()
                 .and_then(|pid| pid.parse::<u32>().ok())
         };
-        // `ID TEXT` and `ID N TEXT` of the scrape messages
+        // `ID TEXT` and `ID N TEXT` of the gathering messages
         let mut words = rest.splitn(3, ' ');
         match (word, &heard) {
-            (METRICS_ASK, _) => {
-                let (Some(asker), Some(id)) = (words.next(), words.next()) else {
+            (GATHER_ASK, _) => {
+                let subject = words.next().and_then(Subject::from_word);
+                let (Some(subject), Some(asker), Some(id)) = (subject, words.next(), words.next())
+                else {
+                    tracing::debug!(line, "a bad gathering from the supervisor");
                     continue;
                 };
-                let text = serde_json::to_string(&scrape()).unwrap_or_default();
-                link.say(&format!("{METRICS_REPLY} {asker} {id} {text}"));
+                let text = serde_json::to_string(&report(subject)).unwrap_or_default();
+                link.say(&format!("{GATHER_REPLY} {asker} {id} {text}"));
             }
-            (METRICS_PART, _) => {
+            (GATHER_PART, _) => {
                 let part = rest.split_once(' ').and_then(|(id, text)| {
                     Some((id.parse().ok()?, serde_json::from_str::<String>(text).ok()?))
                 });
@@ -301,7 +338,7 @@ async fn listen(
                     link.gathered(id, Some(text), None);
                 }
             }
-            (METRICS_EXPECT, _) => {
+            (GATHER_EXPECT, _) => {
                 let id = words.next().and_then(|id| id.parse().ok());
                 let n = words.next().and_then(|n| n.parse().ok());
                 let text = words

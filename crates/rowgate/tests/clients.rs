@@ -12,23 +12,6 @@ use std::sync::OnceLock;
 use common::*;
 use serde_json::{json, Value};
 
-/// `clients/js`, with its dependencies installed (`npm ci`, once per test process).
-fn js_clients() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
-        if !dir.join("node_modules/@supabase/supabase-js").exists() {
-            let status = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&dir)
-                .status()
-                .expect("npm (Node.js) is needed for the client tests");
-            assert!(status.success(), "npm ci in {} failed", dir.display());
-        }
-        dir
-    })
-}
-
 /// The virtual environment of `clients/{name}` with its pinned `requirements.txt` installed
 /// (made when missing; pip runs once per test process); its folder.
 fn venv(name: &str) -> PathBuf {

@@ -161,7 +161,7 @@ fn demo_init_command_accepts_a_postgres_url() {
     );
     assert!(
         String::from_utf8_lossy(&out.stdout)
-            .contains("7 custom resources (2 functions), 2 grants, checked against"),
+            .contains("7 custom resources (2 functions), 3 grants, checked against"),
         "{out:?}"
     );
     let dir = tempfile::tempdir().expect("tempdir");

@@ -318,7 +318,7 @@ fn config_check_rejects_a_broken_template_and_accepts_the_demo() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("7 custom resources (2 functions), 2 grants, checked against"),
+        text.contains("7 custom resources (2 functions), 3 grants, checked against"),
         "{text}"
     );
 }

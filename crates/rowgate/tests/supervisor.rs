@@ -186,6 +186,18 @@ mod ureq_like {
 
         /// The status (0 when the connection failed) and the body.
         pub fn fetch(&self, method: &str, url: &str, body: Option<&str>) -> (u16, String) {
+            self.fetch_with(method, url, body, &[])
+        }
+
+        /// As [`Agent::fetch`], with more header lines (`Name: value`; a `Content-Type`
+        /// replaces the JSON one).
+        pub fn fetch_with(
+            &self,
+            method: &str,
+            url: &str,
+            body: Option<&str>,
+            headers: &[&str],
+        ) -> (u16, String) {
             let rest = url.trim_start_matches("http://");
             let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
             let Ok(mut stream) = std::net::TcpStream::connect(host) else {
@@ -193,8 +205,15 @@ mod ureq_like {
             };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
             let body = body.unwrap_or("");
+            let typed = headers
+                .iter()
+                .any(|h| h.to_ascii_lowercase().starts_with("content-type:"));
+            let mut head: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+            if !typed {
+                head.push_str("Content-Type: application/json\r\n");
+            }
             let request = format!(
-                "{method} /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                "{method} /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{head}Content-Length: {}\r\n\r\n{body}",
                 body.len()
             );
             if stream.write_all(request.as_bytes()).is_err() {
@@ -772,6 +791,133 @@ fn one_scrape(db: &Db) {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         assert_eq!(team, 30.0, "every worker's requests: {text}");
+    }
+}
+
+on_both_backends!(recent_requests_gathered => console_log_gathers_every_worker, console_log_gathers_every_worker_on_postgres);
+
+/// The console's recent requests come from every worker: the worker that answers gathers the
+/// others' access-log lines through the supervisor, newest first.
+fn recent_requests_gathered(db: &Db) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        3,
+        free_port(),
+        db,
+        "[access_log]\nformat = \"json\"\npath = \"access.log\"\n\n[[grants]]\nrole = \"admin\"\ntables = [\"team\"]\nops = [\"select\"]\n",
+    );
+    let added = Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "clients", "add", "admin", "--role", "admin", "--json", "--db",
+        ])
+        .arg(db.location(dir.path()))
+        .output()
+        .expect("clients add");
+    assert!(added.status.success(), "{added:?}");
+    let issued: serde_json::Value = serde_json::from_slice(&added.stdout).expect("json");
+    let form = format!(
+        "grant_type=client_credentials&client_id={}&client_secret={}",
+        issued["client_id"].as_str().expect("id"),
+        issued["client_secret"].as_str().expect("secret")
+    );
+    // every worker reads the new client within auth.clients_poll_ms
+    let mut token = String::new();
+    wait_until(Duration::from_secs(10), || {
+        let (status, body) = agent().fetch_with(
+            "POST",
+            &format!("{}/oauth/token", s.base),
+            Some(&form),
+            &["Content-Type: application/x-www-form-urlencoded"],
+        );
+        if status == 200 {
+            let answer: serde_json::Value = serde_json::from_str(&body).expect("json");
+            token = answer["access_token"].as_str().expect("token").to_string();
+        }
+        status == 200
+    });
+    // a new connection each: the kernel spreads them over the workers
+    for i in 0..30 {
+        let id = format!("X-Request-Id: probe-{i:02}");
+        let (status, _) =
+            agent().fetch_with("GET", &format!("{}/api/team/1", s.base), None, &[&id]);
+        assert_eq!(status, 200);
+    }
+    let bearer = format!("Authorization: Bearer {token}");
+    let mut ids = Vec::new();
+    wait_until(Duration::from_secs(10), || {
+        let url = format!("{}/_/api/requests?q=probe-&limit=1000", s.base);
+        let (status, body) = agent().fetch_with("GET", &url, None, &[&bearer]);
+        // (a worker that has not yet re-read the clients refuses the new client's token)
+        if status == 401 {
+            return false;
+        }
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).expect("json");
+        ids = answer["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(|line| {
+                let line: serde_json::Value =
+                    serde_json::from_str(line.as_str().expect("line")).expect("json line");
+                line["request_id"].as_str().expect("id").to_string()
+            })
+            // (the console's own requests, which name "probe-" too, have ids of their own)
+            .filter(|id| id.starts_with("probe-"))
+            .collect();
+        ids.len() == 30
+    });
+    let newest_first: Vec<String> = (0..30).rev().map(|i| format!("probe-{i:02}")).collect();
+    assert_eq!(ids, newest_first);
+    // more than one worker answered them, so the lines were gathered
+    let (_, metrics) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
+    let serving = metrics
+        .lines()
+        .filter(|l| l.starts_with("rowgate_requests_total{route=\"table\",name=\"team\""))
+        .filter(|l| !l.ends_with(" 0"))
+        .count();
+    assert!(serving >= 2, "one worker served every request:\n{metrics}");
+}
+
+/// `console.listen` under the supervisor: every worker binds the console's address (shared),
+/// so it answers there whichever worker takes the connection; the main port has no console.
+#[test]
+fn the_console_has_a_port_of_its_own_in_every_worker() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let console = free_port();
+    let s = start_with(
+        dir.path(),
+        2,
+        free_port(),
+        &Db::Sqlite,
+        &format!("[console]\nlisten = \"127.0.0.1:{console}\"\n"),
+    );
+    // a new connection each: both workers answer some
+    for _ in 0..20 {
+        let (status, body) = agent().fetch("GET", &format!("http://127.0.0.1:{console}/_/"), None);
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("/_/assets/console.js"), "{body}");
+    }
+    let (status, body) = agent().fetch("GET", &format!("{}/_/", s.base), None);
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(get(&format!("{}/api/team/1", s.base)), 200);
+    assert_eq!(get(&format!("http://127.0.0.1:{console}/api/team/1")), 200);
+    // each worker took some of the console's connections (SO_REUSEPORT spreads them by
+    // address and port: all 20 to one worker would be one chance in half a million)
+    let (_, metrics) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
+    for pid in worker_pids(&s) {
+        let served = metrics.lines().any(|l| {
+            l.starts_with("rowgate_requests_total{route=\"console\"")
+                && l.contains(&format!("pid=\"{pid}\""))
+                && !l.ends_with(" 0")
+        });
+        assert!(
+            served,
+            "worker {pid} answered no console request:\n{metrics}"
+        );
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use base64::Engine as _;
 use rowgate_query::render::Dialect;
 use rowgate_query::stmt::Sql;
@@ -66,6 +66,23 @@ impl Client {
     pub fn accepts(&self, generation: i64) -> bool {
         !self.revoked && (generation == self.secret_gen || Some(generation) == self.prev_gen)
     }
+}
+
+/// Why a change to the clients failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request itself is wrong (no name, no role).
+    #[error("{0}")]
+    Invalid(String),
+    /// `add` of a name taken already.
+    #[error("a client named {0:?} exists already")]
+    Exists(String),
+    /// No client has that name.
+    #[error("no client named {0:?}")]
+    NotFound(String),
+    /// The database failed.
+    #[error("{0}")]
+    Database(#[from] anyhow::Error),
 }
 
 /// What `add` and `rotate` hand back, once.
@@ -170,9 +187,11 @@ pub async fn add(
     name: &str,
     role: &str,
     ttl_s: u64,
-) -> anyhow::Result<Issued> {
+) -> Result<Issued, ClientError> {
     if name.trim().is_empty() || role.trim().is_empty() {
-        bail!("a client needs a name and a role");
+        return Err(ClientError::Invalid(
+            "a client needs a name and a role".into(),
+        ));
     }
     ensure_table(db).await?;
     let d = db.dialect();
@@ -212,9 +231,9 @@ pub async fn add(
             client_secret: secret,
         }),
         Err(e) if e.kind == crate::db::DbErrorKind::UniqueViolation => {
-            bail!("a client named {name:?} exists already")
+            Err(ClientError::Exists(name.to_string()))
         }
-        Err(e) => bail!("cannot add the client: {}", e.message),
+        Err(e) => Err(anyhow::anyhow!("cannot add the client: {}", e.message).into()),
     }
 }
 
@@ -229,7 +248,12 @@ fn cast_int(d: &dyn Dialect, placeholder: &str) -> String {
 }
 
 /// One UPDATE of the client named `name`; fails when there is none.
-async fn update(db: &Database, name: &str, set: &str, params: Vec<Value>) -> anyhow::Result<()> {
+async fn update(
+    db: &Database,
+    name: &str,
+    set: &str,
+    params: Vec<Value>,
+) -> Result<(), ClientError> {
     let d = db.dialect();
     let mut params = params;
     params.push(Value::Text(name.to_string()));
@@ -246,16 +270,16 @@ async fn update(db: &Database, name: &str, set: &str, params: Vec<Value>) -> any
         .await
         .map_err(|e| anyhow::anyhow!("cannot update the client: {}", e.message))?;
     if done.affected == 0 {
-        bail!("no client named {name:?}");
+        return Err(ClientError::NotFound(name.to_string()));
     }
     Ok(())
 }
 
 /// A new secret for `name`; the current one keeps working until [`retire`].
-pub async fn rotate(db: &Database, secrets: &Secrets, name: &str) -> anyhow::Result<Issued> {
+pub async fn rotate(db: &Database, secrets: &Secrets, name: &str) -> Result<Issued, ClientError> {
     let clients = load(db).await?;
     let Some(client) = clients.values().find(|c| c.name == name) else {
-        bail!("no client named {name:?}");
+        return Err(ClientError::NotFound(name.to_string()));
     };
     let secret = random_string(32)?;
     let d = db.dialect();
@@ -276,11 +300,11 @@ pub async fn rotate(db: &Database, secrets: &Secrets, name: &str) -> anyhow::Res
 }
 
 /// Drops `name`'s previous secret: it, and the tokens issued with it, stop working.
-pub async fn retire(db: &Database, name: &str) -> anyhow::Result<()> {
+pub async fn retire(db: &Database, name: &str) -> Result<(), ClientError> {
     update(db, name, "prev_hash = NULL, prev_gen = NULL", vec![]).await
 }
 
 /// Revokes `name`: no token request or token of it works any more.
-pub async fn revoke(db: &Database, name: &str) -> anyhow::Result<()> {
+pub async fn revoke(db: &Database, name: &str) -> Result<(), ClientError> {
     update(db, name, "revoked = TRUE", vec![]).await
 }

@@ -7,11 +7,17 @@
 //! waited for. Nothing secret is written: no header is logged, and the values of query
 //! parameters that carry credentials (`apikey`, `access_token`, … [`SECRET_PARAMETERS`]) are
 //! replaced by `REDACTED`.
+//!
+//! The writer also keeps each worker's last `access_log.recent` lines in memory, for the
+//! console's log view ([`AccessLog::recent`], gathered from every worker by
+//! [`crate::app::App::recent_requests`]).
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -64,6 +70,8 @@ pub struct AccessLog {
     format: AccessLogFormat,
     lines: Sender<String>,
     dropped: AtomicU64,
+    /// The lines written last, oldest first (at most `access_log.recent`).
+    recent: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl AccessLog {
@@ -89,31 +97,46 @@ impl AccessLog {
                 (Box::new(file), BATCH)
             };
         let (lines, waiting) = crossbeam_channel::bounded::<String>(QUEUE);
+        let recent = Arc::new(Mutex::new(VecDeque::new()));
+        let (kept, keep) = (recent.clone(), config.recent);
         std::thread::Builder::new()
             .name("access-log".into())
             .spawn(move || {
                 let mut batch = String::new();
+                let mut written = Vec::new();
                 let mut next = None;
                 // ends when every sender is gone (the worker is done)
                 while let Some(line) = next.take().or_else(|| waiting.recv().ok()) {
                     batch.push_str(&line);
+                    written.push(line);
                     while let Ok(line) = waiting.try_recv() {
                         if batch.len() + line.len() > batch_cap {
                             next = Some(line);
                             break;
                         }
                         batch.push_str(&line);
+                        written.push(line);
                     }
                     if let Err(e) = out.write_all(batch.as_bytes()).and_then(|()| out.flush()) {
                         tracing::warn!(error = %e, "access log: write failed");
                     }
                     batch.clear();
+                    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                    for line in written.drain(..) {
+                        if kept.len() >= keep {
+                            kept.pop_front();
+                        }
+                        if keep > 0 {
+                            kept.push_back(line);
+                        }
+                    }
                 }
             })?;
         Ok(Some(AccessLog {
             format: config.format,
             lines,
             dropped: AtomicU64::new(0),
+            recent,
         }))
     }
 
@@ -130,21 +153,37 @@ impl AccessLog {
         }
     }
 
+    /// The lines written last, oldest first (each ends with a line break).
+    pub fn recent(&self) -> Vec<String> {
+        let kept = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter().cloned().collect()
+    }
+
     /// Lines dropped so far because the writer was behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 }
 
-/// The time as RFC 3339 in UTC, to the millisecond.
+/// The time as RFC 3339 in UTC, to the microsecond (lines of several workers sort by it).
 fn timestamp() -> String {
     let since = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = i64::try_from(since.as_secs()).unwrap_or(0);
     chrono::DateTime::from_timestamp(secs, since.subsec_nanos())
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
         .unwrap_or_default()
+}
+
+/// The time a line of either format was logged at (RFC 3339 in UTC to the microsecond, so
+/// that times sort as text); empty when it has none.
+pub fn line_time(line: &str) -> &str {
+    let value = match line.find("\"time\":\"") {
+        Some(at) => &line[at + 8..],
+        None => line.strip_prefix("time=").unwrap_or(""),
+    };
+    value.split(['"', ' ']).next().unwrap_or("")
 }
 
 /// The request target with the values of [`SECRET_PARAMETERS`] replaced by `REDACTED`.
@@ -256,6 +295,16 @@ fn logfmt_line(e: &Entry<'_>) -> String {
 mod tests {
     use super::*;
     use crate::observe::routes::{RouteKind, RouteLabel};
+
+    #[test]
+    fn lines_of_both_formats_have_their_time() {
+        let json = r#"{"bytes":1,"time":"2026-11-27T10:00:00.123456Z","status":200}"#;
+        assert_eq!(line_time(json), "2026-11-27T10:00:00.123456Z");
+        let logfmt = "time=2026-11-27T10:00:00.123456Z request_id=x method=GET";
+        assert_eq!(line_time(logfmt), "2026-11-27T10:00:00.123456Z");
+        assert_eq!(line_time("no time here"), "");
+        assert_eq!(timestamp().len(), "2026-11-27T10:00:00.123456Z".len());
+    }
 
     #[test]
     fn credentials_in_the_query_are_redacted() {

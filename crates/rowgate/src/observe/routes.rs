@@ -50,6 +50,8 @@ pub enum RouteKind {
     Health,
     /// `/metrics`.
     Metrics,
+    /// The admin console at `/_/`: its pages and its API.
+    Console,
     /// No route: refused before routing, or a path nothing serves.
     Unmatched,
 }
@@ -67,6 +69,7 @@ impl RouteKind {
             RouteKind::Ords => "ords",
             RouteKind::Health => "health",
             RouteKind::Metrics => "metrics",
+            RouteKind::Console => "console",
             RouteKind::Unmatched => "unmatched",
         }
     }

@@ -38,6 +38,8 @@ pub enum Backend {
 /// A running server; dropped → shut down.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// `console.listen`'s address, when the test gave the console one.
+    pub console_addr: Option<SocketAddr>,
     pub base: String,
     pub client: reqwest::Client,
     pub dir: tempfile::TempDir,
@@ -54,17 +56,22 @@ fn test_auth(config: &mut Config, dir: &std::path::Path) {
     config.auth.secret_file = dir.join("rowgate.secret");
     config.auth.clients_poll_ms = 100;
     if config.grants.is_empty() {
-        config.grants.push(rowgate::config::GrantConfig {
-            role: "anon".into(),
-            tables: vec!["*".into()],
-            ops: ["select", "insert", "update", "delete"]
-                .map(String::from)
-                .to_vec(),
-            read_columns: None,
-            write_columns: None,
-            filter: None,
-            functions: vec!["*".into()],
-        });
+        config.grants.push(grant_everything("anon"));
+    }
+}
+
+/// A grant of every operation on every table and function to `role`.
+pub fn grant_everything(role: &str) -> rowgate::config::GrantConfig {
+    rowgate::config::GrantConfig {
+        role: role.into(),
+        tables: vec!["*".into()],
+        ops: ["select", "insert", "update", "delete"]
+            .map(String::from)
+            .to_vec(),
+        read_columns: None,
+        write_columns: None,
+        filter: None,
+        functions: vec!["*".into()],
     }
 }
 
@@ -172,15 +179,32 @@ impl TestServer {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        // the console's own address (`127.0.0.1:0`: any free port)
+        let console = match config.console.listen.as_str() {
+            "" => None,
+            at => Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .expect("bind console"),
+            ),
+        };
+        let console_addr = console
+            .as_ref()
+            .map(|l| l.local_addr().expect("console addr"));
         let prefix = config.rest.prefix.clone();
         let app = rowgate::cli::start(config).await.expect("start");
         let app_handle = app.clone();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(rowgate::server::run(listener, app, async move {
+        let listeners = rowgate::server::Listeners {
+            main: listener,
+            console,
+        };
+        let task = tokio::spawn(rowgate::server::run_all(listeners, app, async move {
             let _ = rx.await;
         }));
         TestServer {
             addr,
+            console_addr,
             base: format!("http://{addr}{prefix}"),
             client: reqwest::Client::new(),
             dir,
@@ -584,4 +608,25 @@ pub async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no status line in {line:?}"))
+}
+
+/// `clients/js`, with its dependencies installed (`npm ci` from its lock file, once per test
+/// process, when one of them is missing): the PostgREST and Supabase clients, playwright-core.
+pub fn js_clients() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
+        let installed = ["@supabase/supabase-js", "playwright-core"]
+            .iter()
+            .all(|package| dir.join("node_modules").join(package).exists());
+        if !installed {
+            let status = std::process::Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir)
+                .status()
+                .expect("npm (Node.js) is needed for the client tests");
+            assert!(status.success(), "npm ci in {} failed", dir.display());
+        }
+        dir
+    })
 }
