@@ -154,7 +154,18 @@ impl App {
         if let Some(log) = &self.access_log {
             self.metrics.set_access_log_dropped(log.dropped());
         }
-        self.metrics.render()
+        let mut text = self.metrics.render();
+        if let Some(postgres) = self.db.as_postgres().filter(|db| db.has_replicas()) {
+            let replicas = postgres.replicas().list();
+            text.push_str(
+                &self.metrics.render_replicas(
+                    replicas
+                        .iter()
+                        .map(|r| (r.name.as_str(), r.healthy(), r.lag())),
+                ),
+            );
+        }
+        text
     }
 
     /// The whole server's `/metrics` text: this worker's, and under a supervisor every other

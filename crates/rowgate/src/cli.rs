@@ -611,9 +611,18 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
     })
 }
 
+/// Read replicas are PostgreSQL's: refused beside a SQLite file (before any worker starts).
+fn replicas_need_postgres(config: &Config) -> anyhow::Result<()> {
+    if !config.db.replicas.is_empty() && !matches!(config.db.target(), DbTarget::Postgres(_)) {
+        anyhow::bail!("db.replicas needs a PostgreSQL database (db.url); SQLite has no replicas");
+    }
+    Ok(())
+}
+
 /// Creates the demo database when `--demo` asks for it and it is missing; refuses a missing
 /// SQLite file unless `create` asks for an empty one.
 fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow::Result<()> {
+    replicas_need_postgres(config)?;
     let on_postgres = matches!(config.db.target(), DbTarget::Postgres(_));
     if args.demo && on_postgres {
         tracing::info!(
@@ -646,6 +655,7 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
 
 /// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.
 async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
+    replicas_need_postgres(config)?;
     let db = if let DbTarget::Postgres(url) = config.db.target() {
         let opts = PgOptions {
             pool_size: config.db.pool_size,
@@ -655,6 +665,8 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             schemas: config.db.schema_list(),
             extra_search_path: config.db.extra_search_list(),
             prepared_statements: config.db.prepared_statements,
+            replicas: config.db.replicas.clone(),
+            replica_max_lag: Duration::from_millis(config.db.replica_max_lag_ms),
         };
         Database::open_postgres(&url, &opts)
             .await

@@ -134,6 +134,13 @@ pub struct DbConfig {
     pub path: PathBuf,
     /// A PostgreSQL URL; when set it is the database (it replaces `path`).
     pub url: String,
+    /// Read replicas of the PostgreSQL database (URLs): reads go to them in turn, writes,
+    /// realtime and the schema to the primary (see `docs/deployment.md`).
+    pub replicas: Vec<String>,
+    /// A replica further behind the primary than this takes no reads until it catches up.
+    pub replica_max_lag_ms: u64,
+    /// How often the replicas' health and lag are checked.
+    pub replica_check_ms: u64,
     /// Number of reader threads (each owns a read-only connection); 0 = number of CPUs.
     pub readers: usize,
     /// Per-statement timeout in milliseconds (0 = none).
@@ -688,6 +695,9 @@ impl Default for DbConfig {
         DbConfig {
             path: PathBuf::from("rowgate.db"),
             url: String::new(),
+            replicas: Vec::new(),
+            replica_max_lag_ms: 5_000,
+            replica_check_ms: 1_000,
             readers: 0,
             statement_timeout_ms: 10_000,
             busy_timeout_ms: 5_000,

@@ -23,7 +23,7 @@ const METHODS: &str = "GET, HEAD, POST, PATCH, PUT, DELETE, OPTIONS";
 const REQUEST_HEADERS: &str = "Authorization, Content-Type, Accept, Accept-Profile, Content-Profile, Prefer, Range, If-Match, If-None-Match, apikey, x-client-info";
 
 /// The answer headers scripts may read.
-const EXPOSED: &str = "Content-Encoding, Content-Location, Content-Range, Content-Type, Date, ETag, Location, Preference-Applied, Range-Unit, Retry-After, Server-Timing";
+const EXPOSED: &str = "Content-Encoding, Content-Location, Content-Range, Content-Type, Date, ETag, Location, Preference-Applied, Range-Unit, Retry-After, Rowgate-Position, Server-Timing";
 
 /// The compiled CORS policy.
 #[derive(Debug, Clone)]

@@ -133,6 +133,9 @@ pub struct Job {
     pub exactly_one: bool,
     /// Answer as usual, but roll the write back (`Prefer: tx=rollback`, `rest.tx_end`).
     pub rollback: bool,
+    /// A read that must see every commit so far: it runs on the primary even when read
+    /// replicas take the reads (the OAuth clients, realtime's rows).
+    pub primary: bool,
 }
 
 impl Job {
@@ -145,7 +148,14 @@ impl Job {
             max_affected: None,
             exactly_one: false,
             rollback: false,
+            primary: false,
         }
+    }
+
+    /// This job, run on the primary even when replicas take the reads.
+    pub fn on_primary(mut self) -> Job {
+        self.primary = true;
+        self
     }
 }
 

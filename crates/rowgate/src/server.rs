@@ -141,7 +141,7 @@ where
         .with_upgrades();
     let mut drain = app.draining.subscribe();
     // the requests' database time (`/metrics`), counted per connection
-    crate::db::waited::counted(async move {
+    crate::db::request::scoped(async move {
         tokio::pin!(conn);
         let ended = tokio::select! {
             ended = conn.as_mut() => ended,
@@ -292,7 +292,7 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     let started = Instant::now();
     app.requests.fetch_add(1, Ordering::Relaxed);
     // (what the connection counted before this request is not its own)
-    crate::db::waited::take();
+    crate::db::request::take_time();
     let request_id = request_id::of(req.headers());
     let method = req.method().clone();
     // the target is kept only for the access log's line
@@ -318,7 +318,7 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
                 allowed = Some(origin);
             }
             let routed_reply = route(app, req, peer, &mut routed).await;
-            database = crate::db::waited::take();
+            database = crate::db::request::take_time();
             match routed_reply {
                 Ok(reply) => reply.into_response(head),
                 Err(err) => error_response(&err, head, verbose),
@@ -327,6 +327,17 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     };
     if let Some(origin) = &allowed {
         app.cors.decorate(origin, response.headers_mut());
+    }
+    if app.db.has_replicas() {
+        // read-your-writes: where this request's writes committed
+        if let Some(lsn) = crate::db::request::take_committed() {
+            if let Ok(value) = HeaderValue::from_str(&crate::db::replicas::format_lsn(lsn)) {
+                response.headers_mut().insert(
+                    http::HeaderName::from_static(crate::db::replicas::POSITION_HEADER),
+                    value,
+                );
+            }
+        }
     }
     let status = response.status().as_u16();
     app.metrics.response(status);
@@ -516,6 +527,26 @@ async fn through_cache(
     .await
 }
 
+/// The position a read must see (`Rowgate-Position`, as a write answered it), if the request
+/// sent one.
+fn read_position(headers: &http::HeaderMap) -> Result<Option<crate::db::replicas::Lsn>, ApiError> {
+    let Some(value) = headers.get(crate::db::replicas::POSITION_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(crate::db::replicas::parse_lsn)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::PositionInvalid,
+                "Rowgate-Position is not a WAL position",
+            )
+            .hint("send back the Rowgate-Position a write answered, such as 0/16B3748")
+        })
+}
+
 /// What HTTP/1.1 framing requires of every request before it is routed (RFC 9112): exactly
 /// one `Host` header (§3.2), and no transfer coding but `chunked` (§6.1: 501, since a body
 /// coded otherwise cannot be read), applied once (400).
@@ -566,6 +597,9 @@ async fn route(
 ) -> Result<Reply, ApiError> {
     let (mut parts, body) = req.into_parts();
     check_framing(&parts)?;
+    if app.db.has_replicas() {
+        crate::db::request::begin(read_position(&parts.headers)?);
+    }
     let Ok(matched) = app.router.at(parts.uri.path()) else {
         let caches_get = match app.resources.load().at(parts.uri.path()) {
             Some((template, caches_get)) => {

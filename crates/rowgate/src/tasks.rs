@@ -1,6 +1,7 @@
 //! The background tasks of a serving process, started in one place ([`start`]): the OAuth
 //! client refresher, realtime (tailer, pruner, pinger, standing checker) and the schema
-//! watchers (PostgreSQL's `NOTIFY`, the fingerprint poll, SIGUSR1). Each runs until the
+//! watchers (PostgreSQL's `NOTIFY`, the fingerprint poll, SIGUSR1), and the read replicas'
+//! checks. Each runs until the
 //! process ends. The CLI adds the SIGHUP configuration reloader of a process serving alone.
 
 use std::sync::Arc;
@@ -14,6 +15,26 @@ pub fn start(app: &Arc<App>) {
     crate::auth::spawn_client_refresher(app.auth.clone(), app.db.clone());
     crate::realtime::spawn(app);
     spawn_schema_watchers(app);
+    spawn_replica_checks(app);
+}
+
+/// Checks the read replicas' health and lag every `db.replica_check_ms` (`db.replicas`).
+fn spawn_replica_checks(app: &Arc<App>) {
+    if !app.db.has_replicas() {
+        return;
+    }
+    let db = app.db.clone();
+    let every = Duration::from_millis(app.config.db.replica_check_ms.max(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = db.check_replicas().await {
+                tracing::warn!(error = %e, "checking the replicas: the primary does not answer");
+            }
+        }
+    });
 }
 
 /// Reloads the schema cache on SIGUSR1, when the database's schema fingerprint changes, and, on

@@ -148,11 +148,9 @@ pub async fn load(db: &Database) -> anyhow::Result<HashMap<String, Client>> {
     } else {
         "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = '_rowgate_clients'"
     };
+    // (on the primary: a client just added or revoked counts at once)
     let found = db
-        .run(Job::new(
-            Access::Read,
-            vec![Step::Value(sql(exists.into(), vec![]))],
-        ))
+        .run(Job::new(Access::Read, vec![Step::Value(sql(exists.into(), vec![]))]).on_primary())
         .await
         .map_err(|e| anyhow::anyhow!("cannot read the client table: {}", e.message))?;
     let found = found.value.unwrap_or_default();
@@ -160,16 +158,19 @@ pub async fn load(db: &Database) -> anyhow::Result<HashMap<String, Client>> {
         return Ok(HashMap::new());
     }
     let rows = db
-        .run(Job::new(
-            Access::Read,
-            vec![Step::Rows {
-                sql: sql(
-                    format!("SELECT {COLUMNS} FROM {} ORDER BY name", table(d)),
-                    vec![],
-                ),
-                shape: None,
-            }],
-        ))
+        .run(
+            Job::new(
+                Access::Read,
+                vec![Step::Rows {
+                    sql: sql(
+                        format!("SELECT {COLUMNS} FROM {} ORDER BY name", table(d)),
+                        vec![],
+                    ),
+                    shape: None,
+                }],
+            )
+            .on_primary(),
+        )
         .await
         .map_err(|e| anyhow::anyhow!("cannot read the client table: {}", e.message))?;
     let clients: Vec<Client> =

@@ -6,11 +6,12 @@ pub mod error;
 pub mod kept_counts;
 pub mod postgres;
 mod postgres_error;
+pub mod replicas;
+pub mod request;
 pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;
 mod tally;
-pub mod waited;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -70,8 +71,24 @@ impl Database {
             Database::Postgres(db) => db.run(job).await,
         };
         // the request's database time (`/metrics`), queue wait included
-        waited::add(started.elapsed());
+        request::add_time(started.elapsed());
         output
+    }
+
+    /// Whether reads may go to read replicas (`db.replicas`, PostgreSQL).
+    pub fn has_replicas(&self) -> bool {
+        match self {
+            Database::Sqlite(_) => false,
+            Database::Postgres(db) => db.has_replicas(),
+        }
+    }
+
+    /// Checks the read replicas' health and lag (nothing without replicas).
+    pub async fn check_replicas(&self) -> Result<(), DbError> {
+        match self {
+            Database::Sqlite(_) => Ok(()),
+            Database::Postgres(db) => db.check_replicas().await,
+        }
     }
 
     /// A number that moves on whenever anything is committed to the database
@@ -128,6 +145,14 @@ impl Database {
         match self {
             Database::Sqlite(db) => Some(db),
             Database::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL backend, if that is what this is.
+    pub fn as_postgres(&self) -> Option<&Postgres> {
+        match self {
+            Database::Sqlite(_) => None,
+            Database::Postgres(db) => Some(db),
         }
     }
 }

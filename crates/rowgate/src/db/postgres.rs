@@ -21,6 +21,8 @@ use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
 use super::error::DbError;
+use super::replicas::{Lsn, Replicas};
+use super::request;
 use super::tally::Tally;
 use crate::job::{Access, Format, Job, Output, OutputShape, Step};
 use crate::schema::SchemaCache;
@@ -123,11 +125,18 @@ pub struct PgOptions {
     /// Prepare each statement once per connection and keep it (false: unnamed statements, as a
     /// pooler in transaction mode needs).
     pub prepared_statements: bool,
+    /// Read replicas' URLs (`db.replicas`).
+    pub replicas: Vec<String>,
+    /// How far behind the primary a replica may be and still take reads.
+    pub replica_max_lag: Duration,
 }
 
-/// The PostgreSQL database: a connection pool and the schema cache.
+/// The PostgreSQL database: a connection pool (the primary's), its read replicas, and the
+/// schema cache.
 pub struct Postgres {
     pool: Pool,
+    /// The read replicas (none: every job runs on the primary).
+    replicas: Replicas,
     /// Whether statements are prepared and kept ([`PgOptions::prepared_statements`]).
     prepared: bool,
     schemas: Vec<String>,
@@ -260,46 +269,60 @@ fn search_path(schemas: &[String], extra: &[String]) -> String {
     quoted.join(",").replace('\\', "\\\\").replace(' ', "\\ ")
 }
 
+/// A pool of connections to `url` with `opts`' settings: read-only unless a transaction says
+/// otherwise, the search path, the statement timeout, the size and lifetime bounds.
+fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<Pool> {
+    let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+    // Every transaction is read-only unless it says otherwise (writes run in `BEGIN READ
+    // WRITE`), so a read whose SQL would write (a custom resource calling a function that
+    // writes) fails instead of committing.
+    let mut options = config.get_options().unwrap_or_default().to_string();
+    options.push_str(" -c default_transaction_read_only=on");
+    // The exposed schemas then `db.extra_search_path` (public) are the search path, as
+    // PostgREST sets it, so that functions and views naming tables unqualified find them,
+    // and extensions' operators theirs (unless the URL sets one).
+    if !options.contains("search_path") {
+        options.push_str(&format!(
+            " -c search_path={}",
+            search_path(&opts.schemas, &opts.extra_search_path)
+        ));
+    }
+    if !opts.statement_timeout.is_zero() {
+        options.push_str(&format!(
+            " -c statement_timeout={}",
+            opts.statement_timeout.as_millis()
+        ));
+    }
+    config.options(options.trim_start());
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(opts.pool_size.max(1))
+        .wait_timeout(Some(opts.acquire_timeout))
+        .create_timeout(Some(opts.acquire_timeout))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .pre_recycle(max_lifetime_hook(opts.max_lifetime))
+        .build()
+        .context("cannot build the connection pool")
+}
+
 impl Postgres {
-    /// Connects the pool to `url` and reads the schema cache.
+    /// Connects the pool to `url` and reads the schema cache; the replicas' pools connect on
+    /// their first check.
     pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
-        let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
-        // Every transaction is read-only unless it says otherwise (writes run in `BEGIN READ
-        // WRITE`), so a read whose SQL would write (a custom resource calling a function that
-        // writes) fails instead of committing.
-        let mut options = config.get_options().unwrap_or_default().to_string();
-        options.push_str(" -c default_transaction_read_only=on");
-        // The exposed schemas then `db.extra_search_path` (public) are the search path, as
-        // PostgREST sets it, so that functions and views naming tables unqualified find them,
-        // and extensions' operators theirs (unless the URL sets one).
-        if !options.contains("search_path") {
-            options.push_str(&format!(
-                " -c search_path={}",
-                search_path(&opts.schemas, &opts.extra_search_path)
-            ));
+        let pool = pool(url, opts)?;
+        let mut replicas = Vec::with_capacity(opts.replicas.len());
+        for replica in &opts.replicas {
+            let name = super::replicas::display_name(replica);
+            let pool = self::pool(replica, opts).with_context(|| format!("replica {name}"))?;
+            replicas.push(super::replicas::Replica::new(name, pool));
         }
-        if !opts.statement_timeout.is_zero() {
-            options.push_str(&format!(
-                " -c statement_timeout={}",
-                opts.statement_timeout.as_millis()
-            ));
-        }
-        config.options(options.trim_start());
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(opts.pool_size.max(1))
-            .wait_timeout(Some(opts.acquire_timeout))
-            .create_timeout(Some(opts.acquire_timeout))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .pre_recycle(max_lifetime_hook(opts.max_lifetime))
-            .build()
-            .context("cannot build the connection pool")?;
+        let replicas = Replicas::new(replicas, opts.replica_max_lag);
         let client = pool.get().await.map_err(|e| match &e {
             deadpool_postgres::PoolError::Backend(pg)
                 if pg.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) =>
@@ -324,6 +347,7 @@ impl Postgres {
         drop(client);
         Ok(Postgres {
             pool,
+            replicas,
             prepared: opts.prepared_statements,
             schemas: opts.schemas.clone(),
             schema: ArcSwap::from_pointee(schema),
@@ -413,9 +437,38 @@ impl Postgres {
     }
 
     /// Runs a job on one pooled connection, in a transaction when it writes or has several
-    /// steps (reads then see one snapshot).
+    /// steps (reads then see one snapshot). A read goes to a replica in the rotation unless the
+    /// job needs the primary, or the request carries a position ([`request::required`]) the
+    /// replica has not replayed; a replica that fails it leaves the rotation and the read runs
+    /// on the primary. With replicas, a write notes the position it committed at
+    /// ([`request::committed`]).
     pub async fn run(&self, job: Job) -> Result<Output, DbError> {
-        let client = self.client().await?;
+        if job.access == Access::Read && !job.primary {
+            if let Some(replica) = self.replicas.pick() {
+                if has_replayed(replica, request::required()).await {
+                    match self.run_on(&replica.pool, &job).await {
+                        // the replica went away, or cancelled the read for a conflict with
+                        // its recovery: the primary answers
+                        Err(e)
+                            if e.kind == super::error::Kind::Unavailable
+                                || e.sqlstate.as_deref() == Some("40001") =>
+                        {
+                            replica.failed();
+                        }
+                        done => return done,
+                    }
+                }
+            }
+        }
+        self.run_on(&self.pool, &job).await
+    }
+
+    /// Runs `job` on a connection of `pool`.
+    async fn run_on(&self, pool: &Pool, job: &Job) -> Result<Output, DbError> {
+        let client = pool.get().await.map_err(|e| {
+            tracing::warn!(error = %e, "no PostgreSQL connection");
+            DbError::unavailable("the database is unavailable; retry")
+        })?;
         let session = Session {
             client: &client,
             prepared: self.prepared,
@@ -431,20 +484,73 @@ impl Postgres {
         if let Some(begin) = transaction {
             client.batch_execute(begin).await?;
         }
-        let result = run_steps(&session, &job).await;
+        let result = run_steps(&session, job).await;
         if transaction.is_some() {
-            let end = if result.is_ok() && !job.rollback {
-                "COMMIT"
-            } else {
-                "ROLLBACK"
-            };
+            let commit = result.is_ok() && !job.rollback;
+            let end = if commit { "COMMIT" } else { "ROLLBACK" };
             let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
                 return Err(e);
             }
+            if commit && job.access == Access::Write && !self.replicas.is_empty() {
+                // the insert position is past this transaction's commit record
+                let row = client
+                    .query_one(
+                        "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint",
+                        &[],
+                    )
+                    .await?;
+                request::committed(Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0));
+            }
         }
         result
     }
+
+    /// Whether read replicas are configured.
+    pub fn has_replicas(&self) -> bool {
+        !self.replicas.is_empty()
+    }
+
+    /// The read replicas.
+    pub fn replicas(&self) -> &Replicas {
+        &self.replicas
+    }
+
+    /// Checks the replicas against the primary's position now ([`Replicas::check`]).
+    pub async fn check_replicas(&self) -> Result<(), DbError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint",
+                &[],
+            )
+            .await?;
+        drop(client);
+        let primary = Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        self.replicas.check(primary).await;
+        Ok(())
+    }
+}
+
+/// Whether `replica` has replayed `required` (no position: yes): known from its last check, or
+/// asked now.
+async fn has_replayed(replica: &super::replicas::Replica, required: Option<Lsn>) -> bool {
+    let Some(required) = required else {
+        return true;
+    };
+    if replica.replayed(required) {
+        return true;
+    }
+    let Ok(client) = replica.pool.get().await else {
+        return false;
+    };
+    let asked = client
+        .query_one(
+            "SELECT coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint >= $1::bigint, true)",
+            &[&AsText(Some(required.to_string()))],
+        )
+        .await;
+    asked.is_ok_and(|row| row.get::<_, bool>(0))
 }
 
 async fn run_steps(client: &Session<'_>, job: &Job) -> Result<Output, DbError> {

@@ -106,6 +106,7 @@ error_codes! {
     StatementTimeout => ("57014", StatusCode::GATEWAY_TIMEOUT, Execute, "the statement ran longer than the statement timeout"),
     MissingParameter => ("RG110", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource is missing"),
     InvalidParameter => ("RG111", StatusCode::BAD_REQUEST, Request, "a parameter of a custom resource has the wrong type or is out of range"),
+    PositionInvalid => ("RG131", StatusCode::BAD_REQUEST, Request, "the Rowgate-Position header is not a WAL position as a write answered it (16/B374D848)"),
     ConsoleRequestInvalid => ("RG130", StatusCode::BAD_REQUEST, Request, "a request of the console's API is not what it takes (a client needs a name of 1 to 100 visible characters and a role; its ttl_s a positive whole number)"),
     RealtimeNotEnabled => ("RG420", StatusCode::BAD_REQUEST, Plan, "the table is not listed in realtime.tables"),
     UpgradeRequired => ("RG426", StatusCode::UPGRADE_REQUIRED, Request, "the endpoint speaks WebSocket: send an Upgrade request"),

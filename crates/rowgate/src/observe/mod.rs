@@ -324,6 +324,41 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// The read replicas' series: whether each takes reads, and its lag at the last check
+    /// (`replicas`: name, in the rotation, lag).
+    pub fn render_replicas<'a>(
+        &self,
+        replicas: impl Iterator<Item = (&'a str, bool, std::time::Duration)> + Clone,
+    ) -> String {
+        use std::fmt::Write as _;
+        let label = |name: &str| name.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut text = String::from(
+            "# HELP rowgate_replica_up whether the read replica takes reads (it answers and lags no more than db.replica_max_lag_ms)\n# TYPE rowgate_replica_up gauge\n",
+        );
+        for (name, up, _) in replicas.clone() {
+            let _ = writeln!(
+                text,
+                "rowgate_replica_up{{replica=\"{}\",pid=\"{}\"}} {}",
+                label(name),
+                self.pid,
+                u8::from(up)
+            );
+        }
+        text.push_str("# HELP rowgate_replica_lag_seconds how far behind the primary the read replica was at its last check\n# TYPE rowgate_replica_lag_seconds gauge\n");
+        for (name, _, lag) in replicas {
+            let _ = writeln!(
+                text,
+                "rowgate_replica_lag_seconds{{replica=\"{}\",pid=\"{}\"}} {}",
+                label(name),
+                self.pid,
+                lag.as_secs_f64()
+            );
+        }
+        text
+    }
+}
+
 /// Whether `principal`, connecting from `peer`, may read `/metrics` (404 when they are off,
 /// so a disabled endpoint looks like none).
 pub fn check_access(

@@ -198,7 +198,9 @@ pub async fn events(
             sql,
             shape: Some(feed.read.shape.clone()),
         }],
-    );
+    )
+    // the documents of changes the primary committed just now
+    .on_primary();
     let output = app.db.run(job).await.map_err(ApiError::from)?;
     let (body, _) =
         crate::duality::with_metadata(&output.rows, &view.nocheck).map_err(ApiError::internal)?;
@@ -308,7 +310,7 @@ async fn roots_of(app: &App, chain: &Chain<'_>, values: &[&Json]) -> Result<Vec<
         sql.params.push(crate::api::rows::json_value(value));
         sql.text.push_str(&d.placeholder(sql.params.len()));
     }
-    let job = Job::new(Access::Read, vec![Step::Rows { sql, shape: None }]);
+    let job = Job::new(Access::Read, vec![Step::Rows { sql, shape: None }]).on_primary();
     let output = app.db.run(job).await.map_err(ApiError::from)?;
     let rows: Vec<Map<String, Json>> =
         serde_json::from_slice(&output.rows).map_err(ApiError::internal)?;

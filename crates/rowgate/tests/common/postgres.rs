@@ -86,18 +86,7 @@ impl PgCluster {
         let base = self.dir.parent().expect("cluster base");
         std::fs::write(base.join("hold"), b"").expect("hold file");
         std::fs::write(base.join("held"), b"").expect("held file");
-        let pidfile = std::fs::read_to_string(self.dir.join("postmaster.pid")).expect("pid file");
-        let pid = pidfile.lines().next().expect("pid").trim().to_string();
-        let ok = Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .expect("kill");
-        assert!(ok.success(), "kill -INT {pid}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            assert!(Instant::now() < deadline, "postgres did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        stop_server(&self.dir);
     }
 
     /// Lets the watchdog start the server again after [`PgCluster::stop`]; returns once it
@@ -110,6 +99,23 @@ impl PgCluster {
             assert!(Instant::now() < deadline, "postgres did not start again");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// Stops the server of data directory `dir` (fast shutdown, as `pg_ctl stop -m fast` does);
+/// returns once it is gone.
+fn stop_server(dir: &Path) {
+    let pidfile = std::fs::read_to_string(dir.join("postmaster.pid")).expect("pid file");
+    let pid = pidfile.lines().next().expect("pid").trim().to_string();
+    let ok = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(ok.success(), "kill -INT {pid}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "postgres did not stop");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -270,4 +276,129 @@ fn start() -> Result<PgCluster, String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(PgCluster { port, dir: data })
+}
+
+/// A streaming replica of the process's cluster (`pg_basebackup -R`), on a port of its own,
+/// stopped with the test process.
+pub struct PgReplica {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its data directory.
+    pub dir: PathBuf,
+    /// The shell that runs it, and stops it when the test process is gone.
+    _watchdog: std::process::Child,
+}
+
+static NEXT_REPLICA: AtomicU32 = AtomicU32::new(0);
+
+/// A new hot standby of the cluster, streaming from it, once it accepts connections.
+pub fn new_replica() -> PgReplica {
+    let c = cluster();
+    let base = c.dir.parent().expect("cluster base");
+    let dir = base.join(format!(
+        "replica-{}",
+        NEXT_REPLICA.fetch_add(1, Ordering::Relaxed)
+    ));
+    let out = as_server_user(&bin("pg_basebackup"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &c.port.to_string(),
+            "-U",
+            "postgres",
+        ])
+        .arg("-D")
+        .arg(&dir)
+        .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"])
+        .output()
+        .expect("pg_basebackup");
+    assert!(
+        out.status.success(),
+        "pg_basebackup: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port().expect("port");
+    // runs until the test process is gone or the replica is stopped
+    let script = format!(
+        "{postgres} -D {dir} -p {port} -k {dir} -c listen_addresses=127.0.0.1 -c TimeZone=UTC \
+           -c fsync=off -c max_connections=200 -c hot_standby_feedback=on \
+           -c max_standby_streaming_delay=-1 \
+           >>{dir}/server.log 2>&1 & pg=$!; \
+         while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.1; done; \
+         kill -INT $pg 2>/dev/null; wait $pg",
+        postgres = bin("postgres").display(),
+        dir = dir.display(),
+        parent = std::process::id(),
+    );
+    let watchdog = as_server_user(Path::new("/bin/sh"))
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the replica");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(port) {
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not start: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    PgReplica {
+        port,
+        dir,
+        _watchdog: watchdog,
+    }
+}
+
+impl PgReplica {
+    /// The URL of database `name` on the replica.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Waits until the replica holds database `name` (replicated from the primary).
+    pub fn wait_for(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = Command::new(bin("psql"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                ])
+                .args(["-d", name, "-Atc", "SELECT 1 FROM team LIMIT 1"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if found {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "database {name} never reached the replica"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops applying the primary's changes (they still arrive).
+    pub fn pause_replay(&self) {
+        psql(self.port, "postgres", "SELECT pg_wal_replay_pause()");
+    }
+
+    /// Applies the primary's changes again.
+    pub fn resume_replay(&self) {
+        psql(self.port, "postgres", "SELECT pg_wal_replay_resume()");
+    }
+
+    /// Stops the replica (fast shutdown); returns once it no longer accepts connections.
+    pub fn stop(&self) {
+        stop_server(&self.dir);
+    }
 }

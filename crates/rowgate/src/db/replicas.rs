@@ -1,0 +1,270 @@
+//! Read replicas (`db.replicas`): PostgreSQL standbys that take the reads. Each has its own
+//! pool; a check every `db.replica_check_ms` asks the primary for its WAL position and each
+//! replica for the position it has replayed, and keeps a replica in the rotation while it
+//! answers and is no more than `db.replica_max_lag_ms` behind: its lag is the age of the oldest
+//! primary position (of the recent checks) it has not replayed yet. Reads go to the healthy
+//! replicas in turn; a replica that fails a read (connection lost, a conflict with recovery)
+//! leaves the rotation until its next good check, and the read runs on the primary.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+
+/// A PostgreSQL WAL position as one number (`hi/lo` in hex: hi × 2³² + lo).
+pub type Lsn = u64;
+
+/// The header a write answers with (the position it committed at), and a read sends back to
+/// see it.
+pub const POSITION_HEADER: &str = "rowgate-position";
+
+/// `16/B374D848` → its number (`None` when it is not an LSN).
+pub fn parse_lsn(text: &str) -> Option<Lsn> {
+    let (hi, lo) = text.trim().split_once('/')?;
+    let hex = |part: &str| {
+        ((1..=8).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(part, 16).ok())
+            .flatten()
+    };
+    Some((u64::from(hex(hi)?) << 32) | u64::from(hex(lo)?))
+}
+
+/// An LSN as PostgreSQL writes it (`16/B374D848`).
+pub fn format_lsn(lsn: Lsn) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// Where a PostgreSQL URL points (host, port and database; never a password), for the log and
+/// `/metrics`.
+pub fn display_name(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+        return "(a replica)".into();
+    };
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+}
+
+/// How long one check waits for a replica.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One replica.
+pub struct Replica {
+    /// Where it is (host, port and database; no password), for the log and `/metrics`.
+    pub name: String,
+    /// Its connections.
+    pub(crate) pool: Pool,
+    /// In the rotation.
+    healthy: AtomicBool,
+    /// The position it had replayed at the last check.
+    replayed: AtomicU64,
+    /// How far behind the primary it was at the last check, in milliseconds.
+    lag_ms: AtomicU64,
+}
+
+impl Replica {
+    /// A replica at `name` served by `pool`, out of the rotation until its first check.
+    pub fn new(name: String, pool: Pool) -> Replica {
+        Replica {
+            name,
+            pool,
+            healthy: AtomicBool::new(false),
+            replayed: AtomicU64::new(0),
+            lag_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether it is in the rotation.
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Its lag at the last check.
+    pub fn lag(&self) -> Duration {
+        Duration::from_millis(self.lag_ms.load(Ordering::Relaxed))
+    }
+
+    /// Whether it had replayed `position` at its last check.
+    pub fn replayed(&self, position: Lsn) -> bool {
+        self.replayed.load(Ordering::Relaxed) >= position
+    }
+
+    /// A read failed on it: out of the rotation until its next good check.
+    pub fn failed(&self) {
+        if self.healthy.swap(false, Ordering::Relaxed) {
+            tracing::warn!(replica = %self.name, "replica failed a read: reads go elsewhere");
+        }
+    }
+
+    fn set_health(&self, healthy: bool, why: &str) {
+        if self.healthy.swap(healthy, Ordering::Relaxed) != healthy {
+            if healthy {
+                tracing::info!(replica = %self.name, "replica back in the rotation");
+            } else {
+                tracing::warn!(replica = %self.name, why, "replica out of the rotation");
+            }
+        }
+    }
+}
+
+/// The replicas of one database.
+pub struct Replicas {
+    list: Vec<Replica>,
+    next: AtomicUsize,
+    max_lag: Duration,
+    /// The primary's position at recent checks, oldest first.
+    history: Mutex<VecDeque<(Instant, Lsn)>>,
+}
+
+impl Replicas {
+    /// `list`, kept in the rotation while no more than `max_lag` behind.
+    pub fn new(list: Vec<Replica>, max_lag: Duration) -> Replicas {
+        Replicas {
+            list,
+            next: AtomicUsize::new(0),
+            max_lag,
+            history: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// No replica is configured.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Every replica.
+    pub fn list(&self) -> &[Replica] {
+        &self.list
+    }
+
+    /// The next replica in the rotation, if any is healthy.
+    pub fn pick(&self) -> Option<&Replica> {
+        let n = self.list.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| &self.list[(start + i) % n])
+            .find(|r| r.healthy())
+    }
+
+    /// One check, against the primary's position `primary` read just now.
+    pub async fn check(&self, primary: Lsn) {
+        let now = Instant::now();
+        let history: Vec<(Instant, Lsn)> = {
+            let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            history.push_back((now, primary));
+            // enough to tell any lag up to the bound (and one sample beyond it)
+            while history.len() > 2
+                && history
+                    .get(1)
+                    .is_some_and(|(t, _)| now.duration_since(*t) > self.max_lag)
+            {
+                history.pop_front();
+            }
+            history.iter().copied().collect()
+        };
+        for replica in &self.list {
+            let state = tokio::time::timeout(CHECK_TIMEOUT, replay_state(&replica.pool)).await;
+            let Ok(Ok((in_recovery, replayed))) = state else {
+                replica.set_health(false, "it does not answer");
+                continue;
+            };
+            // a server that is not a standby (a primary listed as a replica) is always current
+            let replayed = if in_recovery { replayed } else { Lsn::MAX };
+            replica.replayed.store(replayed, Ordering::Relaxed);
+            let lag = lag_of(replayed, &history, now);
+            replica.lag_ms.store(
+                u64::try_from(lag.as_millis()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            replica.set_health(lag <= self.max_lag, "it lags behind the primary");
+        }
+    }
+}
+
+/// Whether the server is a standby, and the position it has replayed.
+async fn replay_state(pool: &Pool) -> Result<(bool, Lsn), String> {
+    let client = pool.get().await.map_err(|e| e.to_string())?;
+    let row = client
+        .query_one(
+            "SELECT pg_is_in_recovery(), (coalesce(pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::bigint",
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let replayed: i64 = row.get(1);
+    Ok((row.get(0), Lsn::try_from(replayed).unwrap_or(0)))
+}
+
+/// How far behind a replica that replayed `replayed` is: the age of the oldest primary
+/// position in `history` (oldest first) beyond it, or zero when it has replayed them all.
+fn lag_of(replayed: Lsn, history: &[(Instant, Lsn)], now: Instant) -> Duration {
+    history
+        .iter()
+        .find(|(_, position)| *position > replayed)
+        .map_or(Duration::ZERO, |(at, _)| now.duration_since(*at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_read_and_print_as_postgresql_does() {
+        assert_eq!(parse_lsn("0/16B3748"), Some(0x16B_3748));
+        assert_eq!(parse_lsn("16/B374D848"), Some((0x16 << 32) | 0xB374_D848));
+        assert_eq!(format_lsn(0x16B_3748), "0/16B3748");
+        assert_eq!(format_lsn((0x16 << 32) | 0xB374_D848), "16/B374D848");
+        for bad in [
+            "",
+            "0",
+            "/1",
+            "1/",
+            "x/1",
+            "1/123456789",
+            "0/-1",
+            "1/2/3",
+            "+1/2",
+        ] {
+            assert_eq!(parse_lsn(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_leave_the_password_out() {
+        assert_eq!(
+            display_name("postgres://app:s3cret@db.example:5433/shop"),
+            "db.example:5433/shop"
+        );
+        assert_eq!(
+            display_name("host=replica1 dbname=shop password=x"),
+            "replica1:5432/shop"
+        );
+        assert_eq!(display_name("not a url"), "(a replica)");
+    }
+
+    #[test]
+    fn lag_is_the_age_of_the_oldest_position_not_replayed() {
+        let now = Instant::now();
+        let history = [
+            (now - Duration::from_secs(3), 100),
+            (now - Duration::from_secs(2), 200),
+            (now - Duration::from_secs(1), 300),
+            (now, 400),
+        ];
+        assert_eq!(lag_of(400, &history, now), Duration::ZERO);
+        assert_eq!(lag_of(500, &history, now), Duration::ZERO);
+        assert_eq!(lag_of(350, &history, now), Duration::ZERO);
+        assert_eq!(lag_of(300, &history, now), Duration::ZERO);
+        assert_eq!(lag_of(250, &history, now), Duration::from_secs(1));
+        assert_eq!(lag_of(99, &history, now), Duration::from_secs(3));
+    }
+}
