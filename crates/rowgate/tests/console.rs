@@ -507,31 +507,13 @@ backend_tests!(
     pages
 );
 
-/// Debian's Chromium, installed when missing and the tests run as root (as `.ci/run` does).
+/// Debian's Chromium (`CHROMIUM` names another), installed when missing and the tests run as
+/// root.
 fn chromium() -> PathBuf {
-    let path =
-        PathBuf::from(std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
-    if !path.exists() && nix_is_root() {
-        let status = std::process::Command::new("apt-get")
-            .args(["install", "-y", "-qq", "chromium"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .expect("apt-get");
-        assert!(status.success(), "apt-get install chromium failed");
+    match std::env::var("CHROMIUM") {
+        Ok(path) => PathBuf::from(path),
+        Err(_) => debian_program(&["/usr/bin/chromium"], "chromium"),
     }
-    assert!(
-        path.exists(),
-        "the console's browser test needs Chromium at {} (Debian: apt-get install chromium; or set CHROMIUM)",
-        path.display()
-    );
-    path
-}
-
-fn nix_is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
 
 /// The whole console in a real browser, on the demo's configuration with the access log on:

@@ -139,6 +139,9 @@ pub struct Postgres {
     replicas: Replicas,
     /// Whether statements are prepared and kept ([`PgOptions::prepared_statements`]).
     prepared: bool,
+    /// Without prepared statements (a pooler in transaction mode, which keeps no session
+    /// settings), every job runs in a transaction that starts with these settings.
+    transaction_settings: String,
     schemas: Vec<String>,
     schema: ArcSwap<SchemaCache>,
     /// Fingerprint of the exposed relations and columns when the cache was read.
@@ -256,6 +259,14 @@ fn max_lifetime_hook(max: Duration) -> deadpool_postgres::Hook {
 /// `search_path` for `schemas` then `extra` (each once), escaped for libpq's `options`: each
 /// name quoted as an identifier, spaces and backslashes escaped with a backslash.
 fn search_path(schemas: &[String], extra: &[String]) -> String {
+    search_path_sql(schemas, extra)
+        .replace('\\', "\\\\")
+        .replace(' ', "\\ ")
+}
+
+/// `search_path` for `schemas` then `extra` (each once), as SQL: each name quoted as an
+/// identifier.
+fn search_path_sql(schemas: &[String], extra: &[String]) -> String {
     let mut unique: Vec<&String> = Vec::new();
     for name in schemas.iter().chain(extra) {
         if !unique.contains(&name) {
@@ -266,7 +277,24 @@ fn search_path(schemas: &[String], extra: &[String]) -> String {
         .iter()
         .map(|s| format!("\"{}\"", s.replace('"', "\"\"")))
         .collect();
-    quoted.join(",").replace('\\', "\\\\").replace(' ', "\\ ")
+    quoted.join(",")
+}
+
+/// What a pooler in transaction mode loses of the connection's settings (it passes no startup
+/// options), set again at the start of every transaction: the statement timeout and the search
+/// path (read-only comes with `BEGIN READ ONLY`).
+fn transaction_settings(opts: &PgOptions) -> String {
+    let mut settings = format!(
+        "SET LOCAL search_path = {}",
+        search_path_sql(&opts.schemas, &opts.extra_search_path)
+    );
+    if !opts.statement_timeout.is_zero() {
+        settings.push_str(&format!(
+            "; SET LOCAL statement_timeout = {}",
+            opts.statement_timeout.as_millis()
+        ));
+    }
+    settings
 }
 
 /// A pool of connections to `url` with `opts`' settings: read-only unless a transaction says
@@ -349,6 +377,7 @@ impl Postgres {
             pool,
             replicas,
             prepared: opts.prepared_statements,
+            transaction_settings: transaction_settings(opts),
             schemas: opts.schemas.clone(),
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
@@ -476,13 +505,23 @@ impl Postgres {
         // (CSV names its columns from a statement prepared for the while: in a transaction,
         // where a pooler keeps the connection, when statements are not kept)
         let several = job.steps.len() > 1 || (!self.prepared && job.format == Format::Csv);
+        // a pooler in transaction mode keeps no session settings: every job is a transaction
+        // that sets them (read-only with BEGIN READ ONLY)
+        let pooled = !self.prepared;
         let transaction = match job.access {
             Access::Write => Some("BEGIN READ WRITE"),
             Access::Read if several => Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            Access::Read if pooled => Some("BEGIN READ ONLY"),
             Access::Read => None,
         };
-        if let Some(begin) = transaction {
-            client.batch_execute(begin).await?;
+        match transaction {
+            Some(begin) if pooled => {
+                client
+                    .batch_execute(&format!("{begin}; {}", self.transaction_settings))
+                    .await?;
+            }
+            Some(begin) => client.batch_execute(begin).await?,
+            None => {}
         }
         let result = run_steps(&session, job).await;
         if transaction.is_some() {

@@ -630,3 +630,32 @@ pub fn js_clients() -> &'static std::path::Path {
         dir
     })
 }
+
+/// The first of `paths` that exists, after installing Debian's `package` when none does and the
+/// tests run as root (as `.ci/run` does); a failure names the package.
+pub fn debian_program(paths: &[&str], package: &str) -> std::path::PathBuf {
+    let found = || {
+        paths
+            .iter()
+            .map(std::path::PathBuf::from)
+            .find(|p| p.exists())
+    };
+    if let Some(path) = found() {
+        return path;
+    }
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if root {
+        let status = std::process::Command::new("apt-get")
+            .args(["install", "-y", "-qq", package])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .expect("apt-get");
+        assert!(status.success(), "apt-get install {package} failed");
+    }
+    found().unwrap_or_else(|| {
+        panic!("this test needs Debian's {package} package (apt-get install {package}), at one of {paths:?}")
+    })
+}

@@ -402,3 +402,75 @@ impl PgReplica {
         stop_server(&self.dir);
     }
 }
+
+/// PgBouncer in front of the process's cluster, in transaction mode: each transaction takes a
+/// server connection from a pool of `server_pool` and gives it back (prepared statements do not
+/// survive that, as with Supabase's Supavisor on port 6543).
+pub struct PgBouncer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// The shell that runs it, and stops it when the test process is gone.
+    _watchdog: std::process::Child,
+}
+
+/// A new PgBouncer (Debian's `pgbouncer`) in transaction mode with `server_pool` server
+/// connections per database, once it accepts connections.
+pub fn new_pgbouncer(server_pool: u32) -> PgBouncer {
+    let c = cluster();
+    let base = c.dir.parent().expect("cluster base");
+    let dir = base.join(format!(
+        "pgbouncer-{}",
+        NEXT_REPLICA.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("pgbouncer dir");
+    let port = free_port().expect("port");
+    std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").expect("users");
+    std::fs::write(
+        dir.join("pgbouncer.ini"),
+        format!(
+            "[databases]\n* = host=127.0.0.1 port={primary}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
+             listen_port = {port}\nunix_socket_dir =\nauth_type = trust\nauth_file = {dir}/users.txt\n\
+             pool_mode = transaction\ndefault_pool_size = {server_pool}\nmax_client_conn = 500\n\
+             logfile = {dir}/pgbouncer.log\npidfile = {dir}/pgbouncer.pid\n\
+             ignore_startup_parameters = extra_float_digits,options\n",
+            primary = c.port,
+            dir = dir.display(),
+        ),
+    )
+    .expect("pgbouncer.ini");
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .expect("chown");
+        assert!(ok.success(), "chown pgbouncer dir");
+    }
+    let program =
+        super::debian_program(&["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"], "pgbouncer");
+    let script = format!(
+        "{program} {dir}/pgbouncer.ini & pb=$!; \
+         while [ -d /proc/{parent} ] && kill -0 $pb 2>/dev/null; do sleep 0.1; done; \
+         kill -INT $pb 2>/dev/null; wait $pb",
+        program = program.display(),
+        dir = dir.display(),
+        parent = std::process::id(),
+    );
+    let watchdog = as_server_user(Path::new("/bin/sh"))
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting pgbouncer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(port) {
+        let log = std::fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "pgbouncer did not start: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    PgBouncer {
+        port,
+        _watchdog: watchdog,
+    }
+}
