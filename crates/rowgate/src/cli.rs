@@ -531,9 +531,12 @@ fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn serve_alone(args: &CommonArgs, config: Config) -> anyhow::Result<()> {
     io_runtime()?.block_on(async move {
         let app = start(config).await?;
-        let listener = server::bind(&app.config.listen)
-            .await
-            .with_context(|| format!("binding {}", app.config.listen))?;
+        let listener = match server::activated()? {
+            Some(listener) => tokio::net::TcpListener::from_std(listener)?,
+            None => server::bind(&app.config.listen)
+                .await
+                .with_context(|| format!("binding {}", app.config.listen))?,
+        };
         tracing::info!(
             "Rowgate serving {} on http://{}{}/",
             app.config.db.path.display(),

@@ -95,6 +95,21 @@ pub struct Listeners {
     pub console: Option<TcpListener>,
 }
 
+/// The listening socket a service manager passed, if any: systemd's socket activation
+/// (`LISTEN_FDS=1`, and `LISTEN_PID` this process's when set), so that the socket outlives
+/// restarts of the whole server and the port needs no privilege of it.
+pub fn activated() -> anyhow::Result<Option<std::net::TcpListener>> {
+    let Some(listener) = listenfd::ListenFd::from_env()
+        .take_tcp_listener(0)
+        .map_err(|e| anyhow::anyhow!("taking the socket passed in LISTEN_FDS: {e}"))?
+    else {
+        return Ok(None);
+    };
+    listener.set_nonblocking(true)?;
+    tracing::info!("serving the socket the service manager passed (LISTEN_FDS)");
+    Ok(Some(listener))
+}
+
 /// Binds `addr` as [`bind`] does, shared (`SO_REUSEPORT`) with the other workers of the same
 /// server, which bind it too: the console's own address under the supervisor (which holds
 /// only the main socket).

@@ -207,7 +207,8 @@ pub fn lean_allocator() {
     tracing::debug!("running without the lean allocator setting: {error}");
 }
 
-/// Binds `listen`, runs the workers until SIGTERM/SIGINT.
+/// Binds `listen` (or takes the socket systemd passed, [`crate::server::activated`]), runs the
+/// workers until SIGTERM/SIGINT.
 pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -218,10 +219,13 @@ pub fn run(listen: &str, options: Options) -> anyhow::Result<()> {
 /// The event loop: each event (a worker's exit, a signal, a worker's message, the state tick)
 /// is one method of [`Supervisor`].
 async fn supervise(listen: &str, options: Options) -> anyhow::Result<()> {
-    let listener = crate::server::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?
-        .into_std()?;
+    let listener = match crate::server::activated()? {
+        Some(listener) => listener,
+        None => crate::server::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?
+            .into_std()?,
+    };
     // Workers inherit the socket: it must survive exec.
     nix::fcntl::fcntl(
         &listener,

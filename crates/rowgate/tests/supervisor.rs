@@ -921,6 +921,69 @@ fn the_console_has_a_port_of_its_own_in_every_worker() {
     }
 }
 
+/// Socket activation (systemd's `LISTEN_FDS`): `serve` takes the listening socket it was
+/// given, with the supervisor and without it, instead of binding `listen`; workers serve it.
+#[test]
+fn serve_takes_the_socket_a_service_manager_passes() {
+    let _serial = one_at_a_time();
+    for workers in ["1", "0"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
+        std::fs::write(dir.path().join("rowgate.toml"), CONFIG).expect("config");
+        let (activated, listen) = (free_port(), free_port());
+        // what systemd does: the socket as descriptor 3, LISTEN_FDS=1, LISTEN_PID the server's
+        // own (exec keeps the pid)
+        let activate = "import os, socket, sys\n\
+            s = socket.socket()\n\
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+            s.bind(('127.0.0.1', int(sys.argv[1])))\n\
+            s.listen(128)\n\
+            if s.fileno() != 3: os.dup2(s.fileno(), 3)\n\
+            os.set_inheritable(3, True)\n\
+            os.environ['LISTEN_FDS'] = '1'\n\
+            os.environ['LISTEN_PID'] = str(os.getpid())\n\
+            os.execv(sys.argv[2], sys.argv[2:])\n";
+        let mut child = Command::new("python3")
+            .current_dir(dir.path())
+            .args([
+                "-c",
+                activate,
+                &activated.to_string(),
+                BIN,
+                "serve",
+                "--db",
+                "d.db",
+            ])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{listen}"),
+                "--workers",
+                workers,
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("serve.log")).expect("log"))
+            .spawn()
+            .expect("python3");
+        let base = format!("http://127.0.0.1:{activated}");
+        let started = Instant::now();
+        while get(&format!("{base}/api/team/1")) != 200 {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "not serving the passed socket: {}",
+                log_of(dir.path())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            get(&format!("http://127.0.0.1:{listen}/live")),
+            0,
+            "listen was bound too"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 on_both_backends!(supervisor_killed => workers_die_with_the_supervisor, workers_die_with_the_supervisor_on_postgres);
 
 /// The supervisor killed outright: its workers exit within 2 s and the port is free for a new
