@@ -623,7 +623,7 @@ async fn route(
             }
             None => false,
         };
-        let principal = app.auth.authenticate(&parts.headers)?;
+        let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
         routed.acting(&principal);
         let served = Box::pin(resources::serve::handle(app, &parts, body, &principal));
         // (a resource whose answers are never kept costs the cache nothing)
@@ -673,7 +673,7 @@ async fn route(
         Route::OpenApi | Route::Table | Route::Item | Route::Rpc => {
             // the API's routes, in stages timed for `Server-Timing` (`rest.server_timing`)
             let mut timing = api::timing::Timing::start(app.config.rest.server_timing);
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             routed.acting(&principal);
             timing.mark("jwt");
             let url = ApiUrl {
@@ -697,11 +697,16 @@ async fn route(
             })
         }
         Route::Ords => Ok(Box::pin(crate::ords::handle(app, &parts, body, peer)).await),
-        Route::Realtime => crate::realtime::upgrade(app, &mut parts),
-        Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts),
-        Route::RealtimeEvents => crate::realtime::sse::open(app, &parts),
+        Route::Realtime | Route::RealtimeSupabase | Route::RealtimeEvents => {
+            Box::pin(crate::realtime::know_token_client(app, &parts)).await;
+            match route {
+                Route::Realtime => crate::realtime::upgrade(app, &mut parts),
+                Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts),
+                _ => crate::realtime::sse::open(app, &parts),
+            }
+        }
         Route::Metrics => {
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             routed.acting(&principal);
             crate::observe::check_access(&app.config.metrics, &principal, peer)?;
             if !(parts.method == Method::GET || parts.method == Method::HEAD) {
@@ -737,7 +742,7 @@ async fn route(
             let Some(api_path) = crate::console::api_path(parts.uri.path()) else {
                 return crate::console::assets::serve(&parts);
             };
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             routed.acting(&principal);
             Box::pin(crate::console::admin::handle(
                 app, &parts, body, api_path, &principal,

@@ -83,7 +83,12 @@ pub struct Auth {
     /// Counts the changes of the client registry seen by [`Auth::refresh_clients`]: long-lived
     /// streams re-check their tokens when it moves.
     pub clients_changed: tokio::sync::watch::Sender<u64>,
+    /// When [`Auth::authenticate_fresh`] last re-read the clients for an unknown one.
+    looked_again: tokio::sync::Mutex<Option<Instant>>,
 }
+
+/// The clients are re-read for a token of an unknown client at most this often.
+const LOOK_AGAIN_AFTER: Duration = Duration::from_millis(100);
 
 /// Most tokens remembered as verified; when full, the memory starts over.
 const VERIFIED_CAPACITY: usize = 10_000;
@@ -117,6 +122,7 @@ impl Auth {
                 standing: None,
             },
             clients_changed: tokio::sync::watch::Sender::new(0),
+            looked_again: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -197,6 +203,37 @@ impl Auth {
             anonymous: false,
             standing: Some(verified.standing),
         })
+    }
+
+    /// As [`Auth::authenticate`], except that a valid token of this server's whose client is not
+    /// in memory yet (added a moment ago through another worker or node) has the clients re-read
+    /// from `db` first, as the token endpoint does for a client's secret: at most every
+    /// [`LOOK_AGAIN_AFTER`], one request at a time, the others waiting for its answer.
+    pub async fn authenticate_fresh(
+        &self,
+        db: &Database,
+        headers: &HeaderMap,
+    ) -> Result<Principal, ApiError> {
+        match self.authenticate(headers) {
+            Err(e) if e.details.as_deref() == Some(token::UNKNOWN_CLIENT) => {
+                // (boxed: the common path's future stays small)
+                Box::pin(self.look_again(db)).await;
+                self.authenticate(headers)
+            }
+            answer => answer,
+        }
+    }
+
+    /// Re-reads the clients for a token of an unknown client, unless that was done less than
+    /// [`LOOK_AGAIN_AFTER`] ago.
+    async fn look_again(&self, db: &Database) {
+        let mut looked = self.looked_again.lock().await;
+        if looked.is_none_or(|at| at.elapsed() >= LOOK_AGAIN_AFTER) {
+            if let Err(e) = self.refresh_clients(db).await {
+                tracing::warn!("cannot re-read the clients: {e:#}");
+            }
+            *looked = Some(Instant::now());
+        }
     }
 
     /// Whether `principal`'s token is still honoured (401 `PGRST301` when it expired or its

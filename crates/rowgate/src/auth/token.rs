@@ -46,6 +46,10 @@ pub struct OwnClaims {
     pub scope: Option<String>,
 }
 
+/// Why a token of this server's is refused when its client is not among those in memory (one
+/// added a moment ago elsewhere, or deleted).
+pub const UNKNOWN_CLIENT: &str = "the token's client is unknown";
+
 /// Why a token was refused, as PostgREST words it where it has words for it (`message`:
 /// "JWT expired", "Expected 3 parts in JWT; got 2", …; `claims` for its `PGRST303`, a token
 /// whose claims fail, else `PGRST301`) and as this server explains it (`details`).
@@ -280,9 +284,7 @@ impl Tokens {
         ) else {
             return Err(refuse("the token lacks this server's claims"));
         };
-        let client = clients
-            .get(sub)
-            .ok_or_else(|| refuse("the token's client is unknown"))?;
+        let client = clients.get(sub).ok_or_else(|| refuse(UNKNOWN_CLIENT))?;
         if client.revoked {
             return Err(refuse("the token's client is revoked"));
         }

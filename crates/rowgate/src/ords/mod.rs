@@ -128,7 +128,7 @@ async fn serve(
     }
     // a custom resource declared under /ords/{schema}/ (an ORDS module's handler) answers first
     if app.resources.load().serves(parts.uri.path()) {
-        let principal = app.auth.authenticate(&parts.headers)?;
+        let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
         return crate::resources::serve::handle(app, parts, body, &principal).await;
     }
     let (schema, target) = target(parts.uri.path())?;
@@ -154,7 +154,7 @@ async fn serve(
                     &["GET", "HEAD"],
                 ));
             }
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             let base = request::base_url(&parts.headers, &config.schema);
             match object {
                 None => Ok(catalog::list(app, &principal, &base)),
@@ -171,7 +171,7 @@ async fn serve(
                     &["GET", "HEAD"],
                 ));
             }
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             let object = resolve(app, &object)?;
             let base = request::base_url(&parts.headers, &config.schema);
             let schema = app.db.schema();
@@ -199,7 +199,7 @@ async fn serve(
             if parts.method != http::Method::POST {
                 return Err(ApiError::method_not_allowed(&parts.method, &["POST"]));
             }
-            let principal = app.auth.authenticate(&parts.headers)?;
+            let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
             sql::run(app, parts, &principal, &bytes).await
         }
@@ -217,7 +217,7 @@ async fn answer(
     object: &str,
     key: Option<&str>,
 ) -> Result<Reply, ApiError> {
-    let principal = app.auth.authenticate(&parts.headers)?;
+    let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
     let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
     let object = resolve(app, object)?;
     if parts.method == Method::POST && key == Some("batchload") {

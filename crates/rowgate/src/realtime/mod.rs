@@ -315,6 +315,16 @@ fn upgrade_speaking(
 /// The request's headers for authentication: its own, or an `Authorization` made from the
 /// `access_token` query parameter (browsers cannot set headers on a WebSocket or EventSource),
 /// or an `apikey` header from the `apikey` query parameter (Supabase's realtime client).
+/// Makes sure this worker knows the client of the request's token before a realtime stream
+/// authenticates it ([`crate::auth::Auth::authenticate_fresh`]: a client added a moment ago
+/// elsewhere); what the token is worth is decided by the stream's own authentication.
+pub async fn know_token_client(app: &App, parts: &http::request::Parts) {
+    let _ = app
+        .auth
+        .authenticate_fresh(&app.db, &token_headers(parts))
+        .await;
+}
+
 pub(crate) fn token_headers(parts: &http::request::Parts) -> HeaderMap {
     let mut headers = parts.headers.clone();
     if headers.contains_key(header::AUTHORIZATION) {

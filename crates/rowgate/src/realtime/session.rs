@@ -342,7 +342,12 @@ impl Session {
                     return Err(End::Close(close::POLICY, "invalid bearer token".into()));
                 };
                 headers.insert(http::header::AUTHORIZATION, value);
-                match self.app.auth.authenticate(&headers) {
+                match self
+                    .app
+                    .auth
+                    .authenticate_fresh(&self.app.db, &headers)
+                    .await
+                {
                     Ok(principal) => {
                         if let Some(realtime) = &self.app.realtime {
                             realtime
