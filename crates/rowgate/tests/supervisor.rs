@@ -881,10 +881,13 @@ on_both_backends!(fresh_client => a_new_clients_token_works_on_every_worker_at_o
 /// A client added a moment ago (by another process) has its token honoured by every worker at
 /// once, for requests and realtime streams alike, not only after each has re-read the clients
 /// (`auth.clients_poll_ms`, a minute here): a worker that does not know the token's client
-/// looks the clients up again first. Each kind on a server of its own, so that the first of
-/// its requests to reach the worker that did not issue the token is of that kind.
+/// looks the clients up again first. Each kind (a request, an SSE stream, a Supabase channel
+/// joined with the token) on a server of its own, so that the first of its requests to reach
+/// the worker that did not issue the token is of that kind.
 fn fresh_client(db: &Db) {
-    for (i, route) in ["table", "realtime"].into_iter().enumerate() {
+    for (i, kind) in ["table", "realtime", "channel"].into_iter().enumerate() {
+        // (a Supabase channel is counted as realtime)
+        let route = if kind == "table" { "table" } else { "realtime" };
         // a database of its own for each server
         let fresh;
         let db = match db {
@@ -906,19 +909,22 @@ fn fresh_client(db: &Db) {
         // a new connection each, until both workers have answered some
         let mut served = 0;
         for _ in 0..200 {
-            let status = if route == "table" {
-                let bearer = format!("Authorization: Bearer {token}");
-                let (status, body) =
-                    agent().fetch_with("GET", &format!("{}/api/team/1", s.base), None, &[&bearer]);
-                assert_eq!(status, 200, "{body}");
-                status
-            } else {
-                sse_status(
-                    s.port,
-                    &format!("/realtime/sse?table=team&access_token={token}"),
-                )
-            };
-            assert_eq!(status, 200, "{route}");
+            match kind {
+                "table" => {
+                    let bearer = format!("Authorization: Bearer {token}");
+                    let url = format!("{}/api/team/1", s.base);
+                    let (status, body) = agent().fetch_with("GET", &url, None, &[&bearer]);
+                    assert_eq!(status, 200, "{body}");
+                }
+                "realtime" => {
+                    let target = format!("/realtime/sse?table=team&access_token={token}");
+                    assert_eq!(sse_status(s.port, &target), 200, "{kind}");
+                }
+                _ => client_runtime().block_on(async {
+                    let reply = joined_with_token(s.port, &token).await;
+                    assert_eq!(reply[4]["status"], "ok", "{reply}");
+                }),
+            }
             let (_, metrics) = agent().fetch("GET", &format!("{}/metrics", s.base), None);
             served = metrics
                 .lines()
@@ -929,8 +935,27 @@ fn fresh_client(db: &Db) {
                 break;
             }
         }
-        assert!(served >= 2, "one worker answered all 200 {route} requests");
+        assert!(served >= 2, "one worker answered all 200 {kind} requests");
     }
+}
+
+/// The reply to joining a Supabase channel with `token` as the join's `access_token`.
+async fn joined_with_token(port: u16, token: &str) -> serde_json::Value {
+    use futures_util::SinkExt as _;
+    let url = format!("ws://127.0.0.1:{port}/realtime/v1/websocket?vsn=2.0.0");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("websocket");
+    let config = serde_json::json!({"broadcast": {"self": false}, "presence": {"enabled": false},
+        "postgres_changes": [], "private": false});
+    let join = serde_json::json!(["1", "1", "realtime:room", "phx_join",
+        {"config": config, "access_token": token}]);
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        join.to_string(),
+    ))
+    .await
+    .expect("join");
+    next_frame(&mut ws).await.expect("a reply")
 }
 
 /// The status of a Server-Sent Events stream's answer (its status line; the stream stays

@@ -325,6 +325,16 @@ pub async fn know_token_client(app: &App, parts: &http::request::Parts) {
         .await;
 }
 
+/// As [`know_token_client`], for a token a realtime message carries (a Supabase channel's
+/// `access_token`).
+pub async fn know_client_of(app: &App, token: &str) {
+    let mut headers = HeaderMap::new();
+    if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+        headers.insert(header::AUTHORIZATION, value);
+        let _ = app.auth.authenticate_fresh(&app.db, &headers).await;
+    }
+}
+
 pub(crate) fn token_headers(parts: &http::request::Parts) -> HeaderMap {
     let mut headers = parts.headers.clone();
     if headers.contains_key(header::AUTHORIZATION) {

@@ -297,6 +297,14 @@ impl Session {
     {
         self.count_message(settings)?;
         let message = decoded.map_err(|why| End::Close(close::POLICY, why))?;
+        if let Some(token) = message
+            .payload
+            .get("access_token")
+            .and_then(serde_json::Value::as_str)
+        {
+            // (the channel's own check is synchronous)
+            super::know_client_of(&self.app, token).await;
+        }
         let Some(state) = self.phoenix.as_mut() else {
             return Ok(());
         };
