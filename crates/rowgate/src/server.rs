@@ -155,7 +155,7 @@ where
         .serve_connection(TokioIo::new(crate::mended::Mended::new(stream)), service)
         .with_upgrades();
     let mut drain = app.draining.subscribe();
-    // the requests' database time (`/metrics`), counted per connection
+    // the requests' database time and read-your-writes positions, kept per connection
     crate::db::request::scoped(async move {
         tokio::pin!(conn);
         let ended = tokio::select! {

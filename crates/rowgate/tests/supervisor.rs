@@ -524,8 +524,14 @@ impl Injected {
 
 impl Drop for Injected {
     fn drop(&mut self) {
-        // SIGTERM: strace detaches, and the worker's calls succeed again
+        // SIGTERM: strace detaches, and the worker's calls succeed again; a strace whose
+        // tracee has already died can hang on it, and is killed after 5 s
         let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }

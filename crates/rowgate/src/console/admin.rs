@@ -100,10 +100,11 @@ fn session(app: &App, principal: &Principal) -> Value {
     let claim = |name: &str| principal.claims.get(name).cloned().unwrap_or(Value::Null);
     let schema = app.db.schema();
     let policy = &app.auth.policy;
-    let ops_of = |grant: &crate::auth::policy::Grant| -> Vec<&'static str> {
+    // the operations every one of `grants` allows
+    let ops_of = |grants: &[&crate::auth::policy::Grant]| -> Vec<&'static str> {
         [Op::Select, Op::Insert, Op::Update, Op::Delete]
             .into_iter()
-            .filter(|op| grant.allows(*op))
+            .filter(|op| grants.iter().all(|g| g.allows(*op)))
             .map(Op::name)
             .collect()
     };
@@ -131,7 +132,7 @@ fn session(app: &App, principal: &Principal) -> Value {
             "name": name,
             "kind": if table.is_view { "view" } else { "table" },
             "key": table.primary_key,
-            "ops": ops_of(grant),
+            "ops": ops_of(&[grant]),
             "columns": columns,
             "realtime": app.config.realtime.tables.iter().any(|t| t == name),
         }));
@@ -146,11 +147,7 @@ fn session(app: &App, principal: &Principal) -> Value {
         let Some(grants) = grants else {
             continue;
         };
-        let ops: Vec<&str> = [Op::Select, Op::Insert, Op::Update, Op::Delete]
-            .into_iter()
-            .filter(|op| grants.iter().all(|g| g.allows(*op)))
-            .map(Op::name)
-            .collect();
+        let ops = ops_of(&grants);
         if ops.is_empty() {
             continue;
         }

@@ -391,10 +391,7 @@ impl Postgres {
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DbError> {
-        self.pool.get().await.map_err(|e| {
-            tracing::warn!(error = %e, "no PostgreSQL connection");
-            DbError::unavailable("the database is unavailable; retry")
-        })
+        connection(&self.pool).await
     }
 
     /// Answers when the database does.
@@ -494,10 +491,7 @@ impl Postgres {
 
     /// Runs `job` on a connection of `pool`.
     async fn run_on(&self, pool: &Pool, job: &Job) -> Result<Output, DbError> {
-        let client = pool.get().await.map_err(|e| {
-            tracing::warn!(error = %e, "no PostgreSQL connection");
-            DbError::unavailable("the database is unavailable; retry")
-        })?;
+        let client = connection(pool).await?;
         let session = Session {
             client: &client,
             prepared: self.prepared,
@@ -569,6 +563,14 @@ impl Postgres {
         self.replicas.check(primary).await;
         Ok(())
     }
+}
+
+/// A connection of `pool` (503 when none comes within the acquire timeout).
+async fn connection(pool: &Pool) -> Result<deadpool_postgres::Object, DbError> {
+    pool.get().await.map_err(|e| {
+        tracing::warn!(error = %e, "no PostgreSQL connection");
+        DbError::unavailable("the database is unavailable; retry")
+    })
 }
 
 /// Whether `replica` has replayed `required` (no position: yes): known from its last check, or

@@ -102,6 +102,32 @@ impl PgCluster {
     }
 }
 
+/// Runs `command` (a server) as the server user under a shell that stops it (SIGINT) when the
+/// test process is gone, and waits until it accepts connections on `port` (its `log` in the
+/// failure); the shell's process.
+fn watched(command: &str, port: u16, log: &Path, what: &str) -> std::process::Child {
+    let script = format!(
+        "{command} & server=$!; \
+         while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 0.1; done; \
+         kill -INT $server 2>/dev/null; wait $server",
+        parent = std::process::id(),
+    );
+    let watchdog = as_server_user(Path::new("/bin/sh"))
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(port) {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        assert!(Instant::now() < deadline, "{what} did not start: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    watchdog
+}
+
 /// Stops the server of data directory `dir` (fast shutdown, as `pg_ctl stop -m fast` does);
 /// returns once it is gone.
 fn stop_server(dir: &Path) {
@@ -242,7 +268,7 @@ fn start() -> Result<PgCluster, String> {
     let script = format!(
         "run() {{ {postgres} -D {data} -p {port} -k {base} -c listen_addresses=127.0.0.1 \
            -c TimeZone=UTC -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-           -c max_connections=200 >>{base}/server.log 2>&1 & pg=$!; }}; run; \
+           -c max_connections=200 -c max_wal_senders=50 >>{base}/server.log 2>&1 & pg=$!; }}; run; \
          while [ -d /proc/{parent} ]; do \
            if ! kill -0 $pg 2>/dev/null; then \
              if [ -e {base}/hold ]; then sleep 0.05; continue; fi; \
@@ -299,6 +325,10 @@ pub fn new_replica() -> PgReplica {
         "replica-{}",
         NEXT_REPLICA.fetch_add(1, Ordering::Relaxed)
     ));
+    // one base backup at a time: each takes two of the primary's WAL senders, and the
+    // replicas streaming already take one each (`max_wal_senders`)
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = as_server_user(&bin("pg_basebackup"))
         .args([
             "-h",
@@ -319,34 +349,14 @@ pub fn new_replica() -> PgReplica {
         String::from_utf8_lossy(&out.stderr)
     );
     let port = free_port().expect("port");
-    // runs until the test process is gone or the replica is stopped
-    let script = format!(
+    let command = format!(
         "{postgres} -D {dir} -p {port} -k {dir} -c listen_addresses=127.0.0.1 -c TimeZone=UTC \
-           -c fsync=off -c max_connections=200 -c hot_standby_feedback=on \
-           -c max_standby_streaming_delay=-1 \
-           >>{dir}/server.log 2>&1 & pg=$!; \
-         while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.1; done; \
-         kill -INT $pg 2>/dev/null; wait $pg",
+           -c fsync=off -c max_connections=200 -c max_wal_senders=50 -c hot_standby_feedback=on \
+           -c max_standby_streaming_delay=-1 >>{dir}/server.log 2>&1",
         postgres = bin("postgres").display(),
         dir = dir.display(),
-        parent = std::process::id(),
     );
-    let watchdog = as_server_user(Path::new("/bin/sh"))
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the replica");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready(port) {
-        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not start: {log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let watchdog = watched(&command, port, &dir.join("server.log"), "the replica");
     PgReplica {
         port,
         dir,
@@ -448,27 +458,8 @@ pub fn new_pgbouncer(server_pool: u32) -> PgBouncer {
     }
     let program =
         super::debian_program(&["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"], "pgbouncer");
-    let script = format!(
-        "{program} {dir}/pgbouncer.ini & pb=$!; \
-         while [ -d /proc/{parent} ] && kill -0 $pb 2>/dev/null; do sleep 0.1; done; \
-         kill -INT $pb 2>/dev/null; wait $pb",
-        program = program.display(),
-        dir = dir.display(),
-        parent = std::process::id(),
-    );
-    let watchdog = as_server_user(Path::new("/bin/sh"))
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting pgbouncer");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready(port) {
-        let log = std::fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default();
-        assert!(Instant::now() < deadline, "pgbouncer did not start: {log}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let command = format!("{} {}/pgbouncer.ini", program.display(), dir.display());
+    let watchdog = watched(&command, port, &dir.join("pgbouncer.log"), "pgbouncer");
     PgBouncer {
         port,
         _watchdog: watchdog,
