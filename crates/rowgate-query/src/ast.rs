@@ -305,6 +305,11 @@ pub struct Predicate {
     /// `rel` is an embedded resource of the level: whether related rows exist (`or=(a.not.is.null,
     /// b.not.is.null)`). Not part of the query syntax.
     pub related: bool,
+    /// Set by the planner for `like` on a column whose index answers a text prefix as a range
+    /// (SQLite: TEXT affinity, BINARY collation, leading a BINARY index): a pattern with a
+    /// literal prefix is rendered `col >= prefix AND col < prefix⁺`, with the `LIKE` itself only
+    /// when the pattern goes on past a trailing `%`. Not part of the query syntax.
+    pub prefix_range: bool,
 }
 
 /// A computed column of a row a write names by its table's name: its function, called with

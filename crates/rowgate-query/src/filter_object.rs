@@ -311,6 +311,7 @@ fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Conditio
         parse: None,
         written_row: None,
         related: false,
+        prefix_range: false,
     })
 }
 

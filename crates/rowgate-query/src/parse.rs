@@ -1062,6 +1062,7 @@ fn parse_op_value(
         parse: None,
         written_row: None,
         related: false,
+        prefix_range: false,
     })
 }
 

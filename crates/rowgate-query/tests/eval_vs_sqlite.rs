@@ -76,7 +76,8 @@ fn table(rows: &[Row]) -> Connection {
     register_regexp(&conn);
     conn.execute_batch(
         "PRAGMA case_sensitive_like=ON;
-         CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT);",
+         CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT);
+         CREATE INDEX t_s ON t (s);",
     )
     .expect("schema");
     for (n, row) in rows.iter().enumerate() {
@@ -173,9 +174,40 @@ fn row() -> impl Strategy<Value = Row> {
     let s = prop::option::weighted(
         0.8,
         prop::sample::select(vec![
-            "", "a", "A", "abc", "Abc", "ABC", "b", "10", "2", "1.5", " 5", "5 ", "1e3", "0x10",
-            "-1", "abc%", "a_c", "日本", "é", "É", "Ab_c", "0", "0.0", "x y", "1abc", "true", "%",
+            "",
+            "a",
+            "A",
+            "abc",
+            "Abc",
+            "ABC",
+            "b",
+            "10",
+            "2",
+            "1.5",
+            " 5",
+            "5 ",
+            "1e3",
+            "0x10",
+            "-1",
+            "abc%",
+            "a_c",
+            "日本",
+            "é",
+            "É",
+            "Ab_c",
+            "0",
+            "0.0",
+            "x y",
+            "1abc",
+            "true",
+            "%",
             "*",
+            "ab",
+            "abd",
+            "ac",
+            "日本語",
+            "Éa",
+            "ê",
         ])
         .prop_map(str::to_owned),
     );
@@ -228,7 +260,8 @@ fn like_operand() -> impl Strategy<Value = String> {
         compare_operand(),
         prop::sample::select(vec![
             "a%", "A*", "%b%", "_", "__", "%", "*", "a_c", "1%", "%.5", "%0", "%e+%", "1.%", "%c",
-            "%C", "ab*", "*B*", "日%", "%É", "_.%", "-%", "%.0", "0.%",
+            "%C", "ab*", "*B*", "日%", "%É", "_.%", "-%", "%.0", "0.%", "ab", "a%c", "a_", "日本*",
+            "É*", "a**",
         ])
         .prop_map(str::to_owned),
     ]
@@ -304,8 +337,10 @@ fn predicate() -> impl Strategy<Value = Predicate> {
         )
             .prop_map(|(op, q, l)| (op, Some(q), l)),
     ];
-    (column(), any::<bool>(), shape).prop_map(|(column, negated, (op, quantifier, operand))| {
-        Predicate {
+    (column(), any::<bool>(), shape, any::<bool>()).prop_map(
+        |(column, negated, (op, quantifier, operand), ranged)| Predicate {
+            // `s` is the indexed text column: its prefixes may be rendered as ranges
+            prefix_range: ranged && column == "s" && op == Operator::Like,
             language: None,
             path: Vec::new(),
             vectorize: false,
@@ -317,8 +352,8 @@ fn predicate() -> impl Strategy<Value = Predicate> {
             op,
             quantifier,
             operand,
-        }
-    })
+        },
+    )
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
@@ -357,6 +392,43 @@ proptest! {
         let want = sqlite_ids(&conn, &filters);
         let got = eval_ids(&rows, &filters);
         prop_assert_eq!(got, want, "filter: {:?}", filters);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A `like` on the indexed text column rendered as a prefix range selects exactly the rows
+    /// the plain `LIKE` does, and that `eval` selects.
+    #[test]
+    fn prefix_ranges_select_what_like_selects(
+        rows in prop::collection::vec(row(), 8..32),
+        negated in any::<bool>(),
+        operand in prop_oneof![
+            like_operand().prop_map(Operand::Scalar),
+            prop::collection::vec(like_operand(), 0..3).prop_map(Operand::List),
+        ],
+        quantifier in prop_oneof![Just(Quantifier::Any), Just(Quantifier::All)],
+    ) {
+        let quantifier = matches!(operand, Operand::List(_)).then_some(quantifier);
+        let like = |prefix_range| Condition::Pred(Predicate {
+            prefix_range,
+            language: None,
+            path: Vec::new(),
+            vectorize: false,
+            parse: None,
+            written_row: None,
+            related: false,
+            column: "s".into(),
+            negated,
+            op: Operator::Like,
+            quantifier,
+            operand: operand.clone(),
+        });
+        let conn = table(&rows);
+        let ranged = sqlite_ids(&conn, &[like(true)]);
+        prop_assert_eq!(&ranged, &sqlite_ids(&conn, &[like(false)]));
+        prop_assert_eq!(&ranged, &eval_ids(&rows, &[like(true)]));
     }
 }
 

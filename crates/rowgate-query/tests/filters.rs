@@ -31,6 +31,7 @@ fn pred(col: &str, op: Op, operand: Operand) -> Condition {
         parse: None,
         written_row: None,
         related: false,
+        prefix_range: false,
     })
 }
 

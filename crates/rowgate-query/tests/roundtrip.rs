@@ -144,6 +144,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
                 parse: None,
                 written_row: None,
                 related: false,
+                prefix_range: false,
             },
         )
 }

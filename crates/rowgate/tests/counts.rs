@@ -11,6 +11,7 @@ use common::{write_config, Backend, TestServer};
 const FILTERS: &[(&str, &str)] = &[
     ("kind=eq.a", "kind = 'a'"),
     ("kind=like.b*&n=gt.50", "kind LIKE 'b%' AND n > 50"),
+    ("kind=like.b_", "kind LIKE 'b_'"),
     ("or=(kind.eq.a,n.lt.10)", "kind = 'a' OR n < 10"),
     ("not.and=(n.gte.20,n.lte.80)", "NOT (n >= 20 AND n <= 80)"),
     ("label=is.null", "label IS NULL"),
@@ -21,7 +22,8 @@ async fn server() -> TestServer {
     let config =
         write_config(dir.path(), "[realtime]\ntables = [\"things\"]\n", &[]).expect("config");
     let mut setup = String::from(
-        "CREATE TABLE things (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, n INTEGER NOT NULL, label TEXT);",
+        "CREATE TABLE things (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, n INTEGER NOT NULL, label TEXT);
+         CREATE INDEX things_kind ON things (kind);", // `like` prefixes become ranges on kind
     );
     for i in 0..300 {
         let kind = ["a", "b", "bb", "c"][i % 4];

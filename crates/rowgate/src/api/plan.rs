@@ -613,12 +613,16 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                 .column(&name)
                 .filter(|_| p.path.is_empty() && p.op.compares_values())
                 .and_then(|c| c.represented(|r| &r.from_text));
+            let prefix_range = p.op == Operator::Like
+                && p.path.is_empty()
+                && table.column(&name).is_some_and(|c| c.prefix_indexed);
             Condition::Pred(Predicate {
                 column: name,
                 path,
                 operand,
                 vectorize,
                 parse,
+                prefix_range,
                 ..p.clone()
             })
         }
@@ -765,6 +769,7 @@ fn eq(column: &str, value: &str) -> Condition {
         parse: None,
         written_row: None,
         related: false,
+        prefix_range: false,
     })
 }
 

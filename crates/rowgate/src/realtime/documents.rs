@@ -190,6 +190,7 @@ pub async fn events(
         parse: None,
         written_row: None,
         related: false,
+        prefix_range: false,
     }));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(

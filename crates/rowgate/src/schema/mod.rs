@@ -68,6 +68,12 @@ pub struct Column {
     /// stands for, as `format_type` spells it (`tsvector` for a domain over `tsvector`).
     #[serde(skip)]
     pub domain_base: Option<String>,
+    /// SQLite: a text column whose index answers a `like` prefix as a range, where SQLite's own
+    /// LIKE optimization would use it (TEXT affinity, BINARY collation, the first key of an
+    /// index of BINARY collation). The planner marks such `like` filters
+    /// ([`rowgate_query::Predicate::prefix_range`]).
+    #[serde(skip)]
+    pub prefix_indexed: bool,
 }
 
 /// A domain's representation: the functions of its implicit casts to JSON (how it is read),
@@ -124,6 +130,7 @@ impl Column {
             representation: None,
             domain_base: None,
             input: input::InputType::Native,
+            prefix_indexed: false,
         }
     }
 
@@ -569,9 +576,11 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             computed: None,
             representation: None,
             domain_base: None,
+            prefix_indexed: false,
         });
     }
     if !is_view {
+        mark_prefix_indexed(conn, name, &mut columns)?;
         let ddl: Option<String> = conn
             .query_row(
                 "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
@@ -653,6 +662,39 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
     Ok(table)
 }
 
+/// Marks the columns of `table` a `like` prefix can be looked up by ([`Column::prefix_indexed`]):
+/// the first key of a full (not partial) index of BINARY collation, of TEXT affinity (SQLite's
+/// rules: the declared type names no `INT` and one of `CHAR`, `CLOB`, `TEXT`) and declared with
+/// BINARY collation.
+fn mark_prefix_indexed(
+    conn: &Connection,
+    table: &str,
+    columns: &mut [Column],
+) -> rusqlite::Result<()> {
+    let mut leading = conn.prepare(
+        "SELECT x.name, x.coll FROM pragma_index_list(?1) AS l, pragma_index_xinfo(l.name) AS x
+         WHERE NOT l.partial AND x.seqno = 0 AND x.name IS NOT NULL",
+    )?;
+    let keys: Vec<(String, String)> = leading
+        .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for column in columns.iter_mut() {
+        let t = column.decl_type.to_ascii_uppercase();
+        let text_affinity =
+            !t.contains("INT") && (t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT"));
+        let indexed = keys
+            .iter()
+            .any(|(name, coll)| *name == column.name && coll.eq_ignore_ascii_case("BINARY"));
+        if text_affinity && indexed {
+            let (_, collation, ..) =
+                conn.column_metadata(None::<&str>, table, column.name.as_str())?;
+            column.prefix_indexed =
+                collation.is_none_or(|c| c.to_bytes().eq_ignore_ascii_case(b"BINARY"));
+        }
+    }
+    Ok(())
+}
+
 /// Maps a declared type to its JSON type, following SQLite's affinity rules (§3.1 of the
 /// datatype docs) plus BOOLEAN and JSON, which SQLite stores as integers and text.
 pub(crate) fn classify(decl_type: &str) -> (&'static str, JsonKind) {
@@ -679,6 +721,38 @@ pub(crate) fn classify(decl_type: &str) -> (&'static str, JsonKind) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_columns_leading_a_binary_index_take_like_prefixes_as_ranges() {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, title VARCHAR(40),
+                nocase TEXT COLLATE NOCASE, folded TEXT, code INTEGER, point TEXT, loose,
+                second TEXT, part TEXT, plain TEXT, stamp DATETIME);
+             CREATE INDEX t_name ON t (name);
+             CREATE UNIQUE INDEX t_title ON t (title, second);
+             CREATE INDEX t_nocase ON t (nocase);
+             CREATE INDEX t_folded ON t (folded COLLATE NOCASE);
+             CREATE INDEX t_code ON t (code);
+             CREATE INDEX t_point ON t (point, loose);
+             CREATE INDEX t_loose ON t (loose);
+             CREATE INDEX t_part ON t (part) WHERE part IS NOT NULL;
+             CREATE INDEX t_upper ON t (upper(plain));
+             CREATE INDEX t_stamp ON t (stamp);",
+        )
+        .expect("ddl");
+        let cache = SchemaCache::introspect(&conn).expect("introspect");
+        let t = cache.table("t").expect("t");
+        let marked: Vec<&str> = t
+            .columns
+            .iter()
+            .filter(|c| c.prefix_indexed)
+            .map(|c| c.name.as_str())
+            .collect();
+        // not: NOCASE (the column's or the index's), integer, untyped and DATETIME (not TEXT
+        // affinity), an index's second key, a partial index, an expression index, no index
+        assert_eq!(marked, ["name", "title", "point"]);
+    }
 
     #[test]
     fn introspects_keys_types_and_views() {

@@ -92,6 +92,7 @@ pub async fn introspect(
                 representation: None,
                 domain_base: r.get(12),
                 input: super::input::InputType::Native,
+                prefix_indexed: false,
             },
         ));
     }
