@@ -273,12 +273,66 @@ async fn accept(
         return;
     }
     app.metrics.accepted();
-    let counted = OpenConnection::new(app.metrics.clone());
-    let served = connection_at(app, http, stream, peer.ip(), door);
-    tokio::spawn(async move {
-        served.await;
-        drop(counted);
-    });
+    let stream = Counted {
+        stream,
+        _open: OpenConnection::new(app.metrics.clone()),
+    };
+    tokio::spawn(connection_at(app, http, stream, peer.ip(), door));
+}
+
+/// A connection's stream, counted as open while it lives, whoever holds it: hyper, or the
+/// WebSocket session it was upgraded to. The count moves with the socket, so an upgraded
+/// connection is never counted twice (it was, between the 101 answer and hyper letting go of
+/// the socket: at `limits.max_connections`, a connection accepted then was refused).
+struct Counted<S> {
+    stream: S,
+    _open: OpenConnection,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<S> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 /// Counts an open connection while it lives.

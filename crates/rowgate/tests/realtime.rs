@@ -960,10 +960,61 @@ async fn websockets_count_as_connections(b: Backend) {
     assert!(served, "served again once the sockets closed");
 }
 
+/// As many WebSockets as `limits.max_connections` says fit, opened all at once: an upgraded
+/// connection is counted once (it was counted twice between its 101 answer and hyper letting go
+/// of the socket, and a connection accepted in that moment was refused with a 503).
+async fn the_connection_limit_holds_that_many_websockets(b: Backend) {
+    const LIMIT: usize = 400;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = write_config(dir.path(), &CONFIG.replace("{extra}", ""), &[]).expect("config");
+    config.limits.max_connections = LIMIT;
+    let s = TestServer::start_prepared(b, dir, config, NOTES, |_| {}).await;
+    let url = format!("ws://{}/realtime", s.addr);
+    for round in 0..20 {
+        let opened = futures_util::future::join_all(
+            (0..LIMIT).map(|_| tokio_tungstenite::connect_async(url.clone())),
+        )
+        .await;
+        let refused: Vec<String> = opened
+            .iter()
+            .filter_map(|o| o.as_ref().err().map(ToString::to_string))
+            .collect();
+        assert!(refused.is_empty(), "round {round}: {refused:?}");
+        drop(opened);
+        // the sockets close; the next round starts once the server has let go of them all
+        let mut free = false;
+        for _ in 0..100 {
+            let body = reqwest::get(s.root_url("/metrics"))
+                .await
+                .expect("metrics")
+                .text()
+                .await
+                .expect("metrics");
+            // this request's own connection is the one left
+            if metric(&body, "rowgate_http_connections_open") <= 1.0 {
+                free = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(free, "round {round}: the closed sockets are let go of");
+    }
+}
+
+/// The value of the first sample of `name` in a Prometheus text answer.
+fn metric(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find(|l| l.starts_with(name) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::MAX)
+}
+
 sqlite_tests!(
     silent_clients_are_closed_by_the_sweeper,
     session_runs_without_a_socket,
-    websockets_count_as_connections
+    websockets_count_as_connections,
+    the_connection_limit_holds_that_many_websockets
 );
 
 /// Issue 13, item 16: the server echoes a client's Close with the client's code (RFC 6455

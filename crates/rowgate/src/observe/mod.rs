@@ -31,7 +31,8 @@ pub struct Metrics {
     pid: String,
     /// Responses by status class: 1xx .. 5xx.
     responses: [Counter; 5],
-    /// Connections open now (also `limits.max_connections`' count).
+    /// Connections open now (also `limits.max_connections`' count): each socket while it lives,
+    /// through hyper or the WebSocket session it was upgraded to (`server::Counted`).
     pub open_connections: AtomicUsize,
     accepted: Counter,
     refused: Counter,
@@ -203,18 +204,6 @@ impl Metrics {
     pub fn realtime_connection(&self, delta: i64) {
         self.realtime_connections
             .fetch_add(delta, Ordering::Relaxed);
-    }
-
-    /// A connection was upgraded to a WebSocket (`1`, counted from the 101 answer on) or its
-    /// session ended (`-1`): it stays an open connection (`limits.max_connections`, and the
-    /// drain waits for it to send its close frame). An SSE stream is counted by its HTTP
-    /// connection.
-    pub fn upgraded_connection(&self, delta: i64) {
-        if delta > 0 {
-            self.open_connections.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.open_connections.fetch_sub(1, Ordering::Relaxed);
-        }
     }
 
     /// Events waiting in realtime connections' queues now, and the subscriptions held.

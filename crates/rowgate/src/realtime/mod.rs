@@ -274,13 +274,13 @@ fn upgrade_speaking(
     // seen as changed once, so a stream opened while draining closes at its first look
     let mut draining = app.draining.subscribe();
     draining.mark_changed();
-    app.metrics.upgraded_connection(1);
+    // the socket counts as an open connection (`limits.max_connections`, the drain) for as
+    // long as the session holds it: the count moves with it (`server::Counted`)
     tokio::spawn(async move {
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
             Err(e) => {
                 tracing::debug!("realtime: upgrade failed: {e}");
-                app.metrics.upgraded_connection(-1);
                 return;
             }
         };
@@ -290,7 +290,6 @@ fn upgrade_speaking(
             Some(ws_config),
         )
         .await;
-        let metrics = app.metrics.clone();
         session::run(
             socket,
             session::Context {
@@ -301,7 +300,6 @@ fn upgrade_speaking(
             },
         )
         .await;
-        metrics.upgraded_connection(-1);
     });
     let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(
         key.as_ref().map_or(&[][..], HeaderValue::as_bytes),
