@@ -66,6 +66,14 @@ pub trait Dialect: Send + Sync {
     /// `lhs LIKE rhs` (case-sensitive) or its case-insensitive form.
     fn like(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String;
 
+    /// A `LIKE` pattern's placeholder the query planner is not to read: SQLite's LIKE
+    /// optimization reads a bound pattern when it prepares the statement, and marks it to be
+    /// prepared again whenever the pattern is bound; where no index can serve the pattern (it
+    /// starts with a wildcard, or a prefix range already does), `+?` (a no-op) spares that.
+    fn unplanned_pattern(&self, placeholder: &str) -> String {
+        placeholder.to_owned()
+    }
+
     /// The bound pattern for a `like`/`ilike` value: PostgREST's `*` becomes `%`.
     fn like_pattern(&self, value: &str) -> String {
         value.replace('*', "%")
@@ -197,6 +205,10 @@ impl Dialect for Sqlite {
             "blob" => "BLOB",
             _ => return None,
         })
+    }
+
+    fn unplanned_pattern(&self, placeholder: &str) -> String {
+        format!("+{placeholder}")
     }
 
     fn like(&self, lhs: &str, rhs: &str, case_insensitive: bool) -> String {
@@ -1858,12 +1870,19 @@ fn binary(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
                     if !range.complete {
                         let ph = bind(d, out, Value::Text(pattern));
                         out.text.push_str(" AND ");
-                        out.text.push_str(&d.like(col, &ph, false));
+                        out.text
+                            .push_str(&d.like(col, &d.unplanned_pattern(&ph), false));
                     }
                     out.text.push(')');
                 }
                 None => {
+                    let wildcard_first = pattern.starts_with(['%', '_']);
                     let ph = bind(d, out, Value::Text(pattern));
+                    let ph = if wildcard_first && op == Operator::Like {
+                        d.unplanned_pattern(&ph)
+                    } else {
+                        ph
+                    };
                     out.text.push_str(&d.like(col, &ph, op == Operator::Ilike));
                 }
             }
