@@ -310,6 +310,10 @@ pub struct Predicate {
     /// literal prefix is rendered `col >= prefix AND col < prefix⁺`, with the `LIKE` itself only
     /// when the pattern goes on past a trailing `%`. Not part of the query syntax.
     pub prefix_range: bool,
+    /// Set by the planner for `like` on a column that is a key of no index (SQLite): no index
+    /// can serve its pattern, so the pattern is bound where the query planner does not read it
+    /// ([`crate::render::Dialect::unplanned_pattern`]). Not part of the query syntax.
+    pub unindexed: bool,
 }
 
 /// A computed column of a row a write names by its table's name: its function, called with

@@ -312,6 +312,7 @@ fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Conditio
         written_row: None,
         related: false,
         prefix_range: false,
+        unindexed: false,
     })
 }
 

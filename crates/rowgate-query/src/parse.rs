@@ -1063,6 +1063,7 @@ fn parse_op_value(
         written_row: None,
         related: false,
         prefix_range: false,
+        unindexed: false,
     })
 }
 

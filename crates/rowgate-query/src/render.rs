@@ -1878,7 +1878,7 @@ fn binary(d: &dyn Dialect, col: &str, p: &Predicate, v: &str, out: &mut Sql) {
                 None => {
                     let wildcard_first = pattern.starts_with(['%', '_']);
                     let ph = bind(d, out, Value::Text(pattern));
-                    let ph = if wildcard_first && op == Operator::Like {
+                    let ph = if (wildcard_first || p.unindexed) && op == Operator::Like {
                         d.unplanned_pattern(&ph)
                     } else {
                         ph

@@ -337,10 +337,12 @@ fn predicate() -> impl Strategy<Value = Predicate> {
         )
             .prop_map(|(op, q, l)| (op, Some(q), l)),
     ];
-    (column(), any::<bool>(), shape, any::<bool>()).prop_map(
-        |(column, negated, (op, quantifier, operand), ranged)| Predicate {
+    (column(), any::<bool>(), shape, any::<bool>(), any::<bool>()).prop_map(
+        |(column, negated, (op, quantifier, operand), ranged, unindexed)| Predicate {
             // `s` is the indexed text column: its prefixes may be rendered as ranges
             prefix_range: ranged && column == "s" && op == Operator::Like,
+            // the other columns are keys of no index
+            unindexed: unindexed && column != "s" && op == Operator::Like,
             language: None,
             path: Vec::new(),
             vectorize: false,
@@ -413,6 +415,7 @@ proptest! {
         let quantifier = matches!(operand, Operand::List(_)).then_some(quantifier);
         let like = |prefix_range| Condition::Pred(Predicate {
             prefix_range,
+            unindexed: false,
             language: None,
             path: Vec::new(),
             vectorize: false,

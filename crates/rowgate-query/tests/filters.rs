@@ -32,6 +32,7 @@ fn pred(col: &str, op: Op, operand: Operand) -> Condition {
         written_row: None,
         related: false,
         prefix_range: false,
+        unindexed: false,
     })
 }
 

@@ -145,6 +145,7 @@ fn predicate() -> impl Strategy<Value = Predicate> {
                 written_row: None,
                 related: false,
                 prefix_range: false,
+                unindexed: false,
             },
         )
 }

@@ -613,9 +613,11 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                 .column(&name)
                 .filter(|_| p.path.is_empty() && p.op.compares_values())
                 .and_then(|c| c.represented(|r| &r.from_text));
-            let prefix_range = p.op == Operator::Like
-                && p.path.is_empty()
-                && table.column(&name).is_some_and(|c| c.prefix_indexed);
+            let like_on = |flag: fn(&crate::schema::Column) -> bool| {
+                p.op == Operator::Like && p.path.is_empty() && table.column(&name).is_some_and(flag)
+            };
+            let prefix_range = like_on(|c| c.prefix_indexed);
+            let unindexed = like_on(|c| c.unindexed);
             Condition::Pred(Predicate {
                 column: name,
                 path,
@@ -623,6 +625,7 @@ fn condition(table: &Table, c: &Condition, dialect: &dyn Dialect) -> Result<Cond
                 vectorize,
                 parse,
                 prefix_range,
+                unindexed,
                 ..p.clone()
             })
         }
@@ -770,6 +773,7 @@ fn eq(column: &str, value: &str) -> Condition {
         written_row: None,
         related: false,
         prefix_range: false,
+        unindexed: false,
     })
 }
 

@@ -191,6 +191,7 @@ pub async fn events(
         written_row: None,
         related: false,
         prefix_range: false,
+        unindexed: false,
     }));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(

@@ -74,6 +74,10 @@ pub struct Column {
     /// ([`rowgate_query::Predicate::prefix_range`]).
     #[serde(skip)]
     pub prefix_indexed: bool,
+    /// SQLite: a table's column that is a key of no index, so that no index can serve a
+    /// `like` on it ([`rowgate_query::Predicate::unindexed`]).
+    #[serde(skip)]
+    pub unindexed: bool,
 }
 
 /// A domain's representation: the functions of its implicit casts to JSON (how it is read),
@@ -131,6 +135,7 @@ impl Column {
             domain_base: None,
             input: input::InputType::Native,
             prefix_indexed: false,
+            unindexed: false,
         }
     }
 
@@ -577,6 +582,7 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
             representation: None,
             domain_base: None,
             prefix_indexed: false,
+            unindexed: false,
         });
     }
     if !is_view {
@@ -662,7 +668,8 @@ fn introspect_table(conn: &Connection, name: &str, is_view: bool) -> rusqlite::R
     Ok(table)
 }
 
-/// Marks the columns of `table` a `like` prefix can be looked up by ([`Column::prefix_indexed`]):
+/// Marks the columns of `table` no index has as a key ([`Column::unindexed`]), and those a
+/// `like` prefix can be looked up by ([`Column::prefix_indexed`]):
 /// the first key of a full (not partial) index of BINARY collation, of TEXT affinity (SQLite's
 /// rules: the declared type names no `INT` and one of `CHAR`, `CLOB`, `TEXT`) and declared with
 /// BINARY collation.
@@ -678,7 +685,15 @@ fn mark_prefix_indexed(
     let keys: Vec<(String, String)> = leading
         .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
+    let mut any_key = conn.prepare(
+        "SELECT DISTINCT x.name FROM pragma_index_list(?1) AS l, pragma_index_xinfo(l.name) AS x
+         WHERE x.key AND x.name IS NOT NULL",
+    )?;
+    let indexed: std::collections::HashSet<String> = any_key
+        .query_map([table], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
     for column in columns.iter_mut() {
+        column.unindexed = !indexed.contains(&column.name);
         let t = column.decl_type.to_ascii_uppercase();
         let text_affinity =
             !t.contains("INT") && (t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT"));
@@ -752,6 +767,14 @@ mod tests {
         // not: NOCASE (the column's or the index's), integer, untyped and DATETIME (not TEXT
         // affinity), an index's second key, a partial index, an expression index, no index
         assert_eq!(marked, ["name", "title", "point"]);
+        let unindexed: Vec<&str> = t
+            .columns
+            .iter()
+            .filter(|c| c.unindexed)
+            .map(|c| c.name.as_str())
+            .collect();
+        // the rowid (`id`) is a key of no index either; `upper(plain)` is an expression
+        assert_eq!(unindexed, ["id", "plain"]);
     }
 
     #[test]

@@ -93,6 +93,7 @@ pub async fn introspect(
                 domain_base: r.get(12),
                 input: super::input::InputType::Native,
                 prefix_indexed: false,
+                unindexed: false,
             },
         ));
     }
