@@ -318,23 +318,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
     for t in tasks {
         t.await.context("client task")?;
     }
-    let Tally {
-        histogram,
-        by_request,
-        ok,
-        errors,
-    } = std::mem::replace(
-        &mut *shared
-            .tally
-            .lock()
-            .map_err(|_| anyhow::anyhow!("a client task panicked"))?,
-        Tally {
-            histogram: new_histogram(),
-            by_request: Vec::new(),
-            ok: 0,
-            errors: 0,
-        },
-    );
+    let tally = shared
+        .tally
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a client task panicked"))?;
+    let (ok, errors) = (tally.ok, tally.errors);
     let seconds = shared.started.elapsed().as_secs_f64();
     shared.stop.store(true, Ordering::Relaxed);
     if let Some(bar) = progress {
@@ -361,7 +349,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         errors,
         error_samples: samples,
         rps: ok as f64 / seconds.max(1e-9),
-        latency_us: Latency::of(&histogram),
+        latency_us: Latency::of(&tally.histogram),
         server_cpu_us_per_request: cpu,
         server_rss_bytes: after.map(|a| a.rss_bytes),
         server_peak_rss_bytes: after.map(|a| a.peak_rss_bytes),
@@ -370,7 +358,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
         by_request: if plan.mix.len() > 1 {
             plan.mix
                 .iter()
-                .zip(&by_request)
+                .zip(&tally.by_request)
                 .map(|(r, h)| RequestLatency {
                     request: format!("{} {}", r.spec.method, r.spec.path),
                     ok: h.len(),

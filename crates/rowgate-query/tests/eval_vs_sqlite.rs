@@ -338,24 +338,42 @@ fn predicate() -> impl Strategy<Value = Predicate> {
             .prop_map(|(op, q, l)| (op, Some(q), l)),
     ];
     (column(), any::<bool>(), shape, any::<bool>(), any::<bool>()).prop_map(
-        |(column, negated, (op, quantifier, operand), ranged, unindexed)| Predicate {
-            // `s` is the indexed text column: its prefixes may be rendered as ranges
-            prefix_range: ranged && column == "s" && op == Operator::Like,
-            // the other columns are keys of no index
-            unindexed: unindexed && column != "s" && op == Operator::Like,
-            language: None,
-            path: Vec::new(),
-            vectorize: false,
-            parse: None,
-            written_row: None,
-            related: false,
-            column,
-            negated,
-            op,
-            quantifier,
-            operand,
+        |(column, negated, (op, quantifier, operand), ranged, unindexed)| {
+            let like = op == Operator::Like;
+            Predicate {
+                // `s` is the indexed text column: its prefixes may be rendered as ranges
+                prefix_range: ranged && like && column == "s",
+                // the other columns are keys of no index
+                unindexed: unindexed && like && column != "s",
+                ..parsed(column, negated, op, quantifier, operand)
+            }
         },
     )
+}
+
+/// A predicate as the parser gives it: none of the planner's flags set.
+fn parsed(
+    column: String,
+    negated: bool,
+    op: Operator,
+    quantifier: Option<Quantifier>,
+    operand: Operand,
+) -> Predicate {
+    Predicate {
+        language: None,
+        path: Vec::new(),
+        vectorize: false,
+        parse: None,
+        written_row: None,
+        related: false,
+        prefix_range: false,
+        unindexed: false,
+        column,
+        negated,
+        op,
+        quantifier,
+        operand,
+    }
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
@@ -415,18 +433,7 @@ proptest! {
         let quantifier = matches!(operand, Operand::List(_)).then_some(quantifier);
         let like = |prefix_range| Condition::Pred(Predicate {
             prefix_range,
-            unindexed: false,
-            language: None,
-            path: Vec::new(),
-            vectorize: false,
-            parse: None,
-            written_row: None,
-            related: false,
-            column: "s".into(),
-            negated,
-            op: Operator::Like,
-            quantifier,
-            operand: operand.clone(),
+            ..parsed("s".into(), negated, Operator::Like, quantifier, operand.clone())
         });
         let conn = table(&rows);
         let ranged = sqlite_ids(&conn, &[like(true)]);
