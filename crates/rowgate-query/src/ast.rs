@@ -316,6 +316,29 @@ pub struct Predicate {
     pub unindexed: bool,
 }
 
+impl Predicate {
+    /// `column=op.operand` as written: not negated, no quantifier, JSON path or language, none
+    /// of the planner's flags set (the other fields are set over it: `Predicate { negated,
+    /// ..Predicate::new(…) }`).
+    pub fn new(column: impl Into<String>, op: Operator, operand: Operand) -> Predicate {
+        Predicate {
+            column: column.into(),
+            path: Vec::new(),
+            negated: false,
+            op,
+            quantifier: None,
+            operand,
+            language: None,
+            vectorize: false,
+            parse: None,
+            written_row: None,
+            related: false,
+            prefix_range: false,
+            unindexed: false,
+        }
+    }
+}
+
 /// A computed column of a row a write names by its table's name: its function, called with
 /// that row.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -300,19 +300,8 @@ fn text(name: &str, value: &Json) -> Result<String, ParseError> {
 
 fn pred(column: &str, op: Operator, negated: bool, operand: Operand) -> Condition {
     Condition::Pred(Predicate {
-        column: column.to_string(),
-        path: Vec::new(),
         negated,
-        op,
-        quantifier: None,
-        operand,
-        language: None,
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
+        ..Predicate::new(column, op, operand)
     })
 }
 

@@ -1051,19 +1051,11 @@ fn parse_op_value(
         Operand::Scalar(cur.take_while(|_| true).to_owned())
     };
     Ok(Predicate {
-        column,
         path,
         negated,
-        op,
         quantifier,
-        operand,
         language,
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
+        ..Predicate::new(column, op, operand)
     })
 }
 

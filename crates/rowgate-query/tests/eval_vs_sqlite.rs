@@ -360,19 +360,9 @@ fn parsed(
     operand: Operand,
 ) -> Predicate {
     Predicate {
-        language: None,
-        path: Vec::new(),
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
-        column,
         negated,
-        op,
         quantifier,
-        operand,
+        ..Predicate::new(column, op, operand)
     }
 }
 

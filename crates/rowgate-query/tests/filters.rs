@@ -19,21 +19,7 @@ enum Want {
 use Want::{E, F, Q};
 
 fn pred(col: &str, op: Op, operand: Operand) -> Condition {
-    Condition::Pred(Predicate {
-        column: col.to_owned(),
-        path: Vec::new(),
-        negated: false,
-        op,
-        quantifier: None,
-        operand,
-        language: None,
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
-    })
+    Condition::Pred(Predicate::new(col, op, operand))
 }
 
 fn fts_in(col: &str, op: Op, language: &str, v: &str) -> Condition {

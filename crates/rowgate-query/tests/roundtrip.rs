@@ -133,19 +133,11 @@ fn predicate() -> impl Strategy<Value = Predicate> {
     )
         .prop_map(
             |(column, path, negated, (op, quantifier, operand), language)| Predicate {
-                column,
                 path,
                 negated,
-                op,
                 quantifier,
-                operand,
                 language: language.filter(|_| op.is_full_text()),
-                vectorize: false,
-                parse: None,
-                written_row: None,
-                related: false,
-                prefix_range: false,
-                unindexed: false,
+                ..Predicate::new(column, op, operand)
             },
         )
 }

@@ -760,21 +760,11 @@ pub fn key_filters(key: &[(String, String)]) -> Vec<Condition> {
 }
 
 fn eq(column: &str, value: &str) -> Condition {
-    Condition::Pred(Predicate {
-        column: column.to_string(),
-        path: Vec::new(),
-        negated: false,
-        op: Operator::Eq,
-        quantifier: None,
-        operand: Operand::Scalar(value.to_string()),
-        language: None,
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
-    })
+    Condition::Pred(Predicate::new(
+        column,
+        Operator::Eq,
+        Operand::Scalar(value.to_string()),
+    ))
 }
 
 /// Plans a read of `table` (`item` = the item URL's filters, already resolved).

@@ -178,21 +178,11 @@ pub async fn events(
         })
         .collect();
     let mut select = feed.read.select.clone();
-    select.filters.push(Condition::Pred(Predicate {
-        column: key_column,
-        path: Vec::new(),
-        negated: false,
-        op: Operator::In,
-        quantifier: None,
-        operand: Operand::List(keys),
-        language: None,
-        vectorize: false,
-        parse: None,
-        written_row: None,
-        related: false,
-        prefix_range: false,
-        unindexed: false,
-    }));
+    select.filters.push(Condition::Pred(Predicate::new(
+        key_column,
+        Operator::In,
+        Operand::List(keys),
+    )));
     let sql = render::select(app.db.dialect(), &select);
     let job = Job::new(
         Access::Read,
