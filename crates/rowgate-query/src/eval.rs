@@ -226,6 +226,59 @@ fn binary(lhs: &Value, op: Operator, operand: &str) -> Result<Option<bool>, Eval
     })
 }
 
+/// What an `eq` with a text operand can be equal to, as a hashable key: a row value is `eq`
+/// to the operand (as [`eval`] compares them) exactly when [`EqKey::of_value`] is one of
+/// [`EqKey::of_operand`]. Lets a caller holding many equality filters (realtime's
+/// subscriptions) find the ones a row can pass by lookup instead of evaluating each.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EqKey {
+    /// A text value, byte for byte.
+    Text(String),
+    /// A number: an integer, or a real with an exact integer value, as that integer.
+    Int(i64),
+    /// Any other real, by its bits (never NaN, never -0).
+    Real(u64),
+}
+
+impl EqKey {
+    /// The keys a row value equal to `operand` may have: its text, and its number when the
+    /// operand looks numeric. `None` when the operand equals values no key describes (a
+    /// number that is NaN): such a filter cannot be looked up.
+    pub fn of_operand(operand: &str) -> Option<Vec<EqKey>> {
+        let mut keys = vec![EqKey::Text(operand.to_string())];
+        match numeric_affinity(operand) {
+            None => {}
+            Some(Num::Int(i)) => keys.push(EqKey::Int(i)),
+            Some(Num::Real(r)) if r.is_nan() => return None,
+            Some(Num::Real(r)) => keys.push(EqKey::real(r)),
+        }
+        Some(keys)
+    }
+
+    /// The key of a row value (`None` for NULL, which is never `eq` to anything).
+    pub fn of_value(value: &Value) -> Option<EqKey> {
+        Some(match value {
+            Value::Null => return None,
+            Value::Text(s) => EqKey::Text(s.clone()),
+            Value::Int(i) => EqKey::Int(*i),
+            Value::Bool(b) => EqKey::Int(i64::from(*b)),
+            Value::Real(r) if r.is_nan() => return None,
+            Value::Real(r) => EqKey::real(*r),
+        })
+    }
+
+    /// A real's key: an integral real in the 64-bit range compares equal to that integer
+    /// (`int_float_cmp`), so it is keyed as one.
+    fn real(r: f64) -> EqKey {
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        if r.fract() == 0.0 && (-TWO_63..TWO_63).contains(&r) {
+            #[allow(clippy::cast_possible_truncation)]
+            return EqKey::Int(r as i64);
+        }
+        EqKey::Real(r.to_bits())
+    }
+}
+
 /// A number after SQLite's numeric affinity.
 #[derive(Debug, Clone, Copy)]
 enum Num {
@@ -491,6 +544,47 @@ mod tests {
         assert_eq!(real_text(1.0 / 3.0), "0.333333333333333");
         assert_eq!(real_text(123456789012345.0), "123456789012345.0");
         assert_eq!(real_text(1234567890123456.0), "1.23456789012346e+15");
+    }
+
+    /// A value is `eq` to an operand exactly when its key is among the operand's keys: the
+    /// lookup realtime's index does finds exactly the filters the evaluator passes.
+    #[test]
+    fn eq_keys_find_exactly_what_eq_passes() {
+        use proptest::prelude::*;
+        let operand = prop_oneof![
+            "[ +-]?[0-9]{0,3}(\\.[0-9]{0,2})?(e[+-]?[0-9])? ?",
+            "-?0(\\.0)?",
+            Just("9223372036854775807".to_string()),
+            Just("9223372036854775808".to_string()),
+            Just("-9223372036854775808".to_string()),
+            Just("1e999".to_string()),
+            "[a-c1]{0,3}",
+        ];
+        let value = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-20i64..20).prop_map(Value::Int),
+            prop_oneof![Just(i64::MAX), Just(i64::MIN)].prop_map(Value::Int),
+            prop_oneof![
+                (-40i32..40).prop_map(|n| f64::from(n) / 4.0),
+                Just(-0.0),
+                Just(9_223_372_036_854_775_808.0),
+                Just(-9_223_372_036_854_775_808.0),
+                Just(f64::INFINITY),
+                Just(1e300),
+            ]
+            .prop_map(Value::Real),
+            "[ +-]?[0-9a-c.]{0,4}".prop_map(Value::Text),
+        ];
+        proptest!(ProptestConfig::with_cases(4000), |(v in value, op in operand)| {
+            let passes = binary(&v, Operator::Eq, &op).expect("eq") == Some(true);
+            let found = match (EqKey::of_value(&v), EqKey::of_operand(&op)) {
+                (Some(key), Some(keys)) => keys.contains(&key),
+                (_, None) => passes, // not indexable: the caller evaluates it
+                (None, Some(_)) => false,
+            };
+            prop_assert_eq!(passes, found, "{:?} eq {:?}", v, op);
+        });
     }
 
     #[test]

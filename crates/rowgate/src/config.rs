@@ -543,8 +543,15 @@ pub struct RealtimeConfig {
     pub prune_ms: u64,
     /// Events waiting for one connection before it is closed (1013) as too slow.
     pub queue: usize,
-    /// Tables one connection may subscribe to.
+    /// Subscriptions one connection may hold: tables on `/realtime`, `postgres_changes`
+    /// bindings over all its channels on Supabase's socket (a join past it is refused).
     pub max_subscriptions: usize,
+    /// Channels (topics) one connection speaking Supabase's protocol may join (Supabase's
+    /// `max_channels_per_client`).
+    pub max_channels: usize,
+    /// Realtime connections (WebSockets of both protocols and SSE streams) from one client
+    /// address at once; one more is answered 429 (0: no limit).
+    pub max_connections_per_address: usize,
     /// Largest client message in bytes (1009 beyond).
     pub max_message_bytes: usize,
     /// Client messages per second before the connection is closed (1008).
@@ -571,6 +578,8 @@ impl Default for RealtimeConfig {
             prune_ms: 60_000,
             queue: 1024,
             max_subscriptions: 100,
+            max_channels: 100,
+            max_connections_per_address: 100,
             max_message_bytes: 16_384,
             max_messages_per_s: 100,
             ping_s: 60,

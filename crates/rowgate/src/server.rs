@@ -771,9 +771,9 @@ async fn route(
         Route::Realtime | Route::RealtimeSupabase | Route::RealtimeEvents => {
             Box::pin(crate::realtime::know_token_client(app, &parts)).await;
             match route {
-                Route::Realtime => crate::realtime::upgrade(app, &mut parts),
-                Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts),
-                _ => crate::realtime::sse::open(app, &parts),
+                Route::Realtime => crate::realtime::upgrade(app, &mut parts, peer),
+                Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts, peer),
+                _ => crate::realtime::sse::open(app, &parts, peer),
             }
         }
         Route::Metrics => {

@@ -10,6 +10,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::ws::next;
 use common::{write_config, Backend, TestServer};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{json, Value};
@@ -82,22 +83,6 @@ async fn send(socket: &mut impl Ws, message: Value) {
         .send(Message::text(message.to_string()))
         .await
         .expect("send");
-}
-
-/// The next text frame as JSON (panics on close or after PATIENCE).
-async fn next(socket: &mut impl Ws) -> Value {
-    loop {
-        let message = tokio::time::timeout(PATIENCE, socket.next())
-            .await
-            .expect("a frame in time")
-            .expect("open")
-            .expect("frame");
-        match message {
-            Message::Text(text) => return serde_json::from_str(text.as_str()).expect("json"),
-            Message::Close(frame) => panic!("closed: {frame:?}"),
-            _ => {}
-        }
-    }
 }
 
 /// Waits for the close frame and returns its code.
@@ -968,6 +953,8 @@ async fn the_connection_limit_holds_that_many_websockets(b: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = write_config(dir.path(), &CONFIG.replace("{extra}", ""), &[]).expect("config");
     config.limits.max_connections = LIMIT;
+    // every socket comes from 127.0.0.1
+    config.realtime.max_connections_per_address = 0;
     let s = TestServer::start_prepared(b, dir, config, NOTES, |_| {}).await;
     let url = format!("ws://{}/realtime", s.addr);
     for round in 0..20 {

@@ -15,8 +15,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use common::ws::{next, Socket};
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -52,20 +51,6 @@ async fn push(socket: &mut Socket, frame: Value) {
         .send(Message::text(frame.to_string()))
         .await
         .expect("send");
-}
-
-/// The next text frame, as JSON.
-async fn next(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(PATIENCE, socket.next())
-            .await
-            .expect("a frame in time")
-            .expect("open")
-            .expect("frame");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).expect("json");
-        }
-    }
 }
 
 /// No text frame arrives within a short while.

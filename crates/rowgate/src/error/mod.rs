@@ -109,6 +109,7 @@ error_codes! {
     PositionInvalid => ("RG131", StatusCode::BAD_REQUEST, Request, "the Rowgate-Position header is not a WAL position as a write answered it (16/B374D848)"),
     ConsoleRequestInvalid => ("RG130", StatusCode::BAD_REQUEST, Request, "a request of the console's API is not what it takes (a client needs a name of 1 to 100 visible characters and a role; its ttl_s a positive whole number)"),
     RealtimeNotEnabled => ("RG420", StatusCode::BAD_REQUEST, Plan, "the table is not listed in realtime.tables"),
+    RealtimeCrowded => ("RG429", StatusCode::TOO_MANY_REQUESTS, Request, "the client address holds realtime.max_connections_per_address realtime connections already; close one first"),
     UpgradeRequired => ("RG426", StatusCode::UPGRADE_REQUIRED, Request, "the endpoint speaks WebSocket: send an Upgrade request"),
     SchemaChanged => ("PGRST002", StatusCode::SERVICE_UNAVAILABLE, Execute, "the database schema changed under the request and the schema cache is being reloaded; retry"),
     StorageFull => ("53100", StatusCode::INSUFFICIENT_STORAGE, Execute, "the database could not write (disk full, file size limit, a failed write); nothing was written, reads go on"),

@@ -46,6 +46,7 @@ pub struct Metrics {
     realtime_changes: Counter,
     realtime_frames: Counter,
     realtime_dropped: Counter,
+    realtime_match_us: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
     /// Memory the response cache holds (read at scrape time).
@@ -137,6 +138,14 @@ impl Metrics {
         let realtime_dropped =
             recorder.register_counter(&key("rowgate_realtime_dropped_total", vec![]), &METADATA);
         describe(
+            "rowgate_realtime_match_microseconds_total",
+            "time spent matching captured changes against subscriptions and queueing their frames",
+        );
+        let realtime_match_us = recorder.register_counter(
+            &key("rowgate_realtime_match_microseconds_total", vec![]),
+            &METADATA,
+        );
+        describe(
             "rowgate_counts_kept_total",
             "exact counts of captured tables answered from a kept count brought up to date",
         );
@@ -173,6 +182,7 @@ impl Metrics {
             realtime_changes,
             realtime_frames,
             realtime_dropped,
+            realtime_match_us,
             recorder,
             handle,
             pid,
@@ -217,6 +227,12 @@ impl Metrics {
     pub fn realtime_changes(&self, changes: u64, frames: u64) {
         self.realtime_changes.increment(changes);
         self.realtime_frames.increment(frames);
+    }
+
+    /// Time spent matching changes and queueing their frames.
+    pub fn realtime_matched(&self, took: std::time::Duration) {
+        self.realtime_match_us
+            .increment(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
     }
 
     /// A frame not delivered to a connection that fell behind.

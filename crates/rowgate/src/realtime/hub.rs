@@ -12,12 +12,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use indexmap::IndexMap;
 use rowgate_query::ast::Condition;
 use serde_json::{Map, Value as Json};
 use tokio::sync::Notify;
 
 use super::capture::{Change, Op};
+use super::index::{Indexed, Ref, TableSubs};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
 use super::supabase::Binding;
@@ -206,10 +206,14 @@ pub struct Subscription {
     pub binding: Option<Arc<Binding>>,
 }
 
-impl Subscription {
-    /// Which of its connection's subscriptions to the table this is.
-    fn tag(&self) -> u64 {
-        self.binding.as_ref().map_or(0, |b| b.id)
+impl Indexed for Subscription {
+    /// Its connection, and which of the connection's subscriptions to the table it is.
+    fn place(&self) -> Ref {
+        (self.connection, self.binding.as_ref().map_or(0, |b| b.id))
+    }
+
+    fn filter(&self) -> &[Condition] {
+        &self.filter
     }
 }
 
@@ -220,16 +224,14 @@ struct Connection {
     standing: Option<Arc<Standing>>,
 }
 
-/// A table's subscriptions, by connection (a Supabase connection may hold one per binding):
-/// found by connection in O(1), so closing 100k connections is not quadratic, and iterated
-/// in a dense array as the fan-out goes over them.
-type Subscribers = IndexMap<u64, Vec<Subscription>>;
-
 #[derive(Default)]
 struct Registry {
     /// The last change id dispatched.
     last: i64,
-    tables: HashMap<String, Subscribers>,
+    /// Each table's subscriptions (a Supabase connection may hold one per binding), found by
+    /// connection in O(1), so closing 100k connections is not quadratic, and by the value
+    /// their filter requires.
+    tables: HashMap<String, TableSubs<Subscription>>,
     views: HashMap<(String, String), Arc<View>>,
 }
 
@@ -372,12 +374,7 @@ impl Hub {
 
     /// Subscriptions held now (a connection's binding to a table counts once).
     pub fn subscriptions(&self) -> usize {
-        self.lock()
-            .tables
-            .values()
-            .flat_map(|subs| subs.values())
-            .map(Vec::len)
-            .sum()
+        self.lock().tables.values().map(TableSubs::len).sum()
     }
 
     /// The last change id dispatched.
@@ -404,10 +401,11 @@ impl Hub {
     /// id it is live after.
     pub fn subscribe(&self, table: &str, sub: Subscription) -> i64 {
         let mut registry = self.lock();
-        let subs = registry.tables.entry(table.to_string()).or_default();
-        let list = subs.entry(sub.connection).or_default();
-        list.retain(|s| s.tag() != sub.tag());
-        list.push(sub);
+        registry
+            .tables
+            .entry(table.to_string())
+            .or_default()
+            .insert(sub);
         registry.last
     }
 
@@ -417,12 +415,7 @@ impl Hub {
         let Some(subs) = registry.tables.get_mut(table) else {
             return;
         };
-        if let Some(list) = subs.get_mut(&connection) {
-            list.retain(|s| s.tag() != binding);
-            if list.is_empty() {
-                subs.swap_remove(&connection);
-            }
-        }
+        subs.remove_tag(connection, binding);
         if subs.is_empty() {
             registry.tables.remove(table);
         }
@@ -434,7 +427,7 @@ impl Hub {
         let Some(subs) = registry.tables.get_mut(table) else {
             return false;
         };
-        let removed = subs.swap_remove(&connection).is_some();
+        let removed = subs.remove_connection(connection);
         if subs.is_empty() {
             registry.tables.remove(table);
         }
@@ -451,7 +444,7 @@ impl Hub {
         let mut out = Vec::new();
         for (table, subs) in views.filter_map(|v| registry.tables.get_key_value(v)) {
             let mut feeds: Vec<Arc<DocumentFeed>> = Vec::new();
-            for feed in subs.values().flatten().filter_map(|s| s.documents.as_ref()) {
+            for feed in subs.all().filter_map(|s| s.documents.as_ref()) {
                 if !feeds.iter().any(|f| Arc::ptr_eq(f, feed)) {
                     feeds.push(feed.clone());
                 }
@@ -470,8 +463,7 @@ impl Hub {
             .tables
             .get(&feed.view)
             .and_then(|subs| {
-                subs.values()
-                    .flatten()
+                subs.all()
                     .filter_map(|s| s.documents.as_ref())
                     .find(|f| ***f == feed)
                     .cloned()
@@ -486,7 +478,7 @@ impl Hub {
             return;
         };
         let mut frames_out = 0u64;
-        for sub in subs.values().flatten().filter(|s| {
+        for sub in subs.all().filter(|s| {
             s.documents.as_ref().is_some_and(|f| Arc::ptr_eq(f, feed)) && !s.outbox.is_closed()
         }) {
             for event in events {
@@ -503,6 +495,7 @@ impl Hub {
 
     /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions.
     pub fn dispatch(&self, changes: &[Change]) {
+        let started = std::time::Instant::now();
         let mut registry = self.lock();
         let mut frames_out = 0u64;
         for change in changes {
@@ -515,7 +508,7 @@ impl Hub {
             };
             // frames of this change, per (view, kind)
             let mut frames: Vec<(*const View, Kind, Event)> = Vec::new();
-            for sub in subs.values().flatten() {
+            for sub in subs.candidates(change) {
                 if sub.outbox.is_closed() || sub.documents.is_some() {
                     continue;
                 }
@@ -550,6 +543,7 @@ impl Hub {
             }
         }
         drop(registry);
+        self.metrics.realtime_matched(started.elapsed());
         self.metrics
             .realtime_changes(changes.len() as u64, frames_out);
     }

@@ -10,10 +10,12 @@
 //! committed, and every `realtime.poll_ms` (writers outside Rowgate); it prunes the log past
 //! `realtime.retention_s` / `retention_rows` every `realtime.prune_ms`.
 
+pub mod addresses;
 pub mod capture;
 pub mod channels;
 pub mod documents;
 pub mod hub;
+pub mod index;
 pub mod phoenix;
 pub mod protocol;
 pub mod session;
@@ -22,6 +24,7 @@ pub mod state;
 pub mod subscribe;
 pub mod supabase;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -190,6 +193,7 @@ async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
 pub fn upgrade_supabase(
     app: &Arc<App>,
     parts: &mut http::request::Parts,
+    peer: IpAddr,
 ) -> Result<Reply, ApiError> {
     let vsn = parts.uri.query().and_then(|q| {
         form_urlencoded::parse(q.as_bytes())
@@ -203,25 +207,30 @@ pub fn upgrade_supabase(
         )
         .hint("vsn=1.0.0 or vsn=2.0.0"));
     };
-    upgrade_speaking(app, parts, Some(vsn))
+    upgrade_speaking(app, parts, peer, Some(vsn))
 }
 
 /// `GET /realtime`: checks the WebSocket handshake and the token (header, or `access_token`
 /// in the query for browsers), answers 101 and runs the session on the upgraded connection.
-pub fn upgrade(app: &Arc<App>, parts: &mut http::request::Parts) -> Result<Reply, ApiError> {
-    upgrade_speaking(app, parts, None)
+pub fn upgrade(
+    app: &Arc<App>,
+    parts: &mut http::request::Parts,
+    peer: IpAddr,
+) -> Result<Reply, ApiError> {
+    upgrade_speaking(app, parts, peer, None)
 }
 
 /// [`upgrade`], the session speaking Supabase's protocol in `phoenix`'s version, or Rowgate's.
 fn upgrade_speaking(
     app: &Arc<App>,
     parts: &mut http::request::Parts,
+    peer: IpAddr,
     phoenix: Option<supabase::Vsn>,
 ) -> Result<Reply, ApiError> {
-    if app.realtime.is_none() {
+    let Some(realtime) = &app.realtime else {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
             .hint("list tables in realtime.tables"));
-    }
+    };
     let headers = &parts.headers;
     let has = |name: header::HeaderName, word: &str| {
         headers.get_all(name).iter().any(|v| {
@@ -258,10 +267,13 @@ fn upgrade_speaking(
         ));
     }
     let principal = app.auth.authenticate(&token_headers(parts))?;
+    let settings = &app.config.realtime;
+    let slot = realtime
+        .addresses
+        .admit(peer, settings.max_connections_per_address)?;
     let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
         return Err(ApiError::internal("the connection cannot be upgraded"));
     };
-    let settings = &app.config.realtime;
     let mut ws_config = WebSocketConfig::default();
     ws_config.read_buffer_size = 1024;
     // frames queued together go out in one write (one syscall per ~4 KB instead of per frame:
@@ -277,6 +289,8 @@ fn upgrade_speaking(
     // the socket counts as an open connection (`limits.max_connections`, the drain) for as
     // long as the session holds it: the count moves with it (`server::Counted`)
     tokio::spawn(async move {
+        // the address's slot is held until the session ends
+        let _slot = slot;
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
             Err(e) => {

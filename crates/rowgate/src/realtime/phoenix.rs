@@ -69,6 +69,11 @@ impl State {
         tables
     }
 
+    /// The `postgres_changes` bindings it holds over all its channels.
+    pub fn subscriptions(&self) -> usize {
+        self.channels.values().map(|c| c.bindings.len()).sum()
+    }
+
     /// The topics it has joined (left when the connection ends).
     pub fn topics(&self) -> impl Iterator<Item = &String> {
         self.channels.keys()
@@ -159,6 +164,24 @@ impl State {
             Json::Array(items) => items.clone(),
             _ => return refuse("config.postgres_changes must be an array".into()),
         };
+        // what one connection may hold: an anonymous client must not make 400,000
+        // subscriptions (each change is matched against them) out of a few sockets
+        let limits = &caller.app.config.realtime;
+        if self.channels.len() >= limits.max_channels {
+            return refuse(format!(
+                "Too many channels: at most {} per connection (realtime.max_channels)",
+                limits.max_channels
+            ));
+        }
+        let held = self.subscriptions();
+        if held + requested.len() > limits.max_subscriptions {
+            return refuse(format!(
+                "Too many subscriptions: this join asks for {} postgres_changes, the connection \
+                 holds {held} of at most {} (realtime.max_subscriptions)",
+                requested.len(),
+                limits.max_subscriptions
+            ));
+        }
         let join_ref = message.join_ref.clone().unwrap_or_default();
         let mut channel = Channel {
             bindings: Vec::new(),

@@ -25,7 +25,11 @@ use crate::error::{ApiError, ErrorCode};
 const BODY_CHUNKS: usize = 16;
 
 /// Opens the stream (or refuses the request).
-pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiError> {
+pub fn open(
+    app: &Arc<App>,
+    parts: &http::request::Parts,
+    peer: std::net::IpAddr,
+) -> Result<Reply, ApiError> {
     let Some(realtime) = app.realtime.clone() else {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
             .hint("list tables in realtime.tables"));
@@ -67,6 +71,9 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
     };
     let principal = app.auth.authenticate(&super::token_headers(parts))?;
     let prepared = prepare(app, &realtime.hub, &principal, &table, param("filter"))?;
+    let slot = realtime
+        .addresses
+        .admit(peer, app.config.realtime.max_connections_per_address)?;
     let outbox = Outbox::new(app.config.realtime.queue);
     let connection = realtime.hub.connect(&outbox, principal.standing.clone());
     let last = realtime.hub.subscribe(
@@ -86,6 +93,8 @@ pub fn open(app: &Arc<App>, parts: &http::request::Parts) -> Result<Reply, ApiEr
     let mut draining = app.draining.subscribe();
     draining.mark_changed();
     tokio::spawn(async move {
+        // the address's slot is held until the stream ends
+        let _slot = slot;
         app.metrics.realtime_connection(1);
         let feed = Feed {
             body,

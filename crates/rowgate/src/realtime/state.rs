@@ -20,6 +20,8 @@ pub struct Realtime {
     pub hub: Hub,
     /// Supabase's channels: members, broadcasts, presence.
     pub channels: Arc<super::channels::Channels>,
+    /// Realtime connections per client address.
+    pub addresses: super::addresses::Addresses,
     /// Woken when another worker committed changes (the supervisor says so).
     pub elsewhere: Arc<Notify>,
     /// Woken by the tailer when it dispatched changes this worker committed (a worker under
@@ -45,6 +47,7 @@ pub async fn open(
     Ok(Some(Arc::new(Realtime {
         hub: Hub::new(head.last, metrics),
         channels: Default::default(),
+        addresses: Default::default(),
         elsewhere: Arc::new(Notify::new()),
         committed_here: Arc::new(Notify::new()),
     })))
