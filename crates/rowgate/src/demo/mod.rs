@@ -7,7 +7,8 @@
 //!   (text, integer and real columns, a nullable column, a `CHECK`).
 //! * `team` / `driver` — ten Formula-1-style teams with two drivers each,
 //!   linked by a foreign key (for embedding), plus the `team_standings` view.
-//! * `posts` — twenty posts of a TreeFrog-style blog index sample.
+//! * `posts` — twenty posts of a TreeFrog-style blog index sample, with a JSON
+//!   column `meta` (tags, word count, status).
 //! * `people` — `N` generated rows for pagination, filtering and bulk tests,
 //!   with an index on `last_name` covering every initial `A`–`Z`.
 //!
@@ -252,7 +253,8 @@ CREATE TABLE posts (
     body       TEXT NOT NULL,
     author     TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    meta       JSON
 );
 CREATE TABLE people (
     id         INTEGER PRIMARY KEY,
@@ -478,106 +480,126 @@ const RACES: &[(&str, i64, &str)] = &[
 
 const POST_AUTHORS: &[&str] = &["aoyama", "kimura", "sato", "tanaka"];
 
-/// Blog posts in id order (1..=20): title and body.
-const POSTS: &[(&str, &str)] = &[
+/// Blog posts in id order (1..=20): title, body and tags (in `meta`, a JSON column).
+const POSTS: &[(&str, &str, &[&str])] = &[
     (
         "Hello, TreeFrog",
         "This is the first post of our new blog. It is served straight from a SQLite file.",
+        &["sqlite", "treefrog"],
     ),
     (
         "Creating the blog table",
         "We started with a single table holding a title, a body and two timestamps. \
          Everything else is generated from that schema.",
+        &["sqlite", "schema"],
     ),
     (
         "Generating a scaffold",
         "The generator produced a controller, a model and four views in seconds. \
          We only had to tweak the index template.",
+        &["scaffold", "treefrog"],
     ),
     (
         "Listing posts on the index page",
         "The index page shows every post, newest first. \
          Each row links to a page with the full text.",
+        &["views"],
     ),
     (
         "Validating user input",
         "Titles may not be empty and must stay under eighty characters. \
          The form now explains what went wrong instead of failing silently.",
+        &["forms", "validation"],
     ),
     (
         "Adding pagination",
         "With more than a handful of posts the index became long. \
          It now shows ten posts per page with links to the next and previous pages.",
+        &["paging", "views"],
     ),
     (
         "Optimistic locking",
         "Two people editing the same post used to overwrite each other. \
          A revision counter now rejects the stale update.",
+        &["locking", "concurrency"],
     ),
     (
         "Filtering by author",
         "You can now list the posts of a single author. \
          The filter is a plain query parameter, so links can be shared.",
+        &["filters", "api"],
     ),
     (
         "Sorting and ordering",
         "Posts can be sorted by title, author or date. \
          Ties are broken by id so the order is always stable.",
+        &["order", "api"],
     ),
     (
         "Moving to WAL mode",
         "Readers no longer wait for writers since the database switched to write-ahead logging. \
          Checkpoints run in the background.",
+        &["sqlite", "wal"],
     ),
     (
         "A JSON API for the blog",
         "Every page now has a JSON twin. \
          Mobile clients read the same data as the browser.",
+        &["json", "api"],
     ),
     (
         "Embedding related rows",
         "A single request can return a post together with its author. \
          Fewer round trips make the page noticeably faster.",
+        &["api", "embedding"],
     ),
     (
         "Counting rows cheaply",
         "Exact counts are expensive on large tables. \
          The API can return an estimate when a precise number is not needed.",
+        &["counts", "performance"],
     ),
     (
         "Full-text search, first steps",
         "We experimented with searching titles and bodies. \
          Simple pattern matching is enough for a small blog.",
+        &["search"],
     ),
     (
         "Caching rendered pages",
         "Pages that did not change are served from a cache. \
          An ETag header lets browsers skip the download entirely.",
+        &["cache", "etag", "performance"],
     ),
     (
         "Deploying behind a proxy",
         "The application now runs behind a reverse proxy. \
          Static files are served by the proxy, dynamic pages by the app.",
+        &["deployment", "proxy"],
     ),
     (
         "Backups made easy",
         "Backing up the blog means copying one file. \
          The online backup API does it without stopping the server.",
+        &["sqlite", "backup"],
     ),
     (
         "Handling time zones",
         "All timestamps are stored in UTC. \
          They are converted to the reader's local time only when displayed.",
+        &["time"],
     ),
     (
         "Writing tests for the API",
         "Every endpoint now has a test that runs against a fresh database. \
          The demo generator makes those databases reproducible.",
+        &["testing", "api"],
     ),
     (
         "What comes next",
         "Comments, tags and an RSS feed are on the list. \
          Thank you for reading and for all the feedback so far.",
+        &["roadmap"],
     ),
 ];
 
@@ -587,13 +609,21 @@ const POSTS_SEED: u64 = 0x0070_6f73_7473;
 fn load_posts(sink: &mut dyn RowSink) -> anyhow::Result<()> {
     sink.table(
         "posts",
-        &["id", "title", "body", "author", "created_at", "updated_at"],
+        &[
+            "id",
+            "title",
+            "body",
+            "author",
+            "created_at",
+            "updated_at",
+            "meta",
+        ],
     )?;
     // First post: Monday 2024-01-08 09:00:00, then one a week at varying hours.
     let first = days_from_civil(2024, 1, 8) * 86_400 + 9 * 3_600;
     let mut created = String::with_capacity(19);
     let mut updated = String::with_capacity(19);
-    for (id, &(title, body)) in (1_i64..).zip(POSTS) {
+    for (id, &(title, body, tags)) in (1_i64..).zip(POSTS) {
         let mut rng = SplitMix64::for_row(POSTS_SEED, id);
         let author = pick(&mut rng, POST_AUTHORS);
         let created_at = first + (id - 1) * 7 * 86_400 + below(&mut rng, 8 * 3_600);
@@ -612,10 +642,23 @@ fn load_posts(sink: &mut dyn RowSink) -> anyhow::Result<()> {
             Cell::Text(author),
             Cell::Text(&created),
             Cell::Text(&updated),
+            Cell::Text(&post_meta(tags, body, id == POSTS.len() as i64)),
         ])
         .with_context(|| format!("cannot insert post {id}"))?;
     }
     Ok(())
+}
+
+/// A post's `meta` (the demo's JSON column, for JSON paths): its tags, the body's word count and
+/// its status (the last post is a draft), with the keys in the order PostgreSQL's `jsonb` keeps.
+fn post_meta(tags: &[&str], body: &str, draft: bool) -> String {
+    let tags: Vec<String> = tags.iter().map(|t| format!("\"{t}\"")).collect();
+    format!(
+        r#"{{"tags":[{}],"words":{},"status":"{}"}}"#,
+        tags.join(","),
+        body.split_whitespace().count(),
+        if draft { "draft" } else { "published" }
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -612,12 +612,13 @@ pub async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
 }
 
 /// `clients/js`, with its dependencies installed (`npm ci` from its lock file, once per test
-/// process, when one of them is missing): the PostgREST and Supabase clients, playwright-core.
+/// process, when one of them is missing): the PostgREST and Supabase clients, playwright-core,
+/// wscat (the README's realtime example).
 pub fn js_clients() -> &'static std::path::Path {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
-        let installed = ["@supabase/supabase-js", "playwright-core"]
+        let installed = ["@supabase/supabase-js", "playwright-core", "wscat"]
             .iter()
             .all(|package| dir.join("node_modules").join(package).exists());
         if !installed {
