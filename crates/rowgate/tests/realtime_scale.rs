@@ -53,7 +53,10 @@ async fn serve_process() -> Served {
         .map(|a| a.port())
         .expect("free port");
     let addr = format!("127.0.0.1:{port}");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+    // ROWGATE_TEST_BINARY measures a release build with the same test (bench/RESULTS.md)
+    let binary = std::env::var("ROWGATE_TEST_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rowgate").to_string());
+    let child = std::process::Command::new(binary)
         .current_dir(dir.path())
         .args([
             "serve",
