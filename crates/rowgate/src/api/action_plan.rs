@@ -769,11 +769,15 @@ fn insert(
             sink,
         )
     };
+    // a body of one object is one row: bound as values where the database binds small bodies
+    // so (a large value is then copied the fewest times, not also as JSON rows)
+    let one_row = request.body.trim_ascii_start().first() == Some(&b'{')
+        || body::body_media(request.headers, &request.body)? == body::BodyMedia::Form;
     let plan = plan::insert(
         d,
         table,
         query,
-        (request.body.len(), read),
+        (if one_row { 0 } else { request.body.len() }, read),
         prefer,
         cols,
         shape,
@@ -960,7 +964,7 @@ fn put(
     let returns_rows = prefer.return_ == Return::Representation;
     let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
-    let mut stmt = plan::put(d, request.body.len(), table, &key_values, shape, cols)?;
+    let mut stmt = plan::put(d, table, &key_values, shape, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
     steps.extend(guard::existing_step(d, table, &stmt));

@@ -1418,7 +1418,6 @@ pub fn delete(
 #[allow(clippy::too_many_arguments)]
 pub fn put(
     d: &dyn Dialect,
-    body_len: usize,
     table: &Table,
     key: &[(String, String)],
     body: Shape,
@@ -1450,7 +1449,9 @@ pub fn put(
         }
     }
     let keys: Vec<String> = object.keys().cloned().collect();
-    let mut rows = RowsPlanner::new(d, table, false, body_len);
+    // one row: bound as values where the database binds small bodies so (a large value is
+    // then copied the fewest times)
+    let mut rows = RowsPlanner::new(d, table, false, 0);
     rows.keys(&keys)?;
     let mut cells: Vec<Option<BodyCell>> =
         object.into_values().map(|v| Some(v.into_cell())).collect();
