@@ -41,6 +41,22 @@ pub trait Dialect: Send + Sync {
         true
     }
 
+    /// Whether `INSERT INTO t SELECT FROM …` (a query of no columns) inserts rows of every
+    /// column's default (PostgreSQL); otherwise a column must stand in
+    /// ([`crate::stmt::InsertRows::Defaults`]).
+    fn selects_zero_columns(&self) -> bool {
+        false
+    }
+
+    /// A `FROM` item of `count` rows (the placeholder of a bound integer), for rows of
+    /// defaults: a recursive CTE (SQLite has no `generate_series` of its own).
+    fn series(&self, count: &str) -> String {
+        format!(
+            "(WITH RECURSIVE _rg_series(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM _rg_series \
+             WHERE n < {count}) SELECT n FROM _rg_series)"
+        )
+    }
+
     /// `"id"`, with embedded `"` doubled and NUL characters removed.
     fn quote_ident(&self, id: &str) -> String {
         let mut out = String::with_capacity(id.len() + 2);
@@ -316,6 +332,14 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
+    fn selects_zero_columns(&self) -> bool {
+        true
+    }
+
+    fn series(&self, count: &str) -> String {
+        format!("generate_series(1, {count}::int8)")
+    }
+
     fn name(&self) -> &'static str {
         "postgres"
     }
@@ -1179,15 +1203,31 @@ fn count_from(d: &dyn Dialect, s: &CountStmt, out: &mut Sql) {
 }
 
 /// `INSERT INTO t (cols) VALUES (…), … | SELECT … FROM <rows> [ON CONFLICT …] [RETURNING …]`:
-/// bound values, or a JSON text moved into the parameters (not copied); `DEFAULT VALUES` (one
-/// row) when there are no columns.
+/// bound values, or a JSON text moved into the parameters (not copied); when there are no
+/// columns, `DEFAULT VALUES` (one row) or a series of rows of defaults.
 pub fn insert(d: &dyn Dialect, mut s: InsertStmt) -> Sql {
     let mut out = Sql::default();
     out.text.push_str("INSERT INTO ");
     push_relation(d, &s.table, &mut out.text);
     let columns: Vec<String> = s.all_columns().cloned().collect();
     if columns.is_empty() {
-        out.text.push_str(" DEFAULT VALUES");
+        match &s.rows {
+            InsertRows::Defaults { rows, stand_in } if *rows != 1 => {
+                match stand_in.as_ref().filter(|_| !d.selects_zero_columns()) {
+                    Some((column, default)) => {
+                        out.text.push_str(" (");
+                        out.text.push_str(&d.quote_ident(column));
+                        out.text.push_str(") SELECT ");
+                        out.text.push_str(default);
+                    }
+                    None => out.text.push_str(" SELECT"),
+                }
+                let from = series_from(d, *rows, &mut out);
+                out.text.push_str(&from);
+                out.text.push_str(" WHERE true");
+            }
+            _ => out.text.push_str(" DEFAULT VALUES"),
+        }
     } else {
         out.text.push_str(" (");
         push_idents(d, &columns, &mut out.text);
@@ -1280,9 +1320,22 @@ fn select_rows(
     out: &mut Sql,
 ) {
     let from = if s.columns.is_empty() {
-        String::new()
+        match rows {
+            InsertRows::Defaults { rows, .. } if rows != 1 => series_from(d, rows, out),
+            _ => String::new(),
+        }
     } else {
         match rows {
+            // (rows of defaults have no columns: none to select)
+            InsertRows::Defaults { .. } => select_from_json(
+                d,
+                s,
+                JsonRows {
+                    text: "[]".into(),
+                    count: 0,
+                },
+                out,
+            ),
             InsertRows::Values(rows) if rows.is_empty() => select_from_json(
                 d,
                 s,
@@ -1337,6 +1390,12 @@ fn select_rows(
     }
     out.text.push_str(&from);
     out.text.push_str(" WHERE true");
+}
+
+/// ` FROM <a series of rows>`, the count bound.
+fn series_from(d: &dyn Dialect, rows: usize, out: &mut Sql) -> String {
+    let count = bind(d, out, Value::Int(i64::try_from(rows).unwrap_or(i64::MAX)));
+    format!(" FROM {}", d.series(&count))
 }
 
 /// ` FROM <the JSON rows>`, the text bound.

@@ -226,6 +226,18 @@ pub enum InsertRows {
     Values(Vec<Vec<Value>>),
     /// One bound JSON text read by the database: a large body held once, compactly.
     Json(JsonRows),
+    /// Rows of defaults only (`columns` empty: a body of empty objects): how many. One is
+    /// `DEFAULT VALUES`; more are one statement selecting that many rows from a series, so that
+    /// a million `{}` cost a number, not a million statements.
+    Defaults {
+        /// How many rows.
+        rows: usize,
+        /// Where the database cannot select zero columns into a table
+        /// ([`crate::render::Dialect::selects_zero_columns`], SQLite): a column written with its
+        /// own default's SQL (`NULL` when it has none, which is its default), standing in for
+        /// "every column's default".
+        stand_in: Option<(String, String)>,
+    },
 }
 
 impl Default for InsertRows {
@@ -240,6 +252,7 @@ impl InsertRows {
         match self {
             InsertRows::Values(rows) => rows.len(),
             InsertRows::Json(rows) => rows.count,
+            InsertRows::Defaults { rows, .. } => *rows,
         }
     }
 }
@@ -249,8 +262,8 @@ impl InsertRows {
 pub struct InsertStmt {
     /// Table name.
     pub table: Relation,
-    /// The columns whose values `rows` holds, in the order of each row's cells. Empty: one row
-    /// of defaults (and `constants`) per statement, `rows` unused.
+    /// The columns whose values `rows` holds, in the order of each row's cells. Empty: rows of
+    /// defaults (and `constants`): as many as [`InsertRows::Defaults`] says, else one.
     pub columns: Vec<String>,
     /// The rows, one cell per column (as JSON, written by a
     /// [`crate::json_rows::JsonRowsWriter`]).

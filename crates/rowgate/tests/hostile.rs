@@ -394,3 +394,282 @@ async fn websocket_framing() {
     let (status, _) = get_json(&s, "/team?select=name&team_id=eq.1").await;
     assert_eq!(status, 200, "still serving");
 }
+
+/// A server process of its own (`--workers 0`: the process is the worker) on a fresh SQLite
+/// database, granting anon every write.
+struct OwnServer {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl OwnServer {
+    async fn start(ddl: &str) -> OwnServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        db_exec(&dir.path().join("t.db"), ddl);
+        std::fs::write(
+            dir.path().join("rowgate.toml"),
+            "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
+             ops = [\"select\", \"insert\", \"update\", \"delete\"]\n",
+        )
+        .expect("config");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+            .current_dir(dir.path())
+            .args(["serve", "--db", "t.db", "--workers", "0"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("ROWGATE_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn rowgate");
+        let server = OwnServer {
+            child,
+            base: format!("http://127.0.0.1:{port}/api"),
+            _dir: dir,
+        };
+        for _ in 0..1500 {
+            if reqwest::get(format!("http://127.0.0.1:{port}/live"))
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return server;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("rowgate did not start serving");
+    }
+
+    /// The process's peak resident memory so far, in bytes.
+    fn peak(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .expect("VmHWM")
+            * 1024
+    }
+}
+
+/// Issue 39 (MED): body shapes that amplified a write's memory hundreds of times (a 3 MB body
+/// of `{}` took a worker from 15 to 750 MB; a 10 MB form of 2.5 million fields 371 MB; a 10 MB
+/// `{"name":[[],[],…]}` 367 MB; 10 MB of CSV lines 3.6 GB). Each shape, sent near
+/// `limits.body_bytes` (10 MiB) to a server of its own, gets its answer as before, and the
+/// worker's peak memory grows by at most the README's bound: 7× the body (about 3× for rows of
+/// small values; a single value of megabytes is copied as SQLite binds and writes it), plus
+/// 16 MiB for what any first large request allocates (threads' buffers, statements).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_shapes_within_the_memory_bound() {
+    const NEAR_LIMIT: usize = 10 * 1024 * 1024 - 64;
+    const FACTOR: u64 = 7;
+    const ALLOWANCE: u64 = 16 * 1024 * 1024;
+    let ddl = "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+               CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT DEFAULT 'x', data TEXT);
+               INSERT INTO note (id) VALUES (1);";
+    let repeat = |open: &str, item: &str, sep: &str, close: &str| {
+        let n = (NEAR_LIMIT - open.len() - close.len()) / (item.len() + sep.len());
+        format!("{open}{}{close}", vec![item; n].join(sep))
+    };
+    let numbered = |open: &str, item: &dyn Fn(usize) -> String, sep: &str, close: &str| {
+        let mut body = String::from(open);
+        let mut i = 0;
+        while body.len() + 32 < NEAR_LIMIT {
+            if i > 0 {
+                body.push_str(sep);
+            }
+            body.push_str(&item(i));
+            i += 1;
+        }
+        body.push_str(close);
+        body
+    };
+    let json = "application/json";
+    let form = "application/x-www-form-urlencoded";
+    let shapes: Vec<(&str, &str, &str, &str, String, u16, &str)> = vec![
+        (
+            "empty objects, a column without default",
+            "POST",
+            "/team",
+            json,
+            repeat("[", "{}", ",", "]"),
+            400,
+            "23502",
+        ),
+        (
+            "empty objects",
+            "POST",
+            "/note",
+            json,
+            repeat("[", "{}", ",", "]"),
+            201,
+            "",
+        ),
+        (
+            "empty objects under columns=",
+            "POST",
+            "/note?columns=id,body,data",
+            json,
+            repeat("[", "{}", ",", "]"),
+            201,
+            "",
+        ),
+        (
+            "nested arrays",
+            "POST",
+            "/note",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            201,
+            "",
+        ),
+        (
+            "nested objects",
+            "POST",
+            "/note",
+            json,
+            repeat(r#"{"data":["#, "{}", ",", "]}"),
+            201,
+            "",
+        ),
+        (
+            "nested keys out of order",
+            "POST",
+            "/note",
+            json,
+            numbered(
+                r#"{"data":{"#,
+                &|i| format!("\"{:07}\":0", 9_999_999 - i),
+                ",",
+                "}}",
+            ),
+            201,
+            "",
+        ),
+        (
+            "nested keys repeated",
+            "POST",
+            "/note",
+            json,
+            repeat(r#"{"data":{"#, r#""":0"#, ",", "}}"),
+            201,
+            "",
+        ),
+        (
+            "a form of many fields",
+            "POST",
+            "/note",
+            form,
+            numbered("", &|i| format!("k{i}="), "&", ""),
+            400,
+            "PGRST204",
+        ),
+        (
+            "a form of one field repeated",
+            "POST",
+            "/note",
+            form,
+            repeat("", "body=x", "&", ""),
+            201,
+            "",
+        ),
+        (
+            "CSV lines",
+            "POST",
+            "/note",
+            "text/csv",
+            repeat("body\n", "x", "\n", "\n"),
+            201,
+            "",
+        ),
+        (
+            "one large value",
+            "POST",
+            "/note",
+            json,
+            format!(r#"{{"data":"{}"}}"#, "x".repeat(NEAR_LIMIT - 12)),
+            201,
+            "",
+        ),
+        (
+            "PATCH of nested arrays",
+            "PATCH",
+            "/note?id=eq.1",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            204,
+            "",
+        ),
+        (
+            "PATCH of a form of many fields",
+            "PATCH",
+            "/note?id=eq.1",
+            form,
+            numbered("", &|i| format!("k{i}="), "&", ""),
+            400,
+            "PGRST204",
+        ),
+        (
+            "PUT of nested arrays",
+            "PUT",
+            "/note?id=eq.1",
+            json,
+            repeat(r#"{"id":1,"data":["#, "[]", ",", "]}"),
+            204,
+            "",
+        ),
+    ];
+    for (shape, method, path, content_type, body, status, code) in shapes {
+        assert!(body.len() <= NEAR_LIMIT, "{shape}: {}", body.len());
+        let server = OwnServer::start(ddl).await;
+        let client = reqwest::Client::new();
+        // a first write warms the server up
+        let warm = client
+            .post(format!("{}/note", server.base))
+            .json(&serde_json::json!({"body": "warm"}))
+            .send()
+            .await
+            .expect("warm up");
+        assert_eq!(warm.status().as_u16(), 201);
+        let idle = server.peak();
+        let size = body.len() as u64;
+        let r = client
+            .request(
+                method.parse().expect("method"),
+                format!("{}{path}", server.base),
+            )
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status().as_u16(), status, "{shape}");
+        let answer = r.text().await.expect("answer");
+        if !code.is_empty() {
+            let error: Value = serde_json::from_str(&answer).expect("a JSON error");
+            assert_eq!(error["code"], code, "{shape}: {answer}");
+        }
+        let grown = server.peak().saturating_sub(idle);
+        println!(
+            "{shape}: a {} MB body, peak grew {} MB ({:.1}x)",
+            size / 1_000_000,
+            grown / 1_000_000,
+            grown as f64 / size as f64
+        );
+        assert!(
+            grown <= FACTOR * size + ALLOWANCE,
+            "{shape}: a body of {size} bytes grew the worker's peak by {grown} bytes"
+        );
+    }
+}

@@ -1577,7 +1577,99 @@ async fn transaction_end(b: Backend) {
     }
 }
 
+/// Issue 39: a body of empty objects is rows of defaults, inserted by one statement however
+/// many there are (a series of rows, `DEFAULT VALUES` for one), on both databases: every column
+/// takes its default (SQLite writes a stand-in column with its own default), RETURNING gives
+/// the rows, an upsert of them is as before; a nested cell is stored as the compact JSON text
+/// it always was (keys in order, the last of a repeated key).
+async fn rows_of_defaults(b: Backend) {
+    let serial = match b {
+        Backend::Sqlite => "INTEGER PRIMARY KEY",
+        Backend::Postgres => "serial PRIMARY KEY",
+    };
+    let s = TestServer::start_prepared(
+        b,
+        tempfile::tempdir().expect("tempdir"),
+        rowgate::config::Config::default(),
+        &format!(
+            "CREATE TABLE tick (id {serial}, label text DEFAULT 'new', code text UNIQUE,
+                                n integer DEFAULT (2 + 3));
+             CREATE TABLE loose (a text, b text DEFAULT 'b');"
+        ),
+        |_| {},
+    )
+    .await;
+    let post = |path: &str, body: String, prefer: &str| {
+        s.client
+            .post(s.url(path))
+            .header("Content-Type", "application/json")
+            .header("Prefer", prefer.to_string())
+            .body(body)
+            .send()
+    };
+    let r = post("/tick", "[{},{},{}]".into(), REPR)
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    let row = |id: i64| json!({"id": id, "label": "new", "code": null, "n": 5});
+    assert_eq!(
+        sorted(r.json().await.expect("json"), "id"),
+        vec![row(1), row(2), row(3)]
+    );
+    let r = post("/tick", "{}".into(), REPR).await.expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(r.json::<Value>().await.expect("json"), json!([row(4)]));
+    // as an upsert: nothing conflicts, every row is written (merging them answers 200, as it
+    // did when each was its own statement)
+    for (resolution, status) in [("ignore-duplicates", 201), ("merge-duplicates", 200)] {
+        let r = post(
+            "/tick",
+            "[{},{}]".into(),
+            &format!("resolution={resolution}, {REPR}"),
+        )
+        .await
+        .expect("post");
+        assert_eq!(r.status().as_u16(), status, "{resolution}");
+        let written: Vec<Value> = r.json().await.expect("json");
+        assert_eq!(written.len(), 2, "{resolution}");
+    }
+    assert_eq!(count(&s, "SELECT count(*) FROM tick"), 8);
+    // many: one statement
+    let many = format!("[{}]", vec!["{}"; 50_000].join(","));
+    let r = post("/tick", many, "return=minimal").await.expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM tick WHERE label = 'new' AND n = 5"
+        ),
+        50_008
+    );
+    assert_eq!(count(&s, "SELECT max(id) FROM tick"), 50_008);
+    // a table whose first column has no default: null, the others their defaults
+    let r = post("/loose", "[{},{}]".into(), REPR).await.expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!([{"a": null, "b": "b"}, {"a": null, "b": "b"}])
+    );
+    // a nested cell
+    let r = post(
+        "/tick",
+        r#"[{"label": {"b": 1, "a": [1, 2.50, {"z": null, "y": "\u00e9"}], "b": 2}}]"#.into(),
+        "return=minimal",
+    )
+    .await
+    .expect("post");
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        s.rows("SELECT label FROM tick WHERE id = 50009")[0][0].as_deref(),
+        Some(r#"{"a":[1,2.5,{"y":"é","z":null}],"b":2}"#)
+    );
+}
+
 backend_tests!(
+    rows_of_defaults,
     transaction_end,
     write_content_ranges,
     one_element_arrays,

@@ -9,6 +9,7 @@ use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{EmbedStmt, OutputColumn, Relation, Sql};
 use rowgate_query::{Condition, Direction, Nulls, Operand, Query, SelectItem};
 
+use super::body::{self, Wanted};
 use super::document_write::{self, DocumentAction, DocumentRead};
 use super::embed::Embedder;
 use super::guard::{self, Guard};
@@ -761,18 +762,22 @@ fn insert(
     let cols = answer.statement_columns();
     let shape = answer.shape.clone();
     let read = |sink: &mut dyn RowSink| {
-        super::request::read_rows(
+        body::read_rows(
             request.headers,
             &request.body,
             query.columns.as_deref(),
             sink,
         )
     };
+    // a body of one object is one row: bound as values where the database binds small bodies
+    // so (a large value is then copied the fewest times, not also as JSON rows)
+    let one_row = request.body.trim_ascii_start().first() == Some(&b'{')
+        || body::body_media(request.headers, &request.body)? == body::BodyMedia::Form;
     let plan = plan::insert(
         d,
         table,
         query,
-        (request.body.len(), read),
+        (if one_row { 0 } else { request.body.len() }, read),
         prefer,
         cols,
         shape,
@@ -785,7 +790,10 @@ fn insert(
         tables.guard.check_writable(&stmt.columns)?;
         steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
         if merge {
-            merged += stmt.rows.count() as u64;
+            // (rows of defaults name no key, and were never counted: their upsert answers 200)
+            if !stmt.columns.is_empty() {
+                merged += stmt.rows.count() as u64;
+            }
             steps.extend(guard::existing_step(d, table, &stmt));
         }
         // the rows move into the statement's parameters: a large body is held once more
@@ -879,9 +887,16 @@ fn modify(
         .hint("select the rows with filters instead"));
     }
     let sql = if matches!(request.action, Action::Update { .. }) {
-        let json = super::request::parse_body(request.headers, &request.body)?;
-        let columns = (query.columns.as_deref(), prefer.missing_default);
-        match plan::update(table, filters, &json, cols, columns)? {
+        let named = query.columns.as_deref();
+        let wanted = |key: &str| match named {
+            Some(named) if !named.iter().any(|c| c == key) => Wanted::Ignored,
+            _ if table.column(key).is_some() => Wanted::Kept,
+            _ => Wanted::Unknown,
+        };
+        let object =
+            body::read_one_object(request.headers, &request.body, &wanted)?.one_object("PATCH")?;
+        let columns = (named, prefer.missing_default);
+        match plan::update(table, filters, object.as_ref(), cols, columns)? {
             Some(stmt) => {
                 tables
                     .guard
@@ -941,11 +956,15 @@ fn put(
         None => plan::put_key(table, query)?,
     };
     let mut steps = if_match_step(request, cx, tables, plan::key_filters(&key_values))?;
-    let json = super::request::parse_body(request.headers, &request.body)?;
+    let wanted = |key: &str| match table.column(key) {
+        Some(_) => Wanted::Kept,
+        None => Wanted::Unknown,
+    };
+    let shape = body::read_one_object(request.headers, &request.body, &wanted)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
-    let mut stmt = plan::put(d, request.body.len(), table, &key_values, &json, cols)?;
+    let mut stmt = plan::put(d, table, &key_values, shape, cols)?;
     tables.guard.check_writable(&stmt.columns)?;
     steps.extend(tables.guard.insert_checks(d, table, &mut stmt)?);
     steps.extend(guard::existing_step(d, table, &stmt));

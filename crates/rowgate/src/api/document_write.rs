@@ -294,7 +294,9 @@ impl<'c, 'a> Writer<'c, 'a> {
             // a null given for a column that takes none is wrong even where the field is not
             // written (a NOCHECK field of a table the view does not update)
             if let Some(given) = object.get(&field.name) {
-                plan::refuse_null(table, &field.column, given, || format!("'{}'", field.name))?;
+                plan::refuse_null(table, &field.column, given.is_null(), || {
+                    format!("'{}'", field.name)
+                })?;
             }
             set.push((
                 field.column.clone(),

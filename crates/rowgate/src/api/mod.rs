@@ -7,6 +7,8 @@
 
 pub mod action_plan;
 pub mod allow;
+pub mod body;
+pub mod compact;
 pub mod document_write;
 pub mod embed;
 pub mod explain;

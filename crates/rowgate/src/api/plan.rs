@@ -15,9 +15,10 @@ use rowgate_query::{
 };
 use serde_json::{Map, Value as Json};
 
+use super::body::{Member, Members, Shape};
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
-use super::rows::{body_cell, BodyCell, RowSink};
+use super::rows::{BodyCell, RowSink};
 use crate::auth::policy::{Op, Policy};
 use crate::auth::Principal;
 use crate::config::RestConfig;
@@ -868,6 +869,44 @@ pub fn column_value(table: &Table, name: &str, v: &Json) -> Result<Value, ApiErr
     checked_value(table, name, json_value(v))
 }
 
+/// A PATCH or PUT body's member for the column `name` (resolved), checked as
+/// [`column_value`] checks a value; a nested object or array is its JSON text.
+pub fn member_value(table: &Table, name: &str, member: &Member) -> Result<Value, ApiError> {
+    let text = match member {
+        Member::Scalar(v) => return column_value(table, name, v),
+        Member::Nested(text) => text,
+    };
+    let native = table
+        .column(name)
+        .is_some_and(|c| c.input == InputType::Native);
+    if native && text_holds_nul(text) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "text cannot hold NUL (\\u0000) in PostgreSQL",
+        )
+        .details(format!("column {name} of {}", table.name)));
+    }
+    checked_value(table, name, Value::Text(text.clone()))
+}
+
+/// Whether compact JSON text (as serde_json writes it) holds NUL in a string or a key.
+fn text_holds_nul(text: &str) -> bool {
+    let mut bytes = text.as_bytes().iter();
+    while let Some(&c) = bytes.next() {
+        if c == b'\\' {
+            match bytes.next() {
+                Some(b'u') => {
+                    if bytes.as_slice().starts_with(b"0000") {
+                        return true;
+                    }
+                }
+                _ => continue,
+            }
+        }
+    }
+    false
+}
+
 /// Whether a JSON value holds NUL in a string or a key, at any depth.
 fn holds_nul(v: &Json) -> bool {
     match v {
@@ -965,20 +1004,20 @@ pub fn insert(
             },
             other => other,
         });
-        let count = group.count();
         let columns = group.columns.clone();
         if columns.is_empty() {
-            // DEFAULT VALUES inserts one row per statement.
-            for _ in 0..count {
-                stmts.push(InsertStmt {
-                    table: table.relation(),
-                    columns: Vec::new(),
-                    rows: InsertRows::default(),
-                    constants: Vec::new(),
-                    on_conflict: on_conflict.clone(),
-                    returning: returning.clone(),
-                });
-            }
+            // rows of defaults: one statement, however many
+            stmts.push(InsertStmt {
+                table: table.relation(),
+                columns,
+                rows: InsertRows::Defaults {
+                    rows: group.count(),
+                    stand_in: stand_in(d, table),
+                },
+                constants: Vec::new(),
+                on_conflict,
+                returning: returning.clone(),
+            });
             continue;
         }
         for rows in group.finish() {
@@ -997,6 +1036,20 @@ pub fn insert(
         shape,
         rows: count,
     })
+}
+
+/// For a database that cannot select zero columns into a table: the first column that can be
+/// written, with its default's SQL, to insert rows of defaults through
+/// ([`InsertRows::Defaults`]).
+fn stand_in(d: &dyn Dialect, table: &Table) -> Option<(String, String)> {
+    if d.selects_zero_columns() {
+        return None;
+    }
+    table
+        .columns
+        .iter()
+        .find(|c| !c.generated && c.computed.is_none())
+        .map(|c| (c.name.clone(), d.column_default(c.default.as_deref())))
 }
 
 /// The rows of an insert as they are read: each value checked against its column and written
@@ -1035,6 +1088,8 @@ struct RowGroup {
 enum GroupRows {
     Values(Vec<Vec<Value>>),
     Json(JsonRowsWriter),
+    /// Rows that give no column (`{}`): only their number.
+    Defaults(usize),
 }
 
 impl RowGroup {
@@ -1042,6 +1097,7 @@ impl RowGroup {
         match &mut self.rows {
             GroupRows::Values(rows) => rows.push(Vec::with_capacity(self.columns.len())),
             GroupRows::Json(writer) => writer.begin_row(),
+            GroupRows::Defaults(rows) => *rows += 1,
         }
     }
 
@@ -1056,6 +1112,7 @@ impl RowGroup {
                 Some(text) => writer.cell(Cell::Json(text)),
                 None => writer.cell(Cell::Value(&value)),
             },
+            GroupRows::Defaults(_) => {}
         }
     }
 
@@ -1070,6 +1127,7 @@ impl RowGroup {
         match &self.rows {
             GroupRows::Values(rows) => rows.len(),
             GroupRows::Json(writer) => writer.count(),
+            GroupRows::Defaults(rows) => *rows,
         }
     }
 
@@ -1091,6 +1149,10 @@ impl RowGroup {
                 .filter(|piece| piece.count > 0)
                 .map(InsertRows::Json)
                 .collect(),
+            GroupRows::Defaults(rows) => vec![InsertRows::Defaults {
+                rows,
+                stand_in: None,
+            }],
         }
     }
 }
@@ -1124,6 +1186,10 @@ impl<'a> RowsPlanner<'a> {
 }
 
 impl RowSink for RowsPlanner<'_> {
+    fn knows(&self, key: &str) -> bool {
+        self.table.column(key).is_some()
+    }
+
     fn keys(&mut self, keys: &[String]) -> Result<(), ApiError> {
         self.columns = keys
             .iter()
@@ -1180,7 +1246,9 @@ impl RowSink for RowsPlanner<'_> {
                     .filter(|(_, p)| **p)
                     .map(|(c, _)| c.clone())
                     .collect();
-                let rows = if self.body_len < self.d.values_insert_bytes() {
+                let rows = if columns.is_empty() {
+                    GroupRows::Defaults(0)
+                } else if self.body_len < self.d.values_insert_bytes() {
                     GroupRows::Values(Vec::new())
                 } else {
                     GroupRows::Json(JsonRowsWriter::cut(
@@ -1251,10 +1319,10 @@ impl RowSink for RowsPlanner<'_> {
 pub fn refuse_null(
     table: &Table,
     column: &str,
-    value: &Json,
+    null: bool,
     what: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
-    if value.is_null() && table.column(column).is_some_and(|c| c.never_null) {
+    if null && table.column(column).is_some_and(|c| c.never_null) {
         return Err(ApiError::new(
             ErrorCode::NotNullViolation,
             "a NOT NULL constraint was violated",
@@ -1264,28 +1332,6 @@ pub fn refuse_null(
     Ok(())
 }
 
-/// The one object of a PATCH or PUT body: the object, or the only element of an array as
-/// PostgREST takes it (`None` for `[]`); 400 for anything else. (PostgREST would apply some one
-/// of several objects; Rowgate refuses the ambiguity.)
-fn one_object<'b>(body: &'b Json, method: &str) -> Result<Option<&'b Map<String, Json>>, ApiError> {
-    match body {
-        Json::Object(o) => Ok(Some(o)),
-        Json::Array(items) => match items.as_slice() {
-            [] => Ok(None),
-            [Json::Object(o)] => Ok(Some(o)),
-            _ => Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("the {method} body must be one JSON object, or an array of one"),
-            )
-            .details(format!("an array of {} elements", items.len()))),
-        },
-        _ => Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            format!("the {method} body must be one JSON object, or an array of one"),
-        )),
-    }
-}
-
 /// Plans `PATCH`: the body's keys become assignments.
 ///
 /// With `columns=`, only those keys of the body are read (each must be a column), and with
@@ -1293,12 +1339,12 @@ fn one_object<'b>(body: &'b Json, method: &str) -> Result<Option<&'b Map<String,
 pub fn update(
     table: &Table,
     filters: Vec<Condition>,
-    body: &Json,
+    body: Option<&Members>,
     returning: Vec<OutputColumn>,
     (columns, missing_default): (Option<&[String]>, bool),
 ) -> Result<Option<UpdateStmt>, ApiError> {
     writable(table, Op::Update)?;
-    let Some(o) = one_object(body, "PATCH")? else {
+    let Some(o) = body else {
         return Ok(None); // `[]` changes nothing, as `{}`
     };
     let mut defaults = Vec::new();
@@ -1317,12 +1363,16 @@ pub fn update(
         .map(|(k, v)| {
             let name = column(table, k)?;
             // refused whether or not a row matches: the change is wrong for any row
-            refuse_null(table, &name, v, || {
+            refuse_null(table, &name, v.is_null(), || {
                 format!("column {name} of {}", table.name)
             })?;
             // (a simple CHECK bound likewise)
             let bounds = table.column(&name).map(|c| c.bounds).unwrap_or_default();
-            if v.as_f64().is_some_and(|n| !bounds.admit(n)) {
+            let number = match v {
+                Member::Scalar(v) => v.as_f64(),
+                Member::Nested(_) => None,
+            };
+            if number.is_some_and(|n| !bounds.admit(n)) {
                 return Err(ApiError::new(
                     ErrorCode::CheckViolation,
                     "a CHECK constraint was violated",
@@ -1333,7 +1383,7 @@ pub fn update(
                     bounds.describe()
                 )));
             }
-            let value = column_value(table, &name, v)?;
+            let value = member_value(table, &name, v)?;
             Ok((name, value))
         })
         .collect::<Result<_, ApiError>>()?;
@@ -1368,25 +1418,23 @@ pub fn delete(
 #[allow(clippy::too_many_arguments)]
 pub fn put(
     d: &dyn Dialect,
-    body_len: usize,
     table: &Table,
     key: &[(String, String)],
-    body: &Json,
+    body: Shape,
     returning: Vec<OutputColumn>,
 ) -> Result<InsertStmt, ApiError> {
     writable(table, Op::Insert)?;
     writable(table, Op::Update)?;
-    let Some(o) = one_object(body, "PUT")? else {
+    let Some(mut object) = body.one_object("PUT")? else {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
             "the PUT body must be one JSON object, or an array of one",
         ));
     };
-    let mut object = o.clone();
     for (col, url_value) in key {
         match object.get(col) {
             None => {
-                object.insert(col.clone(), Json::String(url_value.clone()));
+                object.insert(col.clone(), Member::Scalar(Json::String(url_value.clone())));
             }
             Some(v) if json_matches(v, url_value) => {}
             Some(v) => {
@@ -1401,9 +1449,12 @@ pub fn put(
         }
     }
     let keys: Vec<String> = object.keys().cloned().collect();
-    let mut rows = RowsPlanner::new(d, table, false, body_len);
+    // one row: bound as values where the database binds small bodies so (a large value is
+    // then copied the fewest times)
+    let mut rows = RowsPlanner::new(d, table, false, 0);
     rows.keys(&keys)?;
-    let mut cells: Vec<Option<BodyCell>> = object.values().map(|v| Some(body_cell(v))).collect();
+    let mut cells: Vec<Option<BodyCell>> =
+        object.into_values().map(|v| Some(v.into_cell())).collect();
     rows.row(&mut cells)?;
     let columns = rows.columns.clone();
     let json = rows
@@ -1439,10 +1490,12 @@ fn overwritten(target: &[String], given: &[String]) -> Vec<String> {
     }
 }
 
-fn json_matches(v: &Json, text: &str) -> bool {
+fn json_matches(v: &Member, text: &str) -> bool {
     match v {
-        Json::String(s) => s == text,
-        Json::Number(n) => n.to_string() == text || n.as_f64() == text.parse::<f64>().ok(),
+        Member::Scalar(Json::String(s)) => s == text,
+        Member::Scalar(Json::Number(n)) => {
+            n.to_string() == text || n.as_f64() == text.parse::<f64>().ok()
+        }
         _ => false,
     }
 }

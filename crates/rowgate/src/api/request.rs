@@ -2,7 +2,6 @@
 //! string parsed by `rowgate-query`, the `Prefer`, `Accept`, `Content-Type`, `Range` and
 //! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,6 +12,11 @@ use serde_json::Value as Json;
 
 use crate::config::LimitsConfig;
 use crate::error::{ApiError, ErrorCode};
+
+pub use super::body::{
+    body_media, csv_field, csv_reader, empty_json, form_pairs, invalid_csv, invalid_json,
+    BodyMedia, FormPair,
+};
 
 /// What a request's body can be: hyper's `Incoming` from a connection, or any other body of
 /// bytes (a test calling the app as a service, without a socket; a second front end).
@@ -635,10 +639,12 @@ pub fn parse_range(
 
 /// Decodes the query string with `rowgate-query`.
 pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
-    let pairs = form_pairs(raw.unwrap_or("").as_bytes()).map_err(|e| ApiError {
-        code: ErrorCode::QueryParse,
-        ..e
-    })?;
+    let pairs: Vec<FormPair<'_>> = form_pairs(raw.unwrap_or("").as_bytes())
+        .map_err(|e| ApiError {
+            code: ErrorCode::QueryParse,
+            ..e
+        })?
+        .collect();
     Ok(rowgate_query::parse::parse_query(
         pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
     )?)
@@ -694,50 +700,19 @@ pub fn check_limits(
 /// Decodes a write's body: JSON (an object or an array of objects) or a URL-encoded form (one
 /// object of strings). An empty body is an error.
 pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match media.as_str() {
-        "application/json" | "application/merge-patch+json" | "" => {
+    match body_media(headers, body)? {
+        BodyMedia::Json => {
             if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(
-                    ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json")
-                        .hint("send a JSON object or an array of objects"),
-                );
+                return Err(empty_json());
             }
-            serde_json::from_slice(body).map_err(|e| {
-                ApiError::new(ErrorCode::InvalidBody, "Empty or invalid json")
-                    .details(e.to_string())
-            })
+            serde_json::from_slice(body).map_err(invalid_json)
         }
-        "application/x-www-form-urlencoded" => {
-            // `curl -d '{…}'` sends JSON labelled as a form: take it for what it is.
-            let trimmed = body.trim_ascii_start();
-            if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
-                if let Ok(json) = serde_json::from_slice(body) {
-                    return Ok(json);
-                }
-            }
-            Ok(Json::Object(
-                form_pairs(body)?
-                    .into_iter()
-                    .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
-                    .collect(),
-            ))
-        }
-        "text/csv" => csv_body(body),
-        _ => Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            format!("unsupported Content-Type {content_type:?}"),
-        )
-        .hint("send application/json, application/x-www-form-urlencoded or text/csv")),
+        BodyMedia::Form => Ok(Json::Object(
+            form_pairs(body)?
+                .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
+                .collect(),
+        )),
+        BodyMedia::Csv => csv_body(body),
     }
 }
 
@@ -745,82 +720,22 @@ pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
 /// strings, `NULL` read as null, as PostgREST reads one; every line must have the header's
 /// number of fields.
 fn csv_body(body: &[u8]) -> Result<Json, ApiError> {
-    let invalid = |e: csv::Error| {
-        let message = match e.kind() {
-            csv::ErrorKind::UnequalLengths { .. } => "All lines must have same number of fields",
-            _ => "Empty or invalid csv",
-        };
-        ApiError::new(ErrorCode::InvalidBody, message).details(e.to_string())
-    };
-    let mut reader = csv::ReaderBuilder::new().from_reader(body);
-    let names = reader.headers().map_err(invalid)?.clone();
+    let mut reader = csv_reader(body);
+    let names = reader.headers().map_err(invalid_csv)?.clone();
     let mut rows = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(invalid)?;
+        let record = record.map_err(invalid_csv)?;
         let row = names
             .iter()
             .zip(record.iter())
             .map(|(name, value)| {
-                let value = match value {
-                    "NULL" => Json::Null,
-                    text => Json::String(text.to_string()),
-                };
+                let value = csv_field(value).map_or(Json::Null, |t| Json::String(t.to_string()));
                 (name.to_string(), value)
             })
             .collect();
         rows.push(Json::Object(row));
     }
     Ok(Json::Array(rows))
-}
-
-/// An insert body as rows (see [`super::rows`]): JSON is read straight into rows; a form (or
-/// JSON sent as a form) is parsed as [`parse_body`] does first.
-pub fn read_rows(
-    headers: &HeaderMap,
-    body: &[u8],
-    columns: Option<&[String]>,
-    sink: &mut dyn super::rows::RowSink,
-) -> Result<usize, ApiError> {
-    let media = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
-        .unwrap_or_default();
-    if media.is_empty() || media == "application/json" {
-        super::rows::read_rows(body, columns, sink)
-    } else {
-        super::rows::read_json_rows(&parse_body(headers, body)?, columns, sink)
-    }
-}
-
-/// A decoded name and value of a URL-encoded form.
-pub type FormPair<'a> = (Cow<'a, str>, Cow<'a, str>);
-
-/// A URL-encoded form (a body or a query string) as its name/value pairs. Names and values
-/// must decode to UTF-8: a byte sequence that does not (`name=%ff`) is refused (400) rather than
-/// taken as U+FFFD. `form_urlencoded` decodes lossily, so only a pair holding U+FFFD is decoded
-/// again strictly, to tell a replacement from a U+FFFD the client sent.
-pub fn form_pairs(raw: &[u8]) -> Result<Vec<FormPair<'_>>, ApiError> {
-    let pairs: Vec<FormPair<'_>> = form_urlencoded::parse(raw).collect();
-    let lossy = |s: &str| s.contains(char::REPLACEMENT_CHARACTER);
-    if pairs.iter().any(|(k, v)| lossy(k) || lossy(v)) {
-        for part in raw.split(|&b| matches!(b, b'&' | b'=')) {
-            let spaced: Vec<u8> = part
-                .iter()
-                .map(|&b| if b == b'+' { b' ' } else { b })
-                .collect();
-            if let Err(e) = percent_encoding::percent_decode(&spaced).decode_utf8() {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidBody,
-                    "a form or query string value is not valid UTF-8 once decoded",
-                )
-                .details(e.to_string())
-                .hint("percent-encode text as UTF-8"));
-            }
-        }
-    }
-    Ok(pairs)
 }
 
 /// Reads the request body up to the configured limit (413 beyond it).

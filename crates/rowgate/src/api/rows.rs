@@ -35,6 +35,12 @@ pub trait RowSink {
     /// One object's cells, one per key (`None`: the object lacks that key, only with
     /// `columns=`). The sink may take them.
     fn row(&mut self, cells: &mut [Option<BodyCell>]) -> Result<(), ApiError>;
+
+    /// Whether [`RowSink::keys`] takes `key` (a column of the table): a reader keeps nothing
+    /// of a key it does not, but the first (which the keys are then refused for).
+    fn knows(&self, _key: &str) -> bool {
+        true
+    }
 }
 
 /// Reads a JSON body (an object or an array of objects) into `sink`; answers how many rows it
@@ -74,18 +80,6 @@ pub fn read_rows(
         ),
         (Ok(()), None) => Ok(reader.count),
     }
-}
-
-/// Reads an already parsed body (a form's object) into `sink`.
-pub fn read_json_rows(
-    body: &Json,
-    columns: Option<&[String]>,
-    sink: &mut dyn RowSink,
-) -> Result<usize, ApiError> {
-    if !matches!(body, Json::Object(_) | Json::Array(_)) {
-        return Err(not_objects());
-    }
-    read_rows(body.to_string().as_bytes(), columns, sink)
 }
 
 /// A JSON value as a cell: scalars as themselves, objects and arrays as their JSON text.
@@ -183,9 +177,21 @@ impl<'de> Visitor<'de> for Part<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let reader = self.reader;
         // The first object of a body without columns= names the keys: gather it whole.
+        // Past a key the sink does not know, the object is only read through: the keys are
+        // refused for that one.
         if !reader.named && reader.count == 0 && reader.keys.is_empty() {
             let mut values = Vec::new();
+            let mut unknown = false;
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if unknown || !reader.sink.knows(&key) {
+                    map.next_value::<de::IgnoredAny>()?;
+                    if !unknown {
+                        values.push(None);
+                        reader.keys.push(key.into_owned());
+                    }
+                    unknown = true;
+                    continue;
+                }
                 values.push(Some(map.next_value_seed(CellSeed)?));
                 reader.keys.push(key.into_owned());
             }
@@ -297,16 +303,21 @@ impl<'de> Visitor<'de> for CellSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BodyCell, A::Error> {
-        let nested: Json =
-            serde::Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(BodyCell::Json(nested.to_string()))
+        let mut text = Vec::new();
+        super::compact::write_map(map, &mut text)?;
+        Ok(BodyCell::Json(json_text(text)))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<BodyCell, A::Error> {
-        let nested: Json =
-            serde::Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(BodyCell::Json(nested.to_string()))
+        let mut text = Vec::new();
+        super::compact::write_seq(seq, &mut text)?;
+        Ok(BodyCell::Json(json_text(text)))
     }
+}
+
+/// Text written by [`super::compact`]: JSON, so UTF-8.
+fn json_text(text: Vec<u8>) -> String {
+    String::from_utf8(text).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -368,14 +379,6 @@ mod tests {
         let all = rows(r#"[{"a":1,"b":2},{"c":3}]"#, Some(&named)).expect("rows");
         assert_eq!(all.keys, named.to_vec());
         assert_eq!(all.rows[1], vec![None, int(3)]);
-        // a form's object
-        let mut kept = Kept::default();
-        let form = serde_json::json!({"a": "1"});
-        assert_eq!(read_json_rows(&form, None, &mut kept).ok(), Some(1));
-        assert_eq!(
-            kept.rows,
-            vec![vec![Some(BodyCell::Value(Value::Text("1".into())))]]
-        );
     }
 
     #[test]

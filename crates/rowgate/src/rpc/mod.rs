@@ -119,7 +119,7 @@ impl<'a> CallRequest<'a> {
         let form = self.body_is(&["application/x-www-form-urlencoded"])
             && !matches!(self.body.trim_ascii_start().first(), Some(b'{' | b'['));
         let mut map = if form {
-            let pairs = request::form_pairs(&self.body)?;
+            let pairs: Vec<request::FormPair<'_>> = request::form_pairs(&self.body)?.collect();
             merged(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
         } else {
             match self.body_json()? {
