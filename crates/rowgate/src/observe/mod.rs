@@ -36,6 +36,7 @@ pub struct Metrics {
     pub open_connections: AtomicUsize,
     accepted: Counter,
     refused: Counter,
+    refused_per_address: Counter,
     worker_restarts: Gauge,
     /// Realtime connections open now.
     realtime_connections: std::sync::atomic::AtomicI64,
@@ -109,6 +110,14 @@ impl Metrics {
             &key("rowgate_http_connections_refused_total", vec![]),
             &METADATA,
         );
+        describe(
+            "rowgate_http_connections_refused_per_address_total",
+            "connections answered 503 because their address held limits.max_connections_per_address",
+        );
+        let refused_per_address = recorder.register_counter(
+            &key("rowgate_http_connections_refused_per_address_total", vec![]),
+            &METADATA,
+        );
         recorder.describe_gauge(
             KeyName::from_const_str("rowgate_worker_restarts"),
             None,
@@ -180,6 +189,7 @@ impl Metrics {
             open_connections: AtomicUsize::new(0),
             accepted,
             refused,
+            refused_per_address,
             worker_restarts,
         }
     }
@@ -198,6 +208,11 @@ impl Metrics {
     /// Counts a connection refused for `limits.max_connections`.
     pub fn refused(&self) {
         self.refused.increment(1);
+    }
+
+    /// Counts a connection refused for `limits.max_connections_per_address`.
+    pub fn refused_per_address(&self) {
+        self.refused_per_address.increment(1);
     }
 
     /// A realtime connection opened (`1`) or closed (`-1`).
@@ -348,12 +363,13 @@ impl Metrics {
     }
 }
 
-/// Whether `principal`, connecting from `peer`, may read `/metrics` (404 when they are off,
-/// so a disabled endpoint looks like none).
+/// Whether `principal`, whose address is `client` ([`crate::proxies`]: behind a trusted proxy,
+/// the address it forwarded for), may read `/metrics` (404 when they are off, so a disabled
+/// endpoint looks like none).
 pub fn check_access(
     config: &MetricsConfig,
     principal: &Principal,
-    peer: IpAddr,
+    client: IpAddr,
 ) -> Result<(), ApiError> {
     if !config.enabled {
         return Err(ApiError::new(
@@ -361,7 +377,7 @@ pub fn check_access(
             "no such resource: /metrics",
         ));
     }
-    let local = config.loopback && peer.to_canonical().is_loopback();
+    let local = config.loopback && client.to_canonical().is_loopback();
     if local || config.roles.contains(&principal.role) {
         return Ok(());
     }
