@@ -640,3 +640,45 @@ fn cors_for_every_origin_with_credentials_is_refused() {
     // nothing was created: the configuration is refused before the database is opened
     assert!(!dir.path().join("rowgate.db").exists());
 }
+
+/// (a module of its own: one `backend_tests!` per module)
+mod client_sql {
+    use super::*;
+
+    /// REST-enabled SQL's statements that are wrong in themselves are the client's mistake, given
+    /// the SQLSTATE PostgreSQL (and PostgREST) gives them on both backends: an unknown function
+    /// `42883`, an unknown table `42P01` (not a stale schema cache's `PGRST002`), bad syntax
+    /// `42601`; never `RG500`. The answer is ORDS's: 200, each statement's error in its item.
+    async fn rest_enabled_sql_errors_are_the_statements(b: Backend) {
+        let s = TestServer::start_with(b, |c| c.ords.sql_roles = vec!["analyst".into()]).await;
+        let (_, analyst) = client_token(&s, "a", "analyst").await;
+        let cases = [
+            ("select no_such_function(1)", "42883", "no_such_function"),
+            ("select * from no_such_table", "42P01", "no_such_table"),
+            ("select 1 +", "42601", "syntax"),
+        ];
+        for (sql, code, words) in cases {
+            let r = s
+                .client
+                .post(s.root_url("/ords/rowgate/_/sql"))
+                .bearer_auth(&analyst)
+                .header("content-type", "application/sql")
+                .body(sql)
+                .send()
+                .await
+                .expect("sql");
+            assert_eq!(r.status(), 200, "{sql}");
+            let answer: Value = r.json().await.expect("json");
+            let item = &answer["items"][0];
+            assert_eq!(item["errorCode"], code, "{sql}: {item}");
+            assert!(
+                item["errorDetails"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(words)),
+                "{sql}: {item}"
+            );
+        }
+    }
+
+    backend_tests!(rest_enabled_sql_errors_are_the_statements);
+}
