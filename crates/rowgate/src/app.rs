@@ -168,6 +168,7 @@ impl App {
             self.metrics.set_access_log_dropped(log.dropped());
         }
         let mut text = self.metrics.render();
+        text.push_str(&self.metrics.render_read_waits(self.db.read_waits()));
         if let Some(postgres) = self.db.as_postgres().filter(|db| db.has_replicas()) {
             let replicas = postgres.replicas().list();
             text.push_str(

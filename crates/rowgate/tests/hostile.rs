@@ -682,3 +682,69 @@ mod client_sql {
 
     backend_tests!(rest_enabled_sql_errors_are_the_statements);
 }
+
+/// (a module of its own: one `backend_tests!` per module)
+mod reads_waiting {
+    use super::*;
+
+    /// The value of the sample of `/metrics` whose name and labels start with `series`.
+    fn sample(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{text}"))
+    }
+
+    /// Long reads queued behind the connections (two SQLite reader threads, a PostgreSQL pool of
+    /// two) show at `/metrics`: `rowgate_db_reads_waiting` rises while they wait, and each read
+    /// that waited counts in `rowgate_db_read_wait_seconds` once it began.
+    async fn reads_waiting_for_a_connection_are_shown(b: Backend) {
+        const READS: usize = 6;
+        // SQLite: a count that never ends, stopped by the statement timeout (1 s)
+        let slow = match b {
+            Backend::Sqlite => "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c",
+            Backend::Postgres => "SELECT 1 AS n FROM pg_sleep(0.5)",
+        };
+        let toml = format!("[[resources]]\npath = \"/slow\"\nroles = [\"*\"]\nsql = \"{slow}\"\n");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = write_config(dir.path(), &toml, &[]).expect("config");
+        let s = TestServer::start_prepared(b, dir, config, "", |c| {
+            c.db.readers = 2;
+            c.db.pool_size = 2;
+            c.db.statement_timeout_ms = 1_000;
+            c.cache.enabled = false;
+        })
+        .await;
+        let before = metrics_text(&s).await;
+        let waited_before = sample(&before, "rowgate_db_read_wait_seconds_count{");
+        let reads: Vec<_> = (0..READS)
+            .map(|_| {
+                let request = s.client.get(s.root_url("/slow")).send();
+                tokio::spawn(async move { request.await.expect("slow").status().as_u16() })
+            })
+            .collect();
+        let mut most_waiting = 0.0_f64;
+        for _ in 0..200 {
+            let text = metrics_text(&s).await;
+            most_waiting = most_waiting.max(sample(&text, "rowgate_db_reads_waiting{"));
+            if most_waiting >= 1.0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(most_waiting >= 1.0, "reads were seen waiting");
+        for read in reads {
+            let status = read.await.expect("read");
+            assert!([200, 504].contains(&status), "{status}");
+        }
+        let after = metrics_text(&s).await;
+        assert_eq!(sample(&after, "rowgate_db_reads_waiting{"), 0.0);
+        let waited = sample(&after, "rowgate_db_read_wait_seconds_count{") - waited_before;
+        assert!(waited >= READS as f64, "{waited} waits counted\n{after}");
+        assert!(sample(&after, "rowgate_db_read_wait_seconds_sum{") > 0.0);
+        assert!(after.contains("# TYPE rowgate_db_read_wait_seconds histogram"));
+    }
+
+    backend_tests!(reads_waiting_for_a_connection_are_shown);
+}

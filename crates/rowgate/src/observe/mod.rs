@@ -8,6 +8,7 @@
 //! counters are handles registered once, so counting costs one atomic add.
 
 pub mod access;
+pub mod histogram;
 pub mod merge;
 pub mod request_id;
 pub mod routes;
@@ -329,6 +330,35 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// The series of the reads waiting for a connection (a SQLite reader thread, a pooled
+    /// PostgreSQL connection): how many wait now, and how long they waited.
+    pub fn render_read_waits(&self, waits: &crate::db::waits::ReadWaits) -> String {
+        use std::fmt::Write as _;
+        let labels = format!("pid=\"{}\"", self.pid);
+        let mut text = String::new();
+        routes::family(
+            &mut text,
+            "rowgate_db_reads_waiting",
+            "gauge",
+            "reads waiting now for a connection: a SQLite reader thread (db.readers), a pooled PostgreSQL connection (db.pool_size)",
+        );
+        let _ = writeln!(
+            text,
+            "rowgate_db_reads_waiting{{{labels}}} {}",
+            waits.waiting()
+        );
+        routes::family(
+            &mut text,
+            "rowgate_db_read_wait_seconds",
+            "histogram",
+            "how long reads waited for a connection before they began",
+        );
+        waits
+            .waited()
+            .render(&mut text, "rowgate_db_read_wait_seconds", &labels);
+        text
+    }
+
     /// The read replicas' series: whether each takes reads, and its lag at the last check
     /// (`replicas`: name, in the rotation, lag).
     pub fn render_replicas<'a>(
