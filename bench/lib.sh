@@ -1,5 +1,9 @@
 # Shell functions shared by bench/run and bench/soak (sourced, not run).
 
+# Every load generator connects from loopback, one address opening up to 100k connections (S8):
+# the Rowgate servers the scripts start take them without limits.max_connections_per_address.
+export ROWGATE_LIMITS_MAX_CONNECTIONS_PER_ADDRESS=0
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # Waits until URL answers (30 s at most).

@@ -41,6 +41,11 @@ pub struct App {
     pub large_bodies: Arc<tokio::sync::Semaphore>,
     /// Which browser origins may call (`[cors]`).
     pub cors: crate::cors::Cors,
+    /// The peers whose `X-Forwarded-*` headers count (`trusted_proxies`).
+    pub trusted_proxies: crate::proxies::TrustedProxies,
+    /// Open connections per client address (`limits.max_connections_per_address`; `None`: no
+    /// limit).
+    pub connections_per_address: Option<Arc<crate::per_address::ConnectionsPerAddress>>,
     /// Answers to reads kept until the next commit (`[cache]`; SQLite only).
     pub cache: Option<crate::cache::ResponseCache>,
     /// `db.pre_request` as the statement every API request's transaction runs after its
@@ -108,6 +113,12 @@ impl App {
             config.limits.large_bodies.max(1),
         ));
         let cors = crate::cors::Cors::new(&config.cors);
+        let trusted_proxies = crate::proxies::TrustedProxies::parse(&config.trusted_proxies)?;
+        let connections_per_address = (config.limits.max_connections_per_address > 0).then(|| {
+            crate::per_address::ConnectionsPerAddress::new(
+                config.limits.max_connections_per_address,
+            )
+        });
         let pre_request = pre_request_call(&config.db.pre_request, &db).await?;
         let cache = match &*db {
             Database::Sqlite(_) => crate::cache::ResponseCache::new(&config.cache),
@@ -120,6 +131,8 @@ impl App {
             cache,
             pre_request,
             cors,
+            trusted_proxies,
+            connections_per_address,
             config,
             db,
             auth: Arc::new(auth),
@@ -155,6 +168,7 @@ impl App {
             self.metrics.set_access_log_dropped(log.dropped());
         }
         let mut text = self.metrics.render();
+        text.push_str(&self.metrics.render_read_waits(self.db.read_waits()));
         if let Some(postgres) = self.db.as_postgres().filter(|db| db.has_replicas()) {
             let replicas = postgres.replicas().list();
             text.push_str(

@@ -648,8 +648,9 @@ fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow:
 }
 
 /// Opens the database, builds the app and starts its background tasks (what `serve` and the
-/// tests share).
+/// tests share). A configuration built in code is checked as a loaded one is.
 pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
+    config.validate()?;
     let db = open_database(&config).await?;
     let app = App::new(config, db).await?;
     crate::tasks::start(&app);

@@ -16,6 +16,9 @@ use crate::resources::declare::ResourceConfig;
 pub struct Config {
     /// Address to listen on.
     pub listen: String,
+    /// Proxies (IP addresses or CIDR blocks) whose `X-Forwarded-For`, `-Host` and `-Proto`
+    /// headers are believed; from any other peer they are ignored. Empty: none is trusted.
+    pub trusted_proxies: Vec<String>,
     /// Database settings.
     pub db: DbConfig,
     /// REST API settings.
@@ -671,12 +674,17 @@ pub struct LimitsConfig {
     pub max_list_items: usize,
     /// Most open client connections; one more is answered 503 and closed.
     pub max_connections: usize,
+    /// Most open connections from one client address (an IPv6 client: its /64), each worker
+    /// as `max_connections`; one more is answered 503 and closed. Trusted proxies
+    /// (`trusted_proxies`) are exempt. 0: no limit.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             listen: "127.0.0.1:8080".into(),
+            trusted_proxies: Vec::new(),
             db: DbConfig::default(),
             rest: RestConfig::default(),
             limits: LimitsConfig::default(),
@@ -752,6 +760,9 @@ impl Default for LimitsConfig {
             max_filter_depth: 16,
             max_list_items: 1_000,
             max_connections: 10_000,
+            // a tenth of max_connections: one address no longer takes them all, while a NAT
+            // of a few hundred browsers (each up to 6 connections and a socket per tab) fits
+            max_connections_per_address: 1_000,
         }
     }
 }
@@ -972,6 +983,12 @@ impl Config {
         if self.limits.max_connections == 0 {
             bail!("limits.max_connections must be positive");
         }
+        crate::proxies::TrustedProxies::parse(&self.trusted_proxies)?;
+        if self.cors.allow_credentials && self.cors.origins.iter().any(|o| o.trim() == "*") {
+            bail!(
+                "cors.origins = [\"*\"] with cors.allow_credentials = true would let every website call the API with its visitors' cookies and HTTP authentication (browsers refuse * with credentials, so the origin would be echoed instead): list the origins that may, like cors.origins = [\"https://app.example.com\"], or turn allow_credentials off"
+            );
+        }
         self.listen
             .parse::<std::net::SocketAddr>()
             .with_context(|| {
@@ -1115,6 +1132,11 @@ mod tests {
             let (raw, value) = match &node[parts[parts.len() - 1]] {
                 toml::Value::Integer(i) => ((i + 1).to_string(), toml::Value::Integer(i + 1)),
                 toml::Value::Boolean(b) => ((!b).to_string(), toml::Value::Boolean(!b)),
+                // (a list the configuration checks takes values it accepts)
+                toml::Value::Array(_) if key.name == "trusted_proxies" => (
+                    " 10.0.0.0/8, ::1 ".to_string(),
+                    toml::Value::Array(vec!["10.0.0.0/8".into(), "::1".into()]),
+                ),
                 toml::Value::Array(_) => (
                     " a, b ".to_string(),
                     toml::Value::Array(vec!["a".into(), "b".into()]),

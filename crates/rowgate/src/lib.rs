@@ -13,6 +13,8 @@
 //! - [`demo`]: the deterministic demo database.
 //! - [`supervisor`]: the process that keeps workers running; [`worker`]: a worker's side of it.
 //! - [`observe`]: the metrics at `/metrics`; [`realtime`]: change capture and WebSocket feeds.
+//! - [`proxies`]: the trusted proxies whose `X-Forwarded-*` headers count, and the client's address;
+//!   [`per_address`]: open connections per client address.
 
 pub mod api;
 pub mod app;
@@ -32,6 +34,8 @@ pub mod mended;
 pub mod observe;
 pub mod openapi;
 pub mod ords;
+pub mod per_address;
+pub mod proxies;
 pub mod realtime;
 pub mod resources;
 pub mod routes;

@@ -249,7 +249,8 @@ async fn accept_until(
     }
 }
 
-/// Serves a connection just accepted at `door`, or refuses it past `limits.max_connections`.
+/// Serves a connection just accepted at `door`, or refuses it past `limits.max_connections`
+/// or, unless it comes from a trusted proxy, past `limits.max_connections_per_address`.
 async fn accept(
     app: &Arc<App>,
     http: &http1::Builder,
@@ -269,24 +270,39 @@ async fn accept(
     let _ = stream.set_nodelay(true);
     if app.metrics.open_connections.load(Ordering::Relaxed) >= max_connections {
         app.metrics.refused();
-        tokio::spawn(refuse_connection(stream));
+        tokio::spawn(refuse_connection(stream, TOO_MANY_OPEN));
         return;
     }
+    let address_slot = match &app.connections_per_address {
+        Some(counts) if !app.trusted_proxies.trusts(peer.ip()) => match counts.admit(peer.ip()) {
+            Some(slot) => Some(slot),
+            None => {
+                app.metrics.refused_per_address();
+                tokio::spawn(refuse_connection(stream, TOO_MANY_FROM_ADDRESS));
+                return;
+            }
+        },
+        _ => None,
+    };
     app.metrics.accepted();
     let stream = Counted {
         stream,
         _open: OpenConnection::new(app.metrics.clone()),
+        _address: address_slot,
     };
     tokio::spawn(connection_at(app, http, stream, peer.ip(), door));
 }
 
 /// A connection's stream, counted as open while it lives, whoever holds it: hyper, or the
-/// WebSocket session it was upgraded to. The count moves with the socket, so an upgraded
+/// WebSocket session it was upgraded to. The counts move with the socket, so an upgraded
 /// connection is never counted twice (it was, between the 101 answer and hyper letting go of
 /// the socket: at `limits.max_connections`, a connection accepted then was refused).
 struct Counted<S> {
     stream: S,
     _open: OpenConnection,
+    /// Its place in its address's count (`None`: not counted, from a trusted proxy or with no
+    /// limit).
+    _address: Option<crate::per_address::AddressSlot>,
 }
 
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<S> {
@@ -351,13 +367,18 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Answers a connection over `limits.max_connections` with a 503 and closes it.
-async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+/// The answer's body past `limits.max_connections`.
+const TOO_MANY_OPEN: &str = "{\"code\":\"RG503\",\"message\":\"too many open connections; retry\",\"details\":null,\"hint\":\"the server holds limits.max_connections connections\"}";
+
+/// The answer's body past `limits.max_connections_per_address`.
+const TOO_MANY_FROM_ADDRESS: &str = "{\"code\":\"RG503\",\"message\":\"too many open connections from this address; close some and retry\",\"details\":null,\"hint\":\"the server holds limits.max_connections_per_address connections per client address\"}";
+
+/// Answers a connection over a connection limit with a 503 (`body`) and closes it.
+async fn refuse_connection(mut stream: tokio::net::TcpStream, body: &'static str) {
     use tokio::io::AsyncWriteExt as _;
-    const BODY: &str = "{\"code\":\"RG503\",\"message\":\"too many open connections; retry\",\"details\":null,\"hint\":\"the server holds limits.max_connections connections\"}";
     let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
-        BODY.len()
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
     );
     use tokio::io::AsyncReadExt as _;
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -770,16 +791,21 @@ async fn route(
         Route::Ords => Ok(Box::pin(crate::ords::handle(app, &parts, body, peer)).await),
         Route::Realtime | Route::RealtimeSupabase | Route::RealtimeEvents => {
             Box::pin(crate::realtime::know_token_client(app, &parts)).await;
+            // counted per client: behind a trusted proxy, the address it forwards for
+            let client = app.trusted_proxies.client_address(peer, &parts.headers);
             match route {
-                Route::Realtime => crate::realtime::upgrade(app, &mut parts, peer),
-                Route::RealtimeSupabase => crate::realtime::upgrade_supabase(app, &mut parts, peer),
-                _ => crate::realtime::sse::open(app, &parts, peer),
+                Route::Realtime => crate::realtime::upgrade(app, &mut parts, client),
+                Route::RealtimeSupabase => {
+                    crate::realtime::upgrade_supabase(app, &mut parts, client)
+                }
+                _ => crate::realtime::sse::open(app, &parts, client),
             }
         }
         Route::Metrics => {
             let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             routed.acting(&principal);
-            crate::observe::check_access(&app.config.metrics, &principal, peer)?;
+            let client = app.trusted_proxies.client_address(peer, &parts.headers);
+            crate::observe::check_access(&app.config.metrics, &principal, client)?;
             if !(parts.method == Method::GET || parts.method == Method::HEAD) {
                 return Err(ApiError::method_not_allowed(
                     &parts.method,
@@ -822,8 +848,9 @@ async fn route(
         }
         Route::Token => {
             let body = api::request::read_body(&app.config.limits, &parts, body).await?;
+            let client = app.trusted_proxies.client_address(peer, &parts.headers);
             Ok(Box::pin(auth::endpoint::handle(
-                &app.auth, &app.db, &parts, &body, peer,
+                &app.auth, &app.db, &parts, &body, client,
             ))
             .await)
         }

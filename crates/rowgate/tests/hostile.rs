@@ -673,3 +673,357 @@ async fn body_shapes_within_the_memory_bound() {
         );
     }
 }
+
+// ---- Issue 39's lesser findings: forwarded headers, connections per address, an anonymous
+// batch load, CORS with credentials for every origin, REST-enabled SQL's errors, reads waiting.
+
+/// A GET of the ORDS collection `/ords/rowgate/team/?limit=1` with forged forwarding headers:
+/// its body.
+async fn ords_page_forwarded(s: &TestServer, client_address: Option<&str>) -> String {
+    let mut request = s
+        .client
+        .get(s.root_url("/ords/rowgate/team/?limit=1"))
+        .header("X-Forwarded-Host", "evil.example")
+        .header("X-Forwarded-Proto", "https");
+    if let Some(address) = client_address {
+        request = request.header("X-Forwarded-For", address);
+    }
+    let r = request.send().await.expect("ords");
+    assert_eq!(r.status(), 200);
+    r.text().await.expect("text")
+}
+
+/// `X-Forwarded-Host` and `-Proto` name the ORDS links' host only when the peer is a trusted
+/// proxy (a client's own would poison a shared cache), and `X-Forwarded-For` names the client
+/// only then: from a trusted proxy on loopback, a client it forwards for is not local, so
+/// `/metrics` wants a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_headers_count_from_trusted_proxies_only() {
+    let untrusted = TestServer::start(Backend::Sqlite).await;
+    let text = ords_page_forwarded(&untrusted, None).await;
+    assert!(!text.contains("evil.example"), "{text}");
+    let own = format!("\"http://{}/ords/rowgate/team/", untrusted.addr);
+    assert!(text.contains(&own), "{text}");
+    let trusted = TestServer::start_with(Backend::Sqlite, |c| {
+        c.trusted_proxies = vec!["127.0.0.0/8".into()];
+    })
+    .await;
+    let text = ords_page_forwarded(&trusted, None).await;
+    assert!(
+        text.contains("\"https://evil.example/ords/rowgate/team/"),
+        "{text}"
+    );
+    let metrics = |s: &TestServer, forwarded_for: Option<&'static str>| {
+        let mut request = s.client.get(s.root_url("/metrics"));
+        if let Some(address) = forwarded_for {
+            request = request.header("X-Forwarded-For", address);
+        }
+        async move { request.send().await.expect("metrics").status().as_u16() }
+    };
+    assert_eq!(metrics(&untrusted, Some("203.0.113.7")).await, 200);
+    assert_eq!(metrics(&trusted, None).await, 200);
+    assert_eq!(metrics(&trusted, Some("203.0.113.7")).await, 401);
+    // a forged address left of the one the proxy saw is not the client
+    assert_eq!(metrics(&trusted, Some("127.0.0.1, 203.0.113.7")).await, 401);
+}
+
+/// A bad `trusted_proxies` entry is refused when the configuration loads.
+#[test]
+fn a_trusted_proxy_must_be_an_address_or_a_block() {
+    let err = rowgate::config::load(
+        rowgate::config::Layer::None,
+        |name| (name == "ROWGATE_TRUSTED_PROXIES").then(|| "10.0.0.0/8, proxy.local".into()),
+        &[],
+    )
+    .expect_err("not an address");
+    assert!(
+        format!("{err:#}").contains("trusted_proxies: \"proxy.local\" is not an IP address"),
+        "{err:#}"
+    );
+}
+
+/// One address holds at most `limits.max_connections_per_address` connections: the next is
+/// answered 503 and closed, and is served again once one of them closes. A trusted proxy is not
+/// counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_per_address_are_capped() {
+    const CAP: usize = 3;
+    let s = TestServer::start_with(Backend::Sqlite, |c| {
+        c.limits.max_connections_per_address = CAP;
+    })
+    .await;
+    let live = b"GET /live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        held.push(
+            tokio::net::TcpStream::connect(s.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    // (the server counts a connection once it has accepted it: a request on each says so)
+    let mut first = held.pop().expect("one");
+    first
+        .write_all(b"GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut answer = [0u8; 12];
+    first.read_exact(&mut answer).await.expect("answer");
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    held.push(first);
+    let mut refused = false;
+    for _ in 0..50 {
+        let (statuses, closed) = raw(s.addr, live).await;
+        if statuses == vec![503] {
+            assert!(closed, "the refused connection is closed");
+            refused = true;
+            break;
+        }
+        // the other held connections may not all be accepted yet
+        assert_eq!(statuses, vec![200]);
+    }
+    assert!(refused, "the connection past the cap is refused");
+    let mut stream = tokio::net::TcpStream::connect(s.addr)
+        .await
+        .expect("connect");
+    stream.write_all(live).await.expect("request");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.expect("answer");
+    assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+    assert!(
+        text.contains("\"code\":\"RG503\"") && text.contains("limits.max_connections_per_address"),
+        "{text}"
+    );
+    drop(held);
+    let mut served = false;
+    for _ in 0..100 {
+        if raw(s.addr, live).await.0 == vec![200] {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(served, "served again once the held connections closed");
+    let metrics = metrics_text(&s).await;
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("rowgate_http_connections_refused_per_address_total{")
+            && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    // from a trusted proxy, every connection counts as the proxy's clients'
+    let proxied = TestServer::start_with(Backend::Sqlite, |c| {
+        c.limits.max_connections_per_address = 1;
+        c.trusted_proxies = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let _held = tokio::net::TcpStream::connect(proxied.addr)
+        .await
+        .expect("connect");
+    for _ in 0..3 {
+        assert_eq!(raw(proxied.addr, live).await.0, vec![200]);
+    }
+}
+
+/// A batch load by a caller who may not insert is refused before a row is read, with the
+/// status and code a JSON POST of the same rows to the same table gets: 401 anonymous, 403 for
+/// a role without the insert grant; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_load_without_the_insert_grant_is_refused() {
+    let toml = "[[grants]]\nrole = \"anon\"\ntables = [\"team\"]\nops = [\"select\"]\n\
+                [[grants]]\nrole = \"reader\"\ntables = [\"team\"]\nops = [\"select\"]\n";
+    let s = TestServer::start_toml(Backend::Sqlite, toml, &[]).await;
+    let (_, reader) = client_token(&s, "r", "reader").await;
+    let before = s.int("SELECT count(*) FROM team");
+    for (token, status) in [(None, 401), (Some(reader), 403)] {
+        let send = |path: &str, media: &str, body: &str| {
+            let mut request = s
+                .client
+                .post(s.root_url(path))
+                .header("content-type", media)
+                .body(body.to_string());
+            if let Some(token) = &token {
+                request = request.bearer_auth(token);
+            }
+            request.send()
+        };
+        let load = send(
+            "/ords/rowgate/team/batchload",
+            "text/csv",
+            "team_id,name,points\n90,Brabham,0\n",
+        )
+        .await
+        .expect("batchload");
+        let post = send(
+            "/ords/rowgate/team/",
+            "application/json",
+            r#"{"team_id":90,"name":"Brabham","points":0}"#,
+        )
+        .await
+        .expect("post");
+        assert_eq!(load.status().as_u16(), status);
+        assert_eq!(post.status().as_u16(), status);
+        let load: Value = load.json().await.expect("json");
+        let post: Value = post.json().await.expect("json");
+        assert_eq!(load["code"], post["code"], "{load} {post}");
+    }
+    assert_eq!(s.int("SELECT count(*) FROM team"), before);
+}
+
+/// `cors.origins = ["*"]` with `cors.allow_credentials = true` is refused by `config check`
+/// and by `serve`, with a message saying what to do.
+#[test]
+fn cors_for_every_origin_with_credentials_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        "[cors]\norigins = [\"*\"]\nallow_credentials = true\n",
+    )
+    .expect("write");
+    // (a server that starts is stopped and fails the test)
+    let run = |args: &[&str]| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+            .current_dir(dir.path())
+            .args(args)
+            .env("ROWGATE_LISTEN", "127.0.0.1:0")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("rowgate");
+        for _ in 0..300 {
+            if child.try_wait().expect("wait").is_some() {
+                return child.wait_with_output().expect("output");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("output");
+        panic!(
+            "{args:?} still runs: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    for args in [
+        &["config", "check"][..],
+        &["serve", "--demo", "--workers", "0"],
+        &["serve", "--demo"],
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cors.allow_credentials") && stderr.contains("list the origins"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // nothing was created: the configuration is refused before the database is opened
+    assert!(!dir.path().join("rowgate.db").exists());
+}
+
+/// (a module of its own: one `backend_tests!` per module)
+mod client_sql {
+    use super::*;
+
+    /// REST-enabled SQL's statements that are wrong in themselves are the client's mistake, given
+    /// the SQLSTATE PostgreSQL (and PostgREST) gives them on both backends: an unknown function
+    /// `42883`, an unknown table `42P01` (not a stale schema cache's `PGRST002`), bad syntax
+    /// `42601`; never `RG500`. The answer is ORDS's: 200, each statement's error in its item.
+    async fn rest_enabled_sql_errors_are_the_statements(b: Backend) {
+        let s = TestServer::start_with(b, |c| c.ords.sql_roles = vec!["analyst".into()]).await;
+        let (_, analyst) = client_token(&s, "a", "analyst").await;
+        let cases = [
+            ("select no_such_function(1)", "42883", "no_such_function"),
+            ("select * from no_such_table", "42P01", "no_such_table"),
+            ("select 1 +", "42601", "syntax"),
+        ];
+        for (sql, code, words) in cases {
+            let r = s
+                .client
+                .post(s.root_url("/ords/rowgate/_/sql"))
+                .bearer_auth(&analyst)
+                .header("content-type", "application/sql")
+                .body(sql)
+                .send()
+                .await
+                .expect("sql");
+            assert_eq!(r.status(), 200, "{sql}");
+            let answer: Value = r.json().await.expect("json");
+            let item = &answer["items"][0];
+            assert_eq!(item["errorCode"], code, "{sql}: {item}");
+            assert!(
+                item["errorDetails"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(words)),
+                "{sql}: {item}"
+            );
+        }
+    }
+
+    backend_tests!(rest_enabled_sql_errors_are_the_statements);
+}
+
+/// (a module of its own: one `backend_tests!` per module)
+mod reads_waiting {
+    use super::*;
+
+    /// The value of the sample of `/metrics` whose name and labels start with `series`.
+    fn sample(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{text}"))
+    }
+
+    /// Long reads queued behind the connections (two SQLite reader threads, a PostgreSQL pool of
+    /// two) show at `/metrics`: `rowgate_db_reads_waiting` rises while they wait, and each read
+    /// that waited counts in `rowgate_db_read_wait_seconds` once it began.
+    async fn reads_waiting_for_a_connection_are_shown(b: Backend) {
+        const READS: usize = 6;
+        // SQLite: a count that never ends, stopped by the statement timeout (1 s)
+        let slow = match b {
+            Backend::Sqlite => "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c",
+            Backend::Postgres => "SELECT 1 AS n FROM pg_sleep(0.5)",
+        };
+        let toml = format!("[[resources]]\npath = \"/slow\"\nroles = [\"*\"]\nsql = \"{slow}\"\n");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = write_config(dir.path(), &toml, &[]).expect("config");
+        let s = TestServer::start_prepared(b, dir, config, "", |c| {
+            c.db.readers = 2;
+            c.db.pool_size = 2;
+            c.db.statement_timeout_ms = 1_000;
+            c.cache.enabled = false;
+        })
+        .await;
+        let before = metrics_text(&s).await;
+        let waited_before = sample(&before, "rowgate_db_read_wait_seconds_count{");
+        let reads: Vec<_> = (0..READS)
+            .map(|_| {
+                let request = s.client.get(s.root_url("/slow")).send();
+                tokio::spawn(async move { request.await.expect("slow").status().as_u16() })
+            })
+            .collect();
+        let mut most_waiting = 0.0_f64;
+        for _ in 0..200 {
+            let text = metrics_text(&s).await;
+            most_waiting = most_waiting.max(sample(&text, "rowgate_db_reads_waiting{"));
+            if most_waiting >= 1.0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(most_waiting >= 1.0, "reads were seen waiting");
+        for read in reads {
+            let status = read.await.expect("read");
+            assert!([200, 504].contains(&status), "{status}");
+        }
+        let after = metrics_text(&s).await;
+        assert_eq!(sample(&after, "rowgate_db_reads_waiting{"), 0.0);
+        let waited = sample(&after, "rowgate_db_read_wait_seconds_count{") - waited_before;
+        assert!(waited >= READS as f64, "{waited} waits counted\n{after}");
+        assert!(sample(&after, "rowgate_db_read_wait_seconds_sum{") > 0.0);
+        assert!(after.contains("# TYPE rowgate_db_read_wait_seconds histogram"));
+    }
+
+    backend_tests!(reads_waiting_for_a_connection_are_shown);
+}

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use common::ws::{connect, join, next, PATIENCE};
 use serde_json::json;
 
-/// Realtime on `team` for the anonymous role, with room for every socket: no cap per
+/// Realtime on `team` for the anonymous role, with room for every socket: no caps per
 /// address (they all come from 127.0.0.1), more than 10,000 connections, short queues.
 const CONFIG: &str = r#"
 [limits]
 max_connections = 20000
+max_connections_per_address = 0
 
 [realtime]
 tables = ["team"]

@@ -25,8 +25,15 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Reply {
         .header(header::CACHE_CONTROL, "no-store")
 }
 
-/// Answers a token request.
-pub async fn handle(auth: &Auth, db: &Database, parts: &Parts, body: &[u8], peer: IpAddr) -> Reply {
+/// Answers a token request from `client` (its address, as [`crate::proxies`] tells it: failed
+/// requests are counted per client and per address).
+pub async fn handle(
+    auth: &Auth,
+    db: &Database,
+    parts: &Parts,
+    body: &[u8],
+    client: IpAddr,
+) -> Reply {
     if parts.method != Method::POST {
         return oauth_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -104,7 +111,7 @@ pub async fn handle(auth: &Auth, db: &Database, parts: &Parts, body: &[u8], peer
             )
         }
     }
-    let keys = [format!("client:{client_id}"), address_key(peer)];
+    let keys = [format!("client:{client_id}"), address_key(client)];
     if let Some(wait) = keys.iter().find_map(|k| auth.failures.blocked(k)) {
         return oauth_error(
             StatusCode::TOO_MANY_REQUESTS,

@@ -39,6 +39,11 @@ pub enum Kind {
     ResourceLimit,
     /// Another error the database raised, passed through with its `sqlstate`.
     Other,
+    /// The statement itself is wrong: its syntax, or a function, collation or object the
+    /// database does not know, with the SQLSTATE PostgreSQL gives the same mistake. In SQL this
+    /// server generates, a fault of the server; in SQL a client wrote (REST-enabled SQL), the
+    /// client's ([`crate::error::ApiError::of_client_sql`]).
+    Statement,
     /// A fault of the server, not of the request: its cause goes to the log only.
     Internal,
     /// The job's `If-Match` step found no row with one of the given ETags.
@@ -112,6 +117,17 @@ impl DbError {
     /// A fault of the server; `cause` is logged where the error is answered.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         DbError::new(Kind::Internal, cause.to_string())
+    }
+
+    /// What the database itself said: the detail where the driver put words of its own in
+    /// front (a stale schema, a type mismatch), else the message.
+    pub fn database_words(&self) -> &str {
+        match self.kind {
+            Kind::SchemaChanged | Kind::TypeMismatch => {
+                self.detail.as_deref().unwrap_or(&self.message)
+            }
+            _ => &self.message,
+        }
     }
 
     /// Adds a detail.

@@ -12,6 +12,7 @@ pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;
 mod tally;
+pub mod waits;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,6 +74,14 @@ impl Database {
         // the request's database time (`/metrics`), queue wait included
         request::add_time(started.elapsed());
         output
+    }
+
+    /// The reads waiting for a connection now, and their waits so far.
+    pub fn read_waits(&self) -> &waits::ReadWaits {
+        match self {
+            Database::Sqlite(db) => db.read_waits(),
+            Database::Postgres(db) => db.read_waits(),
+        }
     }
 
     /// Whether reads may go to read replicas (`db.replicas`, PostgreSQL).

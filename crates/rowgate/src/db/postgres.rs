@@ -148,6 +148,8 @@ pub struct Postgres {
     fingerprint: ArcSwap<String>,
     /// Notified after commits (unused until realtime capture runs on PostgreSQL).
     pub(crate) commits: Arc<tokio::sync::Notify>,
+    /// Reads waiting for a pooled connection.
+    waits: Arc<super::waits::ReadWaits>,
 }
 
 /// The schema cache's version for a catalog fingerprint (an md5 in hex; empty when nothing is
@@ -382,6 +384,7 @@ impl Postgres {
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
             commits: Arc::new(tokio::sync::Notify::new()),
+            waits: Arc::default(),
         })
     }
 
@@ -489,9 +492,17 @@ impl Postgres {
         self.run_on(&self.pool, &job).await
     }
 
+    /// The reads waiting for a pooled connection now, and their waits so far.
+    pub fn read_waits(&self) -> &super::waits::ReadWaits {
+        &self.waits
+    }
+
     /// Runs `job` on a connection of `pool`.
     async fn run_on(&self, pool: &Pool, job: &Job) -> Result<Output, DbError> {
-        let client = connection(pool).await?;
+        let waiting = (job.access == Access::Read).then(|| self.waits.wait());
+        let client = connection(pool).await;
+        drop(waiting);
+        let client = client?;
         let session = Session {
             client: &client,
             prepared: self.prepared,

@@ -40,16 +40,22 @@ impl From<tokio_postgres::Error> for DbError {
                 return e;
             }
             "42883" | "42804" => {
-                return DbError::new(
-                    Kind::TypeMismatch,
-                    "an operator or value does not fit the column's type",
-                )
-                .detail(message)
+                return DbError {
+                    sqlstate: Some(code.into()),
+                    ..DbError::new(
+                        Kind::TypeMismatch,
+                        "an operator or value does not fit the column's type",
+                    )
+                    .detail(message)
+                }
             }
             // undefined object: in generated SQL only a text search language (`fts(klingon)`)
             "42704" => {
-                return DbError::new(Kind::UnknownName, message)
-                    .hint("name an installed text search configuration, e.g. english or simple")
+                return DbError {
+                    sqlstate: Some(code.into()),
+                    ..DbError::new(Kind::UnknownName, message)
+                        .hint("name an installed text search configuration, e.g. english or simple")
+                }
             }
             "54001" | "54011" | "54023" => {
                 return DbError::new(Kind::TooComplex, "the query is too large for the database")

@@ -19,6 +19,7 @@ use super::error::DbError;
 use super::kept_counts::KeptCounts;
 use super::sqlite_error::REGEX_ERROR_PREFIX;
 use super::sqlite_job::run_job;
+use super::waits::ReadWaits;
 use crate::job::{Access, Job, Output};
 use crate::schema::SchemaCache;
 
@@ -61,6 +62,8 @@ pub struct Sqlite {
     /// Moves on whenever one of this process's connections sees that the database changed
     /// ([`Sqlite::commit_epoch`]).
     epoch: AtomicU64,
+    /// Reads waiting for a reader thread.
+    waits: Arc<ReadWaits>,
 }
 
 /// Settings for [`Database::open`].
@@ -234,6 +237,7 @@ impl Sqlite {
             commits,
             epoch: AtomicU64::new(0),
             counts: Arc::default(),
+            waits: Arc::default(),
         })
     }
 
@@ -267,7 +271,9 @@ impl Sqlite {
             }
         }
         let (tx, rx) = oneshot::channel();
+        let waiting = self.waits.wait();
         let job: ReadJob = Box::new(move |conn| {
+            drop(waiting);
             let _ = tx.send(f(conn));
         });
         self.readers
@@ -275,6 +281,11 @@ impl Sqlite {
             .map_err(|_| DbError::unavailable("database is shutting down"))?;
         rx.await
             .map_err(|_| DbError::internal("reader thread dropped a job"))?
+    }
+
+    /// The reads waiting for a reader thread now, and their waits so far.
+    pub fn read_waits(&self) -> &ReadWaits {
+        &self.waits
     }
 
     /// `f` on this thread's connection within [`INLINE_BUDGET`]; `None` when it ran out of

@@ -1,6 +1,7 @@
 //! SQLite's errors by kind, classified in one place: constraint violations, timeouts, busy
-//! databases, SQLite's size limits, a stale schema, and PostgreSQL's SQLSTATEs for the value
-//! errors both backends share. `?` on a `rusqlite::Error` gives a [`DbError`].
+//! databases, SQLite's size limits, a stale schema, a statement wrong in itself, and
+//! PostgreSQL's SQLSTATEs for the errors both backends share. `?` on a `rusqlite::Error` gives a
+//! [`DbError`].
 
 use rusqlite::{ffi, ErrorCode as SqliteCode};
 
@@ -54,20 +55,63 @@ pub(crate) fn refused_write() -> DbError {
     .hint("nothing was written; free space (or raise the limit, or see to the disk) and retry")
 }
 
-/// Whether SQLite says a statement names a table or column that does not exist.
-fn names_a_missing_object(message: &str) -> bool {
-    message.starts_with("no such table") || message.starts_with("no such column")
+/// The SQLSTATE PostgreSQL gives a missing table (`42P01`) or column (`42703`), when SQLite
+/// says a statement names one.
+fn missing_object(message: &str) -> Option<&'static str> {
+    if message.starts_with("no such table") {
+        Some("42P01")
+    } else if message.starts_with("no such column") {
+        Some("42703")
+    } else {
+        None
+    }
 }
 
 /// A statement named a table or column the database no longer has: the schema cache is stale.
 /// The REST pipeline reloads it and plans the request again; elsewhere it is a 503 to retry.
-fn schema_changed(message: String) -> DbError {
+fn schema_changed(sqlstate: &str, message: String) -> DbError {
     tracing::info!(%message, "the schema changed under a request");
-    DbError::new(
+    let mut e = DbError::new(
         Kind::SchemaChanged,
         "the database schema changed; retry the request",
     )
-    .detail(message)
+    .detail(message);
+    e.sqlstate = Some(sqlstate.into());
+    e
+}
+
+/// SQLite's words for a statement that is wrong in itself (its generic `SQLITE_ERROR`), each
+/// with the SQLSTATE PostgreSQL gives the same mistake: a part of the message, and the code.
+const STATEMENT_FAULTS: &[(&str, &str)] = &[
+    ("syntax error", "42601"),
+    ("incomplete input", "42601"),
+    ("unrecognized token", "42601"),
+    ("values were supplied", "42601"),
+    ("values for", "42601"),
+    ("do not have the same number of result columns", "42601"),
+    ("no such function", "42883"),
+    ("wrong number of arguments to function", "42883"),
+    ("ambiguous column name", "42702"),
+    ("misuse of aggregate", "42803"),
+    ("misuse of window function", "42803"),
+    ("aggregate functions are not allowed", "42803"),
+    ("no such collation sequence", "42704"),
+    ("no such index", "42704"),
+    ("no such view", "42704"),
+    ("no such trigger", "42704"),
+    ("already exists", "42P07"),
+    ("ORDER BY term out of range", "42P10"),
+];
+
+/// A statement SQLite finds wrong in itself ([`STATEMENT_FAULTS`]), if `message` says so.
+fn statement_fault(message: &str) -> Option<DbError> {
+    let (_, sqlstate) = STATEMENT_FAULTS
+        .iter()
+        .find(|(words, _)| message.contains(words))?;
+    Some(DbError {
+        kind: Kind::Statement,
+        ..DbError::sqlstate(sqlstate, message)
+    })
 }
 
 fn invalid_regex(detail: String) -> DbError {
@@ -119,7 +163,6 @@ impl From<rusqlite::Error> for DbError {
                         invalid_regex(text[REGEX_ERROR_PREFIX.len()..].to_string())
                     }
                     _ if hits_a_limit(&text) => too_complex(text),
-                    _ if names_a_missing_object(&text) => schema_changed(text),
                     // `->`/`->>` into text that is not JSON (or a JSON path it cannot read)
                     _ if text.starts_with("malformed JSON")
                         || text.starts_with("bad JSON path") =>
@@ -133,15 +176,19 @@ impl From<rusqlite::Error> for DbError {
                         DbError::sqlstate("428C9", "cannot write a value into a generated column")
                             .detail(text)
                     }
-                    _ => DbError::internal(e),
+                    _ => match missing_object(&text) {
+                        Some(sqlstate) => schema_changed(sqlstate, text),
+                        None => statement_fault(&text).unwrap_or_else(|| DbError::internal(e)),
+                    },
                 }
             }
             rusqlite::Error::SqlInputError { msg, .. } if hits_a_limit(msg) => {
                 too_complex(msg.clone())
             }
-            rusqlite::Error::SqlInputError { msg, .. } if names_a_missing_object(msg) => {
-                schema_changed(msg.clone())
-            }
+            rusqlite::Error::SqlInputError { msg, .. } => match missing_object(msg) {
+                Some(sqlstate) => schema_changed(sqlstate, msg.clone()),
+                None => statement_fault(msg).unwrap_or_else(|| DbError::internal(e)),
+            },
             rusqlite::Error::UserFunctionError(inner) => invalid_regex(inner.to_string()),
             _ => DbError::internal(e),
         }

@@ -370,6 +370,8 @@ impl From<DbError> for ApiError {
             Kind::Refused { anonymous: true } => ErrorCode::LoginRequired,
             Kind::Refused { anonymous: false } => ErrorCode::PermissionDenied,
             Kind::Internal => return ApiError::internal(e.message),
+            // generated SQL the database finds wrong: this server's fault
+            Kind::Statement => return ApiError::internal(e),
             Kind::SchemaChanged => {
                 let mut genuine = ApiError::database(
                     e.sqlstate.as_deref().unwrap_or("42P01"),
@@ -426,6 +428,26 @@ impl From<DbError> for ApiError {
             details: e.detail,
             hint,
             ..ApiError::new(code, message)
+        }
+    }
+}
+
+impl ApiError {
+    /// The answer to a failure of SQL the client wrote itself (REST-enabled SQL), as PostgREST
+    /// answers a database error: the SQLSTATE as the code, which decides the status (400, 404
+    /// for an unknown function or table), and the database's own words. What the drivers class
+    /// as generated SQL's fault — a statement wrong in itself (a server bug there), a table or
+    /// column missing (a stale schema cache there, to reload and retry), a type or name that
+    /// does not fit (the request's filter there) — is here the statement's. Anything else is
+    /// answered as for any request.
+    pub fn of_client_sql(e: DbError) -> ApiError {
+        match e.kind {
+            Kind::Statement | Kind::SchemaChanged | Kind::TypeMismatch | Kind::UnknownName => {
+                // (without the hints meant for a request's filters)
+                let sqlstate = e.sqlstate.as_deref().unwrap_or("42000");
+                ApiError::database(sqlstate, e.database_words())
+            }
+            _ => ApiError::from(e),
         }
     }
 }

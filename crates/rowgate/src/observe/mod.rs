@@ -8,6 +8,7 @@
 //! counters are handles registered once, so counting costs one atomic add.
 
 pub mod access;
+pub mod histogram;
 pub mod merge;
 pub mod request_id;
 pub mod routes;
@@ -36,6 +37,7 @@ pub struct Metrics {
     pub open_connections: AtomicUsize,
     accepted: Counter,
     refused: Counter,
+    refused_per_address: Counter,
     worker_restarts: Gauge,
     /// Realtime connections open now.
     realtime_connections: std::sync::atomic::AtomicI64,
@@ -108,6 +110,14 @@ impl Metrics {
             recorder.register_counter(&key("rowgate_http_connections_total", vec![]), &METADATA);
         let refused = recorder.register_counter(
             &key("rowgate_http_connections_refused_total", vec![]),
+            &METADATA,
+        );
+        describe(
+            "rowgate_http_connections_refused_per_address_total",
+            "connections answered 503 because their address held limits.max_connections_per_address",
+        );
+        let refused_per_address = recorder.register_counter(
+            &key("rowgate_http_connections_refused_per_address_total", vec![]),
             &METADATA,
         );
         recorder.describe_gauge(
@@ -190,6 +200,7 @@ impl Metrics {
             open_connections: AtomicUsize::new(0),
             accepted,
             refused,
+            refused_per_address,
             worker_restarts,
         }
     }
@@ -208,6 +219,11 @@ impl Metrics {
     /// Counts a connection refused for `limits.max_connections`.
     pub fn refused(&self) {
         self.refused.increment(1);
+    }
+
+    /// Counts a connection refused for `limits.max_connections_per_address`.
+    pub fn refused_per_address(&self) {
+        self.refused_per_address.increment(1);
     }
 
     /// A realtime connection opened (`1`) or closed (`-1`).
@@ -330,6 +346,35 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// The series of the reads waiting for a connection (a SQLite reader thread, a pooled
+    /// PostgreSQL connection): how many wait now, and how long they waited.
+    pub fn render_read_waits(&self, waits: &crate::db::waits::ReadWaits) -> String {
+        use std::fmt::Write as _;
+        let labels = format!("pid=\"{}\"", self.pid);
+        let mut text = String::new();
+        routes::family(
+            &mut text,
+            "rowgate_db_reads_waiting",
+            "gauge",
+            "reads waiting now for a connection: a SQLite reader thread (db.readers), a pooled PostgreSQL connection (db.pool_size)",
+        );
+        let _ = writeln!(
+            text,
+            "rowgate_db_reads_waiting{{{labels}}} {}",
+            waits.waiting()
+        );
+        routes::family(
+            &mut text,
+            "rowgate_db_read_wait_seconds",
+            "histogram",
+            "how long reads waited for a connection before they began",
+        );
+        waits
+            .waited()
+            .render(&mut text, "rowgate_db_read_wait_seconds", &labels);
+        text
+    }
+
     /// The read replicas' series: whether each takes reads, and its lag at the last check
     /// (`replicas`: name, in the rotation, lag).
     pub fn render_replicas<'a>(
@@ -364,12 +409,13 @@ impl Metrics {
     }
 }
 
-/// Whether `principal`, connecting from `peer`, may read `/metrics` (404 when they are off,
-/// so a disabled endpoint looks like none).
+/// Whether `principal`, whose address is `client` ([`crate::proxies`]: behind a trusted proxy,
+/// the address it forwarded for), may read `/metrics` (404 when they are off, so a disabled
+/// endpoint looks like none).
 pub fn check_access(
     config: &MetricsConfig,
     principal: &Principal,
-    peer: IpAddr,
+    client: IpAddr,
 ) -> Result<(), ApiError> {
     if !config.enabled {
         return Err(ApiError::new(
@@ -377,7 +423,7 @@ pub fn check_access(
             "no such resource: /metrics",
         ));
     }
-    let local = config.loopback && peer.to_canonical().is_loopback();
+    let local = config.loopback && client.to_canonical().is_loopback();
     if local || config.roles.contains(&principal.role) {
         return Ok(());
     }

@@ -1,5 +1,5 @@
 //! Request statistics per route and method: requests by status, a latency histogram
-//! (Prometheus buckets), response bytes and database time, shown at `/metrics`.
+//! ([`Histogram`]), response bytes and database time, shown at `/metrics`.
 //!
 //! A route is what a request reached: a table or view by name, a function, a custom resource
 //! by its path template, or one of the fixed endpoints (the OpenAPI document, realtime, the
@@ -19,12 +19,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use indexmap::IndexMap;
 
-/// Upper bounds of the latency histogram's buckets, in seconds (and `+Inf`): from 100 µs,
-/// since most answers take well under a millisecond, to 10 s.
-pub const BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
-];
+use super::histogram::{nanos, seconds, Histogram};
 
 /// Distinct (route, name, method) series kept; later ones are counted under `(other)`.
 pub const MAX_ROUTES: usize = 2048;
@@ -138,10 +133,8 @@ struct Series {
     classes: [AtomicU64; 5],
     /// Answers 400 and up by exact status (rare: a lock is fine).
     errors: Mutex<Vec<(u16, u64)>>,
-    /// Answers by latency bucket (not cumulative; the last is `+Inf`).
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    /// Latencies summed, in nanoseconds.
-    latency_ns: AtomicU64,
+    /// Answers by latency.
+    latency: Histogram,
     /// Body bytes of the answers whose length was known.
     bytes: AtomicU64,
     /// Database time summed, in nanoseconds.
@@ -160,14 +153,7 @@ impl Series {
                 None => errors.push((answered.status, 1)),
             }
         }
-        let seconds = answered.took.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|le| seconds <= *le)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        self.latency_ns
-            .fetch_add(nanos(answered.took), Ordering::Relaxed);
+        self.latency.record(answered.took);
         if let Some(bytes) = answered.bytes {
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -299,25 +285,8 @@ impl RouteStats {
             "time from a request's arrival to its answer's head, by route and method",
         );
         for (key, s) in &rows {
-            let labels = labels(key);
-            let mut cumulative = 0u64;
-            for (i, bucket) in s.buckets.iter().enumerate() {
-                cumulative += bucket.load(Ordering::Relaxed);
-                let le = BUCKETS.get(i).map_or("+Inf".to_string(), f64::to_string);
-                let _ = writeln!(
-                    out,
-                    "rowgate_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "rowgate_request_duration_seconds_sum{{{labels}}} {}",
-                seconds(s.latency_ns.load(Ordering::Relaxed))
-            );
-            let _ = writeln!(
-                out,
-                "rowgate_request_duration_seconds_count{{{labels}}} {cumulative}"
-            );
+            s.latency
+                .render(&mut out, "rowgate_request_duration_seconds", &labels(key));
         }
         let totals: [Total; 2] = [
             (
@@ -341,17 +310,9 @@ impl RouteStats {
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// A family's `# HELP` and `# TYPE` lines.
+pub fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn seconds(ns: u64) -> f64 {
-    ns as f64 / 1e9
 }
 
 /// A label value escaped as the text format requires (backslash, quote, newline).

@@ -145,7 +145,8 @@ async fn serve(
     match target {
         Target::Token => {
             let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
-            Ok(crate::auth::endpoint::handle(&app.auth, &app.db, parts, &body, peer).await)
+            let client = app.trusted_proxies.client_address(peer, &parts.headers);
+            Ok(crate::auth::endpoint::handle(&app.auth, &app.db, parts, &body, client).await)
         }
         Target::Catalog { object, item } => {
             if parts.method != http::Method::GET && parts.method != http::Method::HEAD {
@@ -155,7 +156,7 @@ async fn serve(
                 ));
             }
             let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
-            let base = request::base_url(&parts.headers, &config.schema);
+            let base = request::base_url(app, peer, &parts.headers);
             match object {
                 None => Ok(catalog::list(app, &principal, &base)),
                 Some(object) => {
@@ -173,7 +174,7 @@ async fn serve(
             }
             let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             let object = resolve(app, &object)?;
-            let base = request::base_url(&parts.headers, &config.schema);
+            let base = request::base_url(app, peer, &parts.headers);
             let schema = app.db.schema();
             let document = crate::openapi::ords_catalog(
                 &schema,
@@ -203,17 +204,18 @@ async fn serve(
             let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
             sql::run(app, parts, &principal, &bytes).await
         }
-        Target::Collection(object) => answer(app, parts, body, &object, None).await,
-        Target::Item(object, key) => answer(app, parts, body, &object, Some(&key)).await,
+        Target::Collection(object) => answer(app, parts, body, peer, &object, None).await,
+        Target::Item(object, key) => answer(app, parts, body, peer, &object, Some(&key)).await,
     }
 }
 
-/// A request on a collection (no `key`) or an item: parsed as ORDS's, planned and run as any
-/// other, answered in ORDS's shapes.
+/// A request on a collection (no `key`) or an item, from `peer`: parsed as ORDS's, planned and
+/// run as any other, answered in ORDS's shapes.
 async fn answer(
     app: &Arc<App>,
     parts: &Parts,
     body: impl RequestBody,
+    peer: IpAddr,
     object: &str,
     key: Option<&str>,
 ) -> Result<Reply, ApiError> {
@@ -223,7 +225,7 @@ async fn answer(
     if parts.method == Method::POST && key == Some("batchload") {
         return batchload::load(app, parts, &principal, &object, &bytes).await;
     }
-    let mut request = request::parse(app, parts, &object, key, bytes)?;
+    let mut request = request::parse(app, parts, peer, &object, key, bytes)?;
     let schema = app.db.schema();
     let cx = app.plan_context(&schema, &principal);
     // (a PUT's plan counts the row it overwrites: ORDS answers one that inserted with 201)

@@ -4,6 +4,8 @@
 //! `ords.default_limit`, at most `ords.max_limit`; one more row is read to know `hasMore`) and
 //! `offset` — plus what the answer's links need.
 
+use std::net::IpAddr;
+
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, Method};
@@ -33,10 +35,11 @@ pub struct OrdsRequest<'a> {
     pub asof: Option<i64>,
 }
 
-/// Parses a request to `object` (and item `key`).
+/// Parses a request to `object` (and item `key`) that came from `peer`.
 pub fn parse<'a>(
     app: &App,
     parts: &'a Parts,
+    peer: IpAddr,
     object: &'a str,
     key: Option<&'a str>,
     body: Bytes,
@@ -132,7 +135,7 @@ pub fn parse<'a>(
         limit,
         offset,
         q,
-        base: base_url(&parts.headers, &app.config.ords.schema),
+        base: base_url(app, peer, &parts.headers),
         object,
         asof: None,
     })
@@ -185,19 +188,23 @@ fn order_by_key(app: &App, object: &str) -> Vec<OrderTerm> {
         .unwrap_or_default()
 }
 
-/// `{scheme}://{host}/ords/{schema}/`: `X-Forwarded-Proto` and `X-Forwarded-Host` when a proxy
-/// sets them, else `http` and `Host`.
-pub fn base_url(headers: &HeaderMap, schema: &str) -> String {
-    let text = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(',').next().unwrap_or("").trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let scheme = text("x-forwarded-proto").unwrap_or_else(|| "http".into());
-    let host = text("x-forwarded-host")
-        .or_else(|| text(header::HOST.as_str()))
-        .unwrap_or_else(|| "localhost".into());
-    format!("{scheme}://{host}/ords/{schema}/")
+/// `{scheme}://{host}/ords/{schema}/`: `X-Forwarded-Proto` and `X-Forwarded-Host` when a
+/// trusted proxy (`trusted_proxies`) sets them, else `http` and `Host`: a client's own
+/// `X-Forwarded-Host` would otherwise name the host of every link (and a shared cache would
+/// keep them for everyone).
+pub fn base_url(app: &App, peer: IpAddr, headers: &HeaderMap) -> String {
+    let proxies = &app.trusted_proxies;
+    let scheme = proxies
+        .forwarded(peer, headers, crate::proxies::FORWARDED_PROTO)
+        .unwrap_or("http");
+    let host = proxies
+        .forwarded(peer, headers, crate::proxies::FORWARDED_HOST)
+        .or_else(|| {
+            headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+        })
+        .unwrap_or("localhost");
+    format!("{scheme}://{host}/ords/{}/", app.config.ords.schema)
 }

@@ -269,7 +269,12 @@ async fn execute(
     } else {
         Access::Write
     };
-    let output = app.db.run(Job::new(access, steps)).await?;
+    // (the SQL is the client's: what is wrong with it is the client's mistake, not a 500)
+    let output = app
+        .db
+        .run(Job::new(access, steps))
+        .await
+        .map_err(ApiError::of_client_sql)?;
     match kind {
         Kind::Query => {
             let rows: Vec<&serde_json::value::RawValue> =
