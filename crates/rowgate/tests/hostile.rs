@@ -1,8 +1,11 @@
 //! Hostile inputs, kept as tests (issue 22's permanent suite): HTTP framing and smuggling,
 //! oversized requests, malformed bodies, query strings built to exhaust a parser, WebSocket
 //! frames a client may not send, each with the exact status (or close code) it gets and
-//! whether the connection survives it. Bad tokens are in security.rs, malformed, oversized and
-//! flooding realtime messages in realtime.rs.
+//! whether the connection survives it; issue 39's findings: body shapes against the memory
+//! bound, forwarded headers, connections per address, CORS, REST-enabled SQL's errors. Bad
+//! tokens are in security.rs, malformed, oversized and flooding realtime messages in
+//! realtime.rs, subscriptions, channels and connections past realtime's caps (issue 39) in
+//! realtime_limits.rs and realtime_scale.rs.
 
 mod common;
 use common::*;

@@ -193,7 +193,7 @@ async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
 pub fn upgrade_supabase(
     app: &Arc<App>,
     parts: &mut http::request::Parts,
-    peer: IpAddr,
+    client: IpAddr,
 ) -> Result<Reply, ApiError> {
     let vsn = parts.uri.query().and_then(|q| {
         form_urlencoded::parse(q.as_bytes())
@@ -207,7 +207,7 @@ pub fn upgrade_supabase(
         )
         .hint("vsn=1.0.0 or vsn=2.0.0"));
     };
-    upgrade_speaking(app, parts, peer, Some(vsn))
+    upgrade_speaking(app, parts, client, Some(vsn))
 }
 
 /// `GET /realtime`: checks the WebSocket handshake and the token (header, or `access_token`
@@ -215,16 +215,16 @@ pub fn upgrade_supabase(
 pub fn upgrade(
     app: &Arc<App>,
     parts: &mut http::request::Parts,
-    peer: IpAddr,
+    client: IpAddr,
 ) -> Result<Reply, ApiError> {
-    upgrade_speaking(app, parts, peer, None)
+    upgrade_speaking(app, parts, client, None)
 }
 
 /// [`upgrade`], the session speaking Supabase's protocol in `phoenix`'s version, or Rowgate's.
 fn upgrade_speaking(
     app: &Arc<App>,
     parts: &mut http::request::Parts,
-    peer: IpAddr,
+    client: IpAddr,
     phoenix: Option<supabase::Vsn>,
 ) -> Result<Reply, ApiError> {
     let Some(realtime) = &app.realtime else {
@@ -270,7 +270,7 @@ fn upgrade_speaking(
     let settings = &app.config.realtime;
     let slot = realtime
         .addresses
-        .admit(peer, settings.max_connections_per_address)?;
+        .admit(client, settings.max_connections_per_address)?;
     let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
         return Err(ApiError::internal("the connection cannot be upgraded"));
     };

@@ -28,7 +28,7 @@ const BODY_CHUNKS: usize = 16;
 pub fn open(
     app: &Arc<App>,
     parts: &http::request::Parts,
-    peer: std::net::IpAddr,
+    client: std::net::IpAddr,
 ) -> Result<Reply, ApiError> {
     let Some(realtime) = app.realtime.clone() else {
         return Err(ApiError::new(ErrorCode::NotFound, "realtime is off")
@@ -73,7 +73,7 @@ pub fn open(
     let prepared = prepare(app, &realtime.hub, &principal, &table, param("filter"))?;
     let slot = realtime
         .addresses
-        .admit(peer, app.config.realtime.max_connections_per_address)?;
+        .admit(client, app.config.realtime.max_connections_per_address)?;
     let outbox = Outbox::new(app.config.realtime.queue);
     let connection = realtime.hub.connect(&outbox, principal.standing.clone());
     let last = realtime.hub.subscribe(
