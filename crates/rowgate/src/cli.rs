@@ -309,7 +309,8 @@ fn status(pid_file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `rowgate clients …`: opens the database the way `serve` does and changes its client table.
+/// `rowgate clients …`: opens the database the way `serve` does (refusing a missing SQLite
+/// file) and changes its client table.
 fn clients(action: ClientsAction) -> anyhow::Result<()> {
     use crate::auth::{clients as store, secret};
     let common = match &action {
@@ -321,6 +322,7 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
         | ClientsAction::Key { common, .. } => common,
     };
     let config = common.load()?;
+    require_sqlite_file(&config)?;
     init_logging("warn");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -634,17 +636,28 @@ fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow:
     } else if args.demo && !config.db.path.exists() {
         tracing::info!(path = %config.db.path.display(), "creating the demo database");
         demo::init(&config.db.path, demo::DEFAULT_PEOPLE, None)?;
-    } else if !on_postgres && !config.db.path.exists() {
-        let path = config.db.path.display();
-        if !create {
-            anyhow::bail!(
-                "the database file {path} does not exist: name an existing SQLite file, add \
-                 --create to start an empty one, or load the demo with `rowgate demo init --db {path}`"
-            );
-        }
-        tracing::info!(%path, "creating an empty database");
+    } else if create && !on_postgres && !config.db.path.exists() {
+        tracing::info!(path = %config.db.path.display(), "creating an empty database");
+    } else {
+        require_sqlite_file(config)?;
     }
     Ok(())
+}
+
+/// Refuses a SQLite database file that does not exist, for each command that opens the
+/// database (`serve` without `--create`, `clients`): SQLite would create an empty one, and a
+/// typo or a forgotten `--demo` must neither serve an empty database nor add clients to one.
+fn require_sqlite_file(config: &Config) -> anyhow::Result<()> {
+    let path = &config.db.path;
+    if matches!(config.db.target(), DbTarget::Postgres(_)) || path.exists() {
+        return Ok(());
+    }
+    let path = path.display();
+    anyhow::bail!(
+        "the database file {path} does not exist: name an existing SQLite file (--db, or \
+         --demo for {DEMO_DB}, which `rowgate serve --demo` creates), add --create to `rowgate \
+         serve` to start an empty one, or load the demo with `rowgate demo init --db {path}`"
+    )
 }
 
 /// Opens the database, builds the app and starts its background tasks (what `serve` and the

@@ -520,3 +520,89 @@ fn refused_config(dir: &Path, toml: &str) -> String {
     assert!(!out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// `rowgate clients …` refuses a missing SQLite file as `serve` does, creating nothing: the
+/// console's sign-in hint run without `--demo` used to add the admin to a new, empty
+/// `rowgate.db` that no server read.
+#[test]
+fn clients_refuse_a_missing_database_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["clients", "add", "admin", "--role", "admin"][..],
+        &["clients", "add", "admin", "--role", "admin", "--demo"],
+        &["clients", "list", "--db", "typo.db"],
+    ] {
+        let out = Command::new(BIN)
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .expect("clients");
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("does not exist") && err.contains("--demo"),
+            "{args:?}: {err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
+}
+
+/// The console's sign-in hint works as written on `serve --demo`: the `rowgate clients add …`
+/// command it shows for the demo, run in the server's working directory, gives credentials that
+/// sign in to the console (a token, then the console's session).
+#[test]
+fn the_consoles_sign_in_hint_works_on_the_demo() {
+    let page = include_str!("../console/console.js");
+    let hint = page
+        .split("<code>")
+        .filter_map(|s| s.split_once("</code>").map(|(code, _)| code))
+        .find(|code| code.starts_with("rowgate clients add") && code.contains("--demo"))
+        .expect("the sign-in hint names a `rowgate clients add … --demo` command");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = serve(dir.path(), &["--demo"], &[]);
+    let added = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(hint.split_whitespace().skip(1))
+        .arg("--json")
+        .output()
+        .expect("clients add");
+    assert!(added.status.success(), "{hint}: {added:?}");
+    let issued: serde_json::Value = serde_json::from_slice(&added.stdout).expect("json");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let token: serde_json::Value = http
+            .post(format!("{}/oauth/token", server.base))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", issued["client_id"].as_str().expect("id")),
+                (
+                    "client_secret",
+                    issued["client_secret"].as_str().expect("secret"),
+                ),
+            ])
+            .send()
+            .await
+            .expect("token")
+            .json()
+            .await
+            .expect("json");
+        let token = token["access_token"]
+            .as_str()
+            .expect("a token for the hint's client");
+        let session = http
+            .get(format!("{}/_/api/session", server.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("session");
+        assert_eq!(session.status().as_u16(), 200, "{:?}", session.text().await);
+    });
+}
