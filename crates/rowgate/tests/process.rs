@@ -606,3 +606,136 @@ fn the_consoles_sign_in_hint_works_on_the_demo() {
         assert_eq!(session.status().as_u16(), 200, "{:?}", session.text().await);
     });
 }
+
+/// `rowgate ARGS` in `dir`, which must fail: its error output.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .env("ROWGATE_LOG", "info")
+        .output()
+        .expect("rowgate");
+    assert!(!out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `serve --demo` on a port another process holds fails before it creates the demo database
+/// (it used to create it, then fail to bind), with and without the supervisor.
+#[test]
+fn serve_on_a_busy_port_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listen = busy.local_addr().expect("addr").to_string();
+    for workers in ["1", "0"] {
+        let err = refused(
+            dir.path(),
+            &["serve", "--demo", "--listen", &listen, "--workers", workers],
+        );
+        assert!(err.contains(&format!("binding {listen}")), "{err}");
+        assert!(
+            !dir.path().join("rowgate-demo.db").exists(),
+            "--workers {workers}: the demo database was created: {err}"
+        );
+    }
+}
+
+/// A database path in a folder that does not exist names the folder (SQLite says only "unable
+/// to open database file"), for `serve`, `serve --create`, `serve --demo` and `demo init`.
+#[test]
+fn a_missing_folder_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["serve", "--db", "no/such/x.db", "--listen", "127.0.0.1:0"][..],
+        &[
+            "serve",
+            "--db",
+            "no/such/x.db",
+            "--create",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            "serve",
+            "--demo",
+            "--db",
+            "no/such/x.db",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &["demo", "init", "--db", "no/such/x.db", "--people", "10"],
+    ] {
+        let err = refused(dir.path(), args);
+        assert!(
+            err.contains("the folder no/such of the database file no/such/x.db does not exist"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("unable to open"), "{args:?}: {err}");
+    }
+}
+
+/// A PostgreSQL server that is not there: one sentence naming host:port, the database and the
+/// user, and the reason once (it repeated itself: "Error occurred while creating a new object:
+/// db error: db error: …"), for `serve` (the pool) and `demo init` (one connection).
+#[test]
+fn a_closed_postgres_port_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let url = format!("postgres://someone@127.0.0.1:{port}/shop");
+    for args in [
+        &[
+            "serve",
+            "--db",
+            &url,
+            "--workers",
+            "0",
+            "--listen",
+            "127.0.0.1:0",
+        ][..],
+        &["demo", "init", "--db", &url],
+    ] {
+        let err = refused(dir.path(), args);
+        assert!(
+            err.contains(&format!(
+                "cannot connect to PostgreSQL at 127.0.0.1:{port} (database \"shop\", user \"someone\")"
+            )) && err.contains("Connection refused"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("creating a new object") && !err.contains("db error"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    }
+}
+
+/// A start-up warning is logged once, not again by the supervisor's re-execution of itself
+/// nor by its worker.
+#[test]
+fn start_up_warnings_are_logged_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
+    let log = dir.path().join("serve.log");
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["serve", "--db", "d.db", "--workers", "1"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("ROWGATE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        && get(&format!("{base}/live")).0 == 200)
+    {
+        assert!(Instant::now() < deadline, "did not serve");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "TERM");
+    wait_exit(&mut child, Duration::from_secs(10));
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(text.matches("no [[grants]]").count(), 1, "{text}");
+    assert_eq!(text.matches("with 1 worker(s)").count(), 1, "{text}");
+}
