@@ -509,16 +509,22 @@ fn large_string_bodies_are_bounded() {
     assert!(grown_kb < 4 * 10 * 1024, "grew {grown_kb} kB");
 }
 
+/// `rowgate ARGS` in `dir`, which must fail: its error output.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .env("ROWGATE_LOG", "info")
+        .output()
+        .expect("rowgate");
+    assert!(!out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `config check` of `toml` (written in `dir`) fails: its error output.
 fn refused_config(dir: &Path, toml: &str) -> String {
     std::fs::write(dir.join("refused.toml"), toml).expect("write");
-    let out = Command::new(BIN)
-        .current_dir(dir)
-        .args(["config", "check", "--config", "refused.toml"])
-        .output()
-        .expect("check");
-    assert!(!out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    refused(dir, &["config", "check", "--config", "refused.toml"])
 }
 
 /// `rowgate clients …` refuses a missing SQLite file as `serve` does, creating nothing: the
@@ -532,13 +538,7 @@ fn clients_refuse_a_missing_database_file() {
         &["clients", "add", "admin", "--role", "admin", "--demo"],
         &["clients", "list", "--db", "typo.db"],
     ] {
-        let out = Command::new(BIN)
-            .current_dir(dir.path())
-            .args(args)
-            .output()
-            .expect("clients");
-        assert!(!out.status.success(), "{args:?}: {out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(dir.path(), args);
         assert!(
             err.contains("does not exist") && err.contains("--demo"),
             "{args:?}: {err}"
@@ -605,18 +605,6 @@ fn the_consoles_sign_in_hint_works_on_the_demo() {
             .expect("session");
         assert_eq!(session.status().as_u16(), 200, "{:?}", session.text().await);
     });
-}
-
-/// `rowgate ARGS` in `dir`, which must fail: its error output.
-fn refused(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .current_dir(dir)
-        .args(args)
-        .env("ROWGATE_LOG", "info")
-        .output()
-        .expect("rowgate");
-    assert!(!out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// `serve --demo` on a port another process holds fails before it creates the demo database
