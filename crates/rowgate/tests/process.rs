@@ -373,30 +373,13 @@ fn missing_database_is_an_error_and_logs_are_plain() {
     assert!(err.contains("typo.db") && err.contains("--create"), "{err}");
     assert!(!dir.path().join("typo.db").exists(), "no file was created");
 
-    let log = dir.path().join("serve.log");
-    let port = free_port();
-    let mut child = Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["serve", "--db", "new.db", "--create", "--workers", "0"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("ROWGATE_LOG", "info")
-        .env_remove("NO_COLOR")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("serve");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        && get(&format!("{base}/live")).0 == 200)
-    {
-        assert!(Instant::now() < deadline, "did not serve");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(dir.path().join("new.db").exists());
-    signal(&child, "TERM");
-    wait_exit(&mut child, Duration::from_secs(10));
-    let text = std::fs::read_to_string(&log).expect("log");
+    let text = serve_logged(
+        dir.path(),
+        &["--db", "new.db", "--create", "--workers", "0"],
+        || {
+            assert!(dir.path().join("new.db").exists());
+        },
+    );
     assert!(text.contains("INFO"), "{text}");
     assert!(
         !text.contains('\u{1b}'),
@@ -702,13 +685,23 @@ fn a_closed_postgres_port_is_named() {
 fn start_up_warnings_are_logged_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
-    let log = dir.path().join("serve.log");
+    let text = serve_logged(dir.path(), &["--db", "d.db", "--workers", "1"], || {});
+    assert_eq!(text.matches("no [[grants]]").count(), 1, "{text}");
+    assert_eq!(text.matches("with 1 worker(s)").count(), 1, "{text}");
+}
+
+/// `rowgate serve ARGS` in `dir` with its log (info, colour allowed) in a file: once it answers
+/// `/live`, `while_serving` runs, then SIGTERM; the log.
+fn serve_logged(dir: &Path, args: &[&str], while_serving: impl FnOnce()) -> String {
+    let log = dir.join("serve.log");
     let port = free_port();
     let mut child = Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["serve", "--db", "d.db", "--workers", "1"])
+        .current_dir(dir)
+        .arg("serve")
+        .args(args)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .env("ROWGATE_LOG", "info")
+        .env_remove("NO_COLOR")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
@@ -721,9 +714,8 @@ fn start_up_warnings_are_logged_once() {
         assert!(Instant::now() < deadline, "did not serve");
         std::thread::sleep(Duration::from_millis(20));
     }
+    while_serving();
     signal(&child, "TERM");
     wait_exit(&mut child, Duration::from_secs(10));
-    let text = std::fs::read_to_string(&log).expect("log");
-    assert_eq!(text.matches("no [[grants]]").count(), 1, "{text}");
-    assert_eq!(text.matches("with 1 worker(s)").count(), 1, "{text}");
+    std::fs::read_to_string(&log).expect("log")
 }
