@@ -95,8 +95,10 @@ function Login({ onSession, message }) {
   };
   return html`<form class="panel login" onSubmit=${submit} aria-label="sign in">
     <h2>Rowgate console</h2>
-    <p class="muted">Sign in with the credentials of a client whose role is in <code>console.roles</code>
-      (<code>rowgate clients add admin --role admin</code>).</p>
+    <p class="muted">Sign in with the credentials of a client whose role is in <code>console.roles</code>:
+      on <code>rowgate serve --demo</code>, <code>rowgate clients add admin --role admin --demo</code>
+      in the server's working directory; on another database, the same with the server's
+      <code>--config</code> or <code>--db</code> in place of <code>--demo</code>.</p>
     ${message && html`<div class="notice">${message}</div>`}
     <${ErrorBox} error=${error} />
     <label for="client-id">Client id</label>

@@ -309,7 +309,8 @@ fn status(pid_file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `rowgate clients …`: opens the database the way `serve` does and changes its client table.
+/// `rowgate clients …`: opens the database the way `serve` does (refusing a missing SQLite
+/// file) and changes its client table.
 fn clients(action: ClientsAction) -> anyhow::Result<()> {
     use crate::auth::{clients as store, secret};
     let common = match &action {
@@ -321,6 +322,7 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
         | ClientsAction::Key { common, .. } => common,
     };
     let config = common.load()?;
+    require_sqlite_file(&config)?;
     init_logging("warn");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -493,16 +495,20 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         return serve_worker(&args.common, &supervisor);
     }
     let config = args.common.load()?;
+    let workers = args.workers.unwrap_or(config.supervisor.workers);
+    if workers > 0 {
+        // first: the exec runs everything before it again (its log lines twice)
+        crate::supervisor::lean_allocator();
+    }
     init_logging(&config.log);
+    listen_address_free(&config)?;
     prepare_database(&args.common, &config, args.create)?;
     if let Some(warning) = crate::check::no_grants_warning(&config) {
         tracing::warn!("{warning}");
     }
-    let workers = args.workers.unwrap_or(config.supervisor.workers);
     if workers == 0 {
         return serve_alone(&args.common, config);
     }
-    crate::supervisor::lean_allocator();
     let pid_file = args.pid_file.clone().or_else(|| {
         (!config.supervisor.pid_file.as_os_str().is_empty())
             .then(|| config.dir.resolve(&config.supervisor.pid_file))
@@ -622,29 +628,61 @@ fn replicas_need_postgres(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses a listen address that another process holds before anything is created (the demo
+/// database): binds it and lets it go (the supervisor, or the one process, binds it right
+/// after). A socket passed by the service manager (`LISTEN_FDS`) is not checked.
+fn listen_address_free(config: &Config) -> anyhow::Result<()> {
+    if std::env::var_os("LISTEN_FDS").is_some() {
+        return Ok(());
+    }
+    let listen = &config.listen;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(server::bind(listen))
+        .map(drop)
+        .with_context(|| format!("binding {listen}"))
+}
+
 /// Creates the demo database when `--demo` asks for it and it is missing; refuses a missing
 /// SQLite file unless `create` asks for an empty one.
 fn prepare_database(args: &CommonArgs, config: &Config, create: bool) -> anyhow::Result<()> {
     replicas_need_postgres(config)?;
     let on_postgres = matches!(config.db.target(), DbTarget::Postgres(_));
+    if !on_postgres {
+        crate::db::sqlite::require_folder(&config.db.path)?;
+    }
     if args.demo && on_postgres {
         tracing::info!(
-            "serving a PostgreSQL database: load the demo with `rowgate demo init --db URL`"
+            "--demo with a PostgreSQL database: its configuration over the tables already there \
+             (`rowgate demo init --db URL` creates or replaces the demo's tables)"
         );
     } else if args.demo && !config.db.path.exists() {
         tracing::info!(path = %config.db.path.display(), "creating the demo database");
         demo::init(&config.db.path, demo::DEFAULT_PEOPLE, None)?;
-    } else if !on_postgres && !config.db.path.exists() {
-        let path = config.db.path.display();
-        if !create {
-            anyhow::bail!(
-                "the database file {path} does not exist: name an existing SQLite file, add \
-                 --create to start an empty one, or load the demo with `rowgate demo init --db {path}`"
-            );
-        }
-        tracing::info!(%path, "creating an empty database");
+    } else if create && !on_postgres && !config.db.path.exists() {
+        tracing::info!(path = %config.db.path.display(), "creating an empty database");
+    } else {
+        require_sqlite_file(config)?;
     }
     Ok(())
+}
+
+/// Refuses a SQLite database file that does not exist, for each command that opens the
+/// database (`serve` without `--create`, `clients`): SQLite would create an empty one, and a
+/// typo or a forgotten `--demo` must neither serve an empty database nor add clients to one.
+fn require_sqlite_file(config: &Config) -> anyhow::Result<()> {
+    let path = &config.db.path;
+    if matches!(config.db.target(), DbTarget::Postgres(_)) || path.exists() {
+        return Ok(());
+    }
+    crate::db::sqlite::require_folder(path)?;
+    let path = path.display();
+    anyhow::bail!(
+        "the database file {path} does not exist: name an existing SQLite file (--db, or \
+         --demo for {DEMO_DB}, which `rowgate serve --demo` creates), add --create to `rowgate \
+         serve` to start an empty one, or load the demo with `rowgate demo init --db {path}`"
+    )
 }
 
 /// Opens the database, builds the app and starts its background tasks (what `serve` and the
@@ -672,9 +710,8 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             replicas: config.db.replicas.clone(),
             replica_max_lag: Duration::from_millis(config.db.replica_max_lag_ms),
         };
-        Database::open_postgres(&url, &opts)
-            .await
-            .context("opening the PostgreSQL database")?
+        // (its errors name the server, the database and the user)
+        Database::open_postgres(&url, &opts).await?
     } else {
         let opts = DbOptions {
             readers: config.reader_threads(),

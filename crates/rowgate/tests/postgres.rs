@@ -186,7 +186,10 @@ fn demo_init_command_accepts_a_postgres_url() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("the database does not exist") && err.contains("createdb"),
+        err.contains("database \"no_such_database\" does not exist on that server")
+            && err.contains("createdb")
+            && err.contains(&format!("127.0.0.1:{}", cluster().port))
+            && !err.contains("db error"),
         "{err}"
     );
     // A server that is not there: a clear error, not a hang.

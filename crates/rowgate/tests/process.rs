@@ -373,30 +373,13 @@ fn missing_database_is_an_error_and_logs_are_plain() {
     assert!(err.contains("typo.db") && err.contains("--create"), "{err}");
     assert!(!dir.path().join("typo.db").exists(), "no file was created");
 
-    let log = dir.path().join("serve.log");
-    let port = free_port();
-    let mut child = Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["serve", "--db", "new.db", "--create", "--workers", "0"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("ROWGATE_LOG", "info")
-        .env_remove("NO_COLOR")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("serve");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        && get(&format!("{base}/live")).0 == 200)
-    {
-        assert!(Instant::now() < deadline, "did not serve");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(dir.path().join("new.db").exists());
-    signal(&child, "TERM");
-    wait_exit(&mut child, Duration::from_secs(10));
-    let text = std::fs::read_to_string(&log).expect("log");
+    let text = serve_logged(
+        dir.path(),
+        &["--db", "new.db", "--create", "--workers", "0"],
+        || {
+            assert!(dir.path().join("new.db").exists());
+        },
+    );
     assert!(text.contains("INFO"), "{text}");
     assert!(
         !text.contains('\u{1b}'),
@@ -509,14 +492,230 @@ fn large_string_bodies_are_bounded() {
     assert!(grown_kb < 4 * 10 * 1024, "grew {grown_kb} kB");
 }
 
+/// `rowgate ARGS` in `dir`, which must fail: its error output.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .env("ROWGATE_LOG", "info")
+        .output()
+        .expect("rowgate");
+    assert!(!out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `config check` of `toml` (written in `dir`) fails: its error output.
 fn refused_config(dir: &Path, toml: &str) -> String {
     std::fs::write(dir.join("refused.toml"), toml).expect("write");
-    let out = Command::new(BIN)
-        .current_dir(dir)
-        .args(["config", "check", "--config", "refused.toml"])
+    refused(dir, &["config", "check", "--config", "refused.toml"])
+}
+
+/// `rowgate clients …` refuses a missing SQLite file as `serve` does, creating nothing: the
+/// console's sign-in hint run without `--demo` used to add the admin to a new, empty
+/// `rowgate.db` that no server read.
+#[test]
+fn clients_refuse_a_missing_database_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["clients", "add", "admin", "--role", "admin"][..],
+        &["clients", "add", "admin", "--role", "admin", "--demo"],
+        &["clients", "list", "--db", "typo.db"],
+    ] {
+        let err = refused(dir.path(), args);
+        assert!(
+            err.contains("does not exist") && err.contains("--demo"),
+            "{args:?}: {err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
+}
+
+/// The console's sign-in hint works as written on `serve --demo`: the `rowgate clients add …`
+/// command it shows for the demo, run in the server's working directory, gives credentials that
+/// sign in to the console (a token, then the console's session).
+#[test]
+fn the_consoles_sign_in_hint_works_on_the_demo() {
+    let page = include_str!("../console/console.js");
+    let hint = page
+        .split("<code>")
+        .filter_map(|s| s.split_once("</code>").map(|(code, _)| code))
+        .find(|code| code.starts_with("rowgate clients add") && code.contains("--demo"))
+        .expect("the sign-in hint names a `rowgate clients add … --demo` command");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = serve(dir.path(), &["--demo"], &[]);
+    let added = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(hint.split_whitespace().skip(1))
+        .arg("--json")
         .output()
-        .expect("check");
-    assert!(!out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+        .expect("clients add");
+    assert!(added.status.success(), "{hint}: {added:?}");
+    let issued: serde_json::Value = serde_json::from_slice(&added.stdout).expect("json");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let token: serde_json::Value = http
+            .post(format!("{}/oauth/token", server.base))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", issued["client_id"].as_str().expect("id")),
+                (
+                    "client_secret",
+                    issued["client_secret"].as_str().expect("secret"),
+                ),
+            ])
+            .send()
+            .await
+            .expect("token")
+            .json()
+            .await
+            .expect("json");
+        let token = token["access_token"]
+            .as_str()
+            .expect("a token for the hint's client");
+        let session = http
+            .get(format!("{}/_/api/session", server.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("session");
+        assert_eq!(session.status().as_u16(), 200, "{:?}", session.text().await);
+    });
+}
+
+/// `serve --demo` on a port another process holds fails before it creates the demo database
+/// (it used to create it, then fail to bind), with and without the supervisor.
+#[test]
+fn serve_on_a_busy_port_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listen = busy.local_addr().expect("addr").to_string();
+    for workers in ["1", "0"] {
+        let err = refused(
+            dir.path(),
+            &["serve", "--demo", "--listen", &listen, "--workers", workers],
+        );
+        assert!(err.contains(&format!("binding {listen}")), "{err}");
+        assert!(
+            !dir.path().join("rowgate-demo.db").exists(),
+            "--workers {workers}: the demo database was created: {err}"
+        );
+    }
+}
+
+/// A database path in a folder that does not exist names the folder (SQLite says only "unable
+/// to open database file"), for `serve`, `serve --create`, `serve --demo` and `demo init`.
+#[test]
+fn a_missing_folder_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["serve", "--db", "no/such/x.db", "--listen", "127.0.0.1:0"][..],
+        &[
+            "serve",
+            "--db",
+            "no/such/x.db",
+            "--create",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            "serve",
+            "--demo",
+            "--db",
+            "no/such/x.db",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &["demo", "init", "--db", "no/such/x.db", "--people", "10"],
+    ] {
+        let err = refused(dir.path(), args);
+        assert!(
+            err.contains("the folder no/such of the database file no/such/x.db does not exist"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("unable to open"), "{args:?}: {err}");
+    }
+}
+
+/// A PostgreSQL server that is not there: one sentence naming host:port, the database and the
+/// user, and the reason once (it repeated itself: "Error occurred while creating a new object:
+/// db error: db error: …"), for `serve` (the pool) and `demo init` (one connection).
+#[test]
+fn a_closed_postgres_port_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let url = format!("postgres://someone@127.0.0.1:{port}/shop");
+    for args in [
+        &[
+            "serve",
+            "--db",
+            &url,
+            "--workers",
+            "0",
+            "--listen",
+            "127.0.0.1:0",
+        ][..],
+        &["demo", "init", "--db", &url],
+    ] {
+        let err = refused(dir.path(), args);
+        assert!(
+            err.contains(&format!(
+                "cannot connect to PostgreSQL at 127.0.0.1:{port} (database \"shop\", user \"someone\")"
+            )) && err.contains("Connection refused"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("creating a new object") && !err.contains("db error"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    }
+}
+
+/// A start-up warning is logged once, not again by the supervisor's re-execution of itself
+/// nor by its worker.
+#[test]
+fn start_up_warnings_are_logged_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    rowgate::demo::init(&dir.path().join("d.db"), 10, None).expect("demo");
+    let text = serve_logged(dir.path(), &["--db", "d.db", "--workers", "1"], || {});
+    assert_eq!(text.matches("no [[grants]]").count(), 1, "{text}");
+    assert_eq!(text.matches("with 1 worker(s)").count(), 1, "{text}");
+}
+
+/// `rowgate serve ARGS` in `dir` with its log (info, colour allowed) in a file: once it answers
+/// `/live`, `while_serving` runs, then SIGTERM; the log.
+fn serve_logged(dir: &Path, args: &[&str], while_serving: impl FnOnce()) -> String {
+    let log = dir.join("serve.log");
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .current_dir(dir)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("ROWGATE_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        && get(&format!("{base}/live")).0 == 200)
+    {
+        assert!(Instant::now() < deadline, "did not serve");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while_serving();
+    signal(&child, "TERM");
+    wait_exit(&mut child, Duration::from_secs(10));
+    std::fs::read_to_string(&log).expect("log")
 }

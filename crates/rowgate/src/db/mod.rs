@@ -5,6 +5,7 @@
 pub mod error;
 pub mod kept_counts;
 pub mod postgres;
+pub mod postgres_connect;
 mod postgres_error;
 pub mod replicas;
 pub mod request;

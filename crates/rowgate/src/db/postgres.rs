@@ -21,6 +21,7 @@ use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
 use super::error::DbError;
+use super::postgres_connect;
 use super::replicas::{Lsn, Replicas};
 use super::request;
 use super::tally::Tally;
@@ -44,9 +45,7 @@ const RELOAD_PAYLOAD: &str = "reload schema";
 
 /// Installs [`SETUP`] in the database at `url` (needs a superuser).
 pub async fn setup(url: &str) -> anyhow::Result<()> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    let (client, connection) = super::postgres_connect::connect(url).await?;
     let connection = tokio::spawn(connection);
     client
         .batch_execute(SETUP)
@@ -74,9 +73,7 @@ pub async fn listen_for_reloads(
 /// Listens on `channel` of the database at `url` and calls `on` with the payload of every
 /// notification, until the connection ends (returns why).
 pub async fn listen(url: &str, channel: &str, mut on: impl FnMut(&str)) -> anyhow::Result<()> {
-    let (client, mut connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    let (client, mut connection) = super::postgres_connect::connect(url).await?;
     let listen = format!("LISTEN {channel}");
     let mut listening = Box::pin(client.batch_execute(&listen));
     // Drive the connection while LISTEN runs, then keep reading its notifications.
@@ -135,6 +132,8 @@ pub struct PgOptions {
 /// schema cache.
 pub struct Postgres {
     pool: Pool,
+    /// Where `pool` connects, for messages ([`postgres_connect::target`]).
+    target: String,
     /// The read replicas (none: every job runs on the primary).
     replicas: Replicas,
     /// Whether statements are prepared and kept ([`PgOptions::prepared_statements`]).
@@ -300,9 +299,11 @@ fn transaction_settings(opts: &PgOptions) -> String {
 }
 
 /// A pool of connections to `url` with `opts`' settings: read-only unless a transaction says
-/// otherwise, the search path, the statement timeout, the size and lifetime bounds.
-fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<Pool> {
+/// otherwise, the search path, the statement timeout, the size and lifetime bounds; and where
+/// it connects, for messages ([`postgres_connect::target`]).
+fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<(Pool, String)> {
     let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+    let target = postgres_connect::target(&config);
     // Every transaction is read-only unless it says otherwise (writes run in `BEGIN READ
     // WRITE`), so a read whose SQL would write (a custom resource calling a function that
     // writes) fails instead of committing.
@@ -331,52 +332,49 @@ fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<Pool> {
             recycling_method: RecyclingMethod::Fast,
         },
     );
-    Pool::builder(manager)
+    let pool = Pool::builder(manager)
         .max_size(opts.pool_size.max(1))
         .wait_timeout(Some(opts.acquire_timeout))
         .create_timeout(Some(opts.acquire_timeout))
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .pre_recycle(max_lifetime_hook(opts.max_lifetime))
         .build()
-        .context("cannot build the connection pool")
+        .context("cannot build the connection pool")?;
+    Ok((pool, target))
 }
 
 impl Postgres {
     /// Connects the pool to `url` and reads the schema cache; the replicas' pools connect on
     /// their first check.
     pub async fn open(url: &str, opts: &PgOptions) -> anyhow::Result<Postgres> {
-        let pool = pool(url, opts)?;
+        let (pool, target) = pool(url, opts)?;
         let mut replicas = Vec::with_capacity(opts.replicas.len());
         for replica in &opts.replicas {
             let name = super::replicas::display_name(replica);
-            let pool = self::pool(replica, opts).with_context(|| format!("replica {name}"))?;
+            let (pool, _) = self::pool(replica, opts).with_context(|| format!("replica {name}"))?;
             replicas.push(super::replicas::Replica::new(name, pool));
         }
         let replicas = Replicas::new(replicas, opts.replica_max_lag);
-        let client = pool.get().await.map_err(|e| match &e {
-            deadpool_postgres::PoolError::Backend(pg)
-                if pg.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) =>
-            {
-                anyhow::anyhow!(
-                    "{pg}: the database does not exist on that server; create it (e.g. \
-                     `createdb NAME`, or `rowgate demo init --db URL` on an existing one) or fix \
-                     db.url"
-                )
-            }
-            _ => anyhow::Error::new(e).context("cannot connect to PostgreSQL"),
+        let client = pool.get().await.map_err(|e| {
+            anyhow::anyhow!(postgres_connect::pool_failure(
+                &target,
+                &e,
+                opts.acquire_timeout
+            ))
         })?;
         let fingerprint: String = client
             .query_one(FINGERPRINT, &[&opts.schemas])
             .await
-            .context("cannot read the catalog")?
+            .with_context(|| format!("cannot read the catalog of PostgreSQL at {target}"))?
             .get(0);
         let mut schema = read_schema(&client, &opts.schemas)
             .await
-            .context("cannot read the schema")?;
+            .with_context(|| format!("cannot read the schema of PostgreSQL at {target}"))?;
         schema.version = schema_version(&fingerprint);
         drop(client);
         Ok(Postgres {
             pool,
+            target,
             replicas,
             prepared: opts.prepared_statements,
             transaction_settings: transaction_settings(opts),
@@ -394,7 +392,7 @@ impl Postgres {
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DbError> {
-        connection(&self.pool).await
+        connection(&self.pool, &self.target).await
     }
 
     /// Answers when the database does.
@@ -475,7 +473,7 @@ impl Postgres {
         if job.access == Access::Read && !job.primary {
             if let Some(replica) = self.replicas.pick() {
                 if has_replayed(replica, request::required()).await {
-                    match self.run_on(&replica.pool, &job).await {
+                    match self.run_on(&replica.pool, &replica.name, &job).await {
                         // the replica went away, or cancelled the read for a conflict with
                         // its recovery: the primary answers
                         Err(e)
@@ -489,7 +487,7 @@ impl Postgres {
                 }
             }
         }
-        self.run_on(&self.pool, &job).await
+        self.run_on(&self.pool, &self.target, &job).await
     }
 
     /// The reads waiting for a pooled connection now, and their waits so far.
@@ -497,10 +495,10 @@ impl Postgres {
         &self.waits
     }
 
-    /// Runs `job` on a connection of `pool`.
-    async fn run_on(&self, pool: &Pool, job: &Job) -> Result<Output, DbError> {
+    /// Runs `job` on a connection of `pool`, which connects to `target`.
+    async fn run_on(&self, pool: &Pool, target: &str, job: &Job) -> Result<Output, DbError> {
         let waiting = (job.access == Access::Read).then(|| self.waits.wait());
-        let client = connection(pool).await;
+        let client = connection(pool, target).await;
         drop(waiting);
         let client = client?;
         let session = Session {
@@ -576,10 +574,12 @@ impl Postgres {
     }
 }
 
-/// A connection of `pool` (503 when none comes within the acquire timeout).
-async fn connection(pool: &Pool) -> Result<deadpool_postgres::Object, DbError> {
+/// A connection of `pool`, which connects to `target` (503 when none comes within the acquire
+/// timeout).
+async fn connection(pool: &Pool, target: &str) -> Result<deadpool_postgres::Object, DbError> {
     pool.get().await.map_err(|e| {
-        tracing::warn!(error = %e, "no PostgreSQL connection");
+        let wait = pool.timeouts().wait.unwrap_or_default();
+        tracing::warn!("{}", postgres_connect::pool_failure(target, &e, wait));
         DbError::unavailable("the database is unavailable; retry")
     })
 }

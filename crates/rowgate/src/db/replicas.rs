@@ -42,13 +42,11 @@ pub fn display_name(url: &str) -> String {
     let Ok(config) = url.parse::<tokio_postgres::Config>() else {
         return "(a replica)".into();
     };
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
-        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
-        None => "localhost".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+    format!(
+        "{}/{}",
+        super::postgres_connect::address(&config),
+        config.get_dbname().unwrap_or("")
+    )
 }
 
 /// How long one check waits for a replica.

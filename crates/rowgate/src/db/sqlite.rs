@@ -192,6 +192,7 @@ impl Sqlite {
     /// Opens the database file (creating it if missing), switches it to WAL, starts the reader
     /// and writer threads and loads the schema cache.
     pub fn open(path: &Path, opts: &DbOptions) -> anyhow::Result<Sqlite> {
+        require_folder(path)?;
         let write_flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -571,5 +572,24 @@ fn exit_on_io_error(e: &rusqlite::Error) {
     {
         tracing::error!(error = %e, "fatal I/O error on COMMIT: exiting without acknowledging the batch");
         std::process::exit(74);
+    }
+}
+
+/// Refuses a database file whose folder does not exist, naming the folder (SQLite says only
+/// "unable to open database file"). A URI (`file:…`) and `:memory:` are SQLite's to judge.
+pub fn require_folder(path: &Path) -> anyhow::Result<()> {
+    let text = path.to_string_lossy();
+    if text.starts_with("file:") || text == ":memory:" {
+        return Ok(());
+    }
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => anyhow::bail!(
+            "the folder {} of the database file {} does not exist: create it (`mkdir -p {}`) or \
+             name a file in an existing folder",
+            folder.display(),
+            path.display(),
+            folder.display()
+        ),
+        _ => Ok(()),
     }
 }

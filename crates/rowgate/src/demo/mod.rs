@@ -56,6 +56,7 @@ pub struct Summary {
 /// `PRAGMA journal_mode=WAL`. All foreign keys are satisfied.
 pub fn init(path: &Path, people: u64, wide: Option<u64>) -> anyhow::Result<Summary> {
     let people_i64 = i64::try_from(people).context("people count does not fit in an i64")?;
+    crate::db::sqlite::require_folder(path)?;
     remove_existing(path)?;
 
     let mut conn = Connection::open(path)

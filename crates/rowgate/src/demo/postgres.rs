@@ -8,7 +8,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{CopyInSink, NoTls};
+use tokio_postgres::CopyInSink;
 
 use super::{generate, Cell, RowSink, Summary, TABLES};
 
@@ -125,9 +125,7 @@ enum Chunk {
 /// rows in `people`.
 pub async fn init(url: &str, people: u64) -> anyhow::Result<Summary> {
     let people = i64::try_from(people).context("people count does not fit in an i64")?;
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    let (client, connection) = crate::db::postgres_connect::connect(url).await?;
     let connection = tokio::spawn(connection);
     client
         .batch_execute(SCHEMA)

@@ -611,30 +611,71 @@ pub async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
         .unwrap_or_else(|| panic!("no status line in {line:?}"))
 }
 
+/// Runs `install` while holding the machine-wide lock of the tests' installs (an exclusive lock
+/// on `rowgate-test-installs.lock` in the temporary folder), so that test binaries and threads
+/// running at once take turns: two `apt-get install` at once make one lose dpkg's lock, two
+/// `npm ci` in one folder delete each other's files. `install` should look again for what it
+/// installs first: another process may have installed it while this one waited.
+pub fn installing<T>(install: impl FnOnce() -> T) -> T {
+    let path = std::env::temp_dir().join("rowgate-test-installs.lock");
+    // A lock file made by another user opens read-only, which is enough to lock it.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .or_else(|_| std::fs::File::open(&path))
+        .unwrap_or_else(|e| panic!("cannot open the install lock {}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+    // Unlocked when `file` is dropped, after `install`, even when it panics.
+    install()
+}
+
 /// `clients/js`, with its dependencies installed (`npm ci` from its lock file, once per test
-/// process, when one of them is missing): the PostgREST and Supabase clients, playwright-core,
-/// wscat (the README's realtime example).
+/// process, when one of them is missing, under [`installing`]'s lock): the PostgREST and
+/// Supabase clients, playwright-core, wscat (the README's realtime example).
 pub fn js_clients() -> &'static std::path::Path {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
-        let installed = ["@supabase/supabase-js", "playwright-core", "wscat"]
-            .iter()
-            .all(|package| dir.join("node_modules").join(package).exists());
-        if !installed {
-            let status = std::process::Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&dir)
-                .status()
-                .expect("npm (Node.js) is needed for the client tests");
-            assert!(status.success(), "npm ci in {} failed", dir.display());
+        let installed = || {
+            ["@supabase/supabase-js", "playwright-core", "wscat"]
+                .iter()
+                .all(|package| dir.join("node_modules").join(package).exists())
+        };
+        if !installed() {
+            installing(|| {
+                if installed() {
+                    return;
+                }
+                let status = std::process::Command::new("npm")
+                    .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                    .current_dir(&dir)
+                    .status()
+                    .expect("npm (Node.js) is needed for the client tests");
+                assert!(
+                    status.success(),
+                    "npm ci in {} failed ({status}); run it there by hand to see why",
+                    dir.display()
+                );
+            });
         }
         dir
     })
 }
 
+/// Whether the tests run as root (and so may install what they need).
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
 /// The first of `paths` that exists, after installing Debian's `package` when none does and the
-/// tests run as root (as `.ci/run` does); a failure names the package.
+/// tests run as root (as `.ci/run` does). The install runs under [`installing`]'s lock and looks
+/// again first; `apt-get update` runs first when apt does not know the package. A failure says
+/// what to run.
 pub fn debian_program(paths: &[&str], package: &str) -> std::path::PathBuf {
     let found = || {
         paths
@@ -645,19 +686,41 @@ pub fn debian_program(paths: &[&str], package: &str) -> std::path::PathBuf {
     if let Some(path) = found() {
         return path;
     }
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if root {
-        let status = std::process::Command::new("apt-get")
-            .args(["install", "-y", "-qq", package])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .expect("apt-get");
-        assert!(status.success(), "apt-get install {package} failed");
+    let by_hand = format!("apt-get update && apt-get install -y {package}");
+    if !is_root() {
+        panic!("this test needs Debian's {package} package at one of {paths:?}: run `{by_hand}` as root")
     }
-    found().unwrap_or_else(|| {
-        panic!("this test needs Debian's {package} package (apt-get install {package}), at one of {paths:?}")
+    installing(|| {
+        if let Some(path) = found() {
+            return path;
+        }
+        let apt_get = |args: &[&str]| {
+            std::process::Command::new("apt-get")
+                .args(args)
+                // wait for dpkg's lock held by anything else on the machine
+                .args(["-o", "DPkg::Lock::Timeout=300"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .unwrap_or_else(|e| panic!("apt-get ({e}): this test needs Debian's {package} package at one of {paths:?}"))
+        };
+        let known = std::process::Command::new("apt-cache")
+            .args(["show", "--quiet", package])
+            .output()
+            .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+        if !known {
+            let status = apt_get(&["update", "-qq"]);
+            assert!(
+                status.success(),
+                "apt-get update failed ({status}) before installing {package}: run `{by_hand}`"
+            );
+        }
+        let status = apt_get(&["install", "-y", "-qq", package]);
+        assert!(
+            status.success(),
+            "apt-get install {package} failed ({status}): run `{by_hand}`, then the tests again"
+        );
+        found().unwrap_or_else(|| {
+            panic!("apt-get installed {package}, but none of {paths:?} exists: install the program there")
+        })
     })
 }

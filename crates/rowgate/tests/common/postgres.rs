@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::is_root;
+
 /// The running cluster.
 pub struct PgCluster {
     /// Its port on 127.0.0.1.
@@ -195,14 +197,6 @@ fn bin(name: &str) -> PathBuf {
         Some(dir) if dir.join(name).exists() => dir.join(name),
         _ => PathBuf::from(name),
     }
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
 }
 
 /// `cmd`, run as the postgres user when we are root.

@@ -1,0 +1,100 @@
+//! Connecting to PostgreSQL, and saying why it failed in one sentence: where (`host:port`, the
+//! database and the user, never the password) and the reason once (the server's message, or the
+//! system's: connection refused, unknown host, no answer). The errors of tokio-postgres and
+//! deadpool repeat their causes in their chains ("Error occurred while creating a new object:
+//! db error: db error: FATAL: …"); the messages made here have no chain.
+
+use std::time::Duration;
+
+use deadpool_postgres::{PoolError, TimeoutType};
+use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
+
+/// Where `config` points: `host:port`, or a Unix socket's folder and port.
+pub fn address(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+/// Where and as whom `config` connects: `host:port (database "d", user "u")`.
+pub fn target(config: &Config) -> String {
+    let user = config.get_user().unwrap_or_default();
+    // PostgreSQL's default database is the user's name
+    let database = config.get_dbname().unwrap_or(user);
+    format!("{} (database {database:?}, user {user:?})", address(config))
+}
+
+/// Why a connection failed, each cause once: the server's message with its detail and hint, or
+/// tokio-postgres's words and the system's reason ("error connecting to server: Connection
+/// refused (os error 111)").
+pub fn reason(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = db.message().to_string();
+        for extra in [db.detail(), db.hint()].into_iter().flatten() {
+            text.push_str(&format!(" ({extra})"));
+        }
+        if db.code() == &SqlState::INVALID_CATALOG_NAME {
+            text.push_str(
+                " on that server: create it (`createdb NAME`; then `rowgate demo init --db URL` \
+                 for the demo) or fix db.url",
+            );
+        }
+        return text;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        cause = error.source();
+    }
+    parts.join(": ")
+}
+
+/// The error of a connection to `config` that failed with `e`.
+pub fn failure(config: &Config, e: &tokio_postgres::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "cannot connect to PostgreSQL at {}: {}",
+        target(config),
+        reason(e)
+    )
+}
+
+/// Why a pool of connections to `target` (see [`target`]) gave none: a connection that
+/// failed, or none made or freed within `wait`.
+pub fn pool_failure(target: &str, e: &PoolError, wait: Duration) -> String {
+    match e {
+        PoolError::Backend(e) => format!("cannot connect to PostgreSQL at {target}: {}", reason(e)),
+        PoolError::Timeout(TimeoutType::Create) => format!(
+            "cannot connect to PostgreSQL at {target}: no answer within {} ms \
+             (db.acquire_timeout_ms)",
+            wait.as_millis()
+        ),
+        PoolError::Timeout(_) => format!(
+            "no free connection to PostgreSQL at {target} within {} ms (db.pool_size, \
+             db.acquire_timeout_ms)",
+            wait.as_millis()
+        ),
+        other => format!("no connection to PostgreSQL at {target}: {other}"),
+    }
+}
+
+/// One connection to the database at `url` (`rowgate db setup`, `demo init`, the listeners).
+pub async fn connect(url: &str) -> anyhow::Result<(Client, Connection<Socket, NoTlsStream>)> {
+    let config: Config = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {}", reason(&e)))?;
+    config
+        .connect(NoTls)
+        .await
+        .map_err(|e| failure(&config, &e))
+}
