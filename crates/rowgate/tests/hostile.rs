@@ -411,13 +411,17 @@ impl Drop for OwnServer {
 }
 
 impl OwnServer {
-    async fn start(ddl: &str) -> OwnServer {
+    /// A server of `ddl`'s tables, anonymous clients granted every table, with `toml`'s
+    /// declarations besides.
+    async fn start(ddl: &str, toml: &str) -> OwnServer {
         let dir = tempfile::tempdir().expect("tempdir");
         db_exec(&dir.path().join("t.db"), ddl);
         std::fs::write(
             dir.path().join("rowgate.toml"),
-            "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
-             ops = [\"select\", \"insert\", \"update\", \"delete\"]\n",
+            format!(
+                "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
+                 ops = [\"select\", \"insert\", \"update\", \"delete\"]\n{toml}"
+            ),
         )
         .expect("config");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -435,7 +439,7 @@ impl OwnServer {
             .expect("spawn rowgate");
         let server = OwnServer {
             child,
-            base: format!("http://127.0.0.1:{port}/api"),
+            base: format!("http://127.0.0.1:{port}"),
             _dir: dir,
         };
         for _ in 0..1500 {
@@ -478,6 +482,22 @@ async fn body_shapes_within_the_memory_bound() {
     let ddl = "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
                CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT DEFAULT 'x', data TEXT);
                INSERT INTO note (id) VALUES (1);";
+    let declarations = r#"
+[[resources]]
+roles = ["*"]
+function = "data_length"
+shape = "value"
+sql = "SELECT length(:data)"
+params.data = { type = "json" }
+
+[[resources]]
+roles = ["*"]
+path = "/data-length"
+method = "POST"
+shape = "value"
+sql = "SELECT length(:data)"
+params.data = { type = "json" }
+"#;
     let repeat = |open: &str, item: &str, sep: &str, close: &str| {
         let n = (NEAR_LIMIT - open.len() - close.len()) / (item.len() + sep.len());
         format!("{open}{}{close}", vec![item; n].join(sep))
@@ -501,7 +521,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects, a column without default",
             "POST",
-            "/team",
+            "/api/team",
             json,
             repeat("[", "{}", ",", "]"),
             400,
@@ -510,7 +530,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat("[", "{}", ",", "]"),
             201,
@@ -519,7 +539,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects under columns=",
             "POST",
-            "/note?columns=id,body,data",
+            "/api/note?columns=id,body,data",
             json,
             repeat("[", "{}", ",", "]"),
             201,
@@ -528,7 +548,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested arrays",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":["#, "[]", ",", "]}"),
             201,
@@ -537,7 +557,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested objects",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":["#, "{}", ",", "]}"),
             201,
@@ -546,7 +566,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested keys out of order",
             "POST",
-            "/note",
+            "/api/note",
             json,
             numbered(
                 r#"{"data":{"#,
@@ -560,7 +580,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested keys repeated",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":{"#, r#""":0"#, ",", "}}"),
             201,
@@ -569,7 +589,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "a form of many fields",
             "POST",
-            "/note",
+            "/api/note",
             form,
             numbered("", &|i| format!("k{i}="), "&", ""),
             400,
@@ -578,7 +598,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "a form of one field repeated",
             "POST",
-            "/note",
+            "/api/note",
             form,
             repeat("", "body=x", "&", ""),
             201,
@@ -587,7 +607,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "CSV lines",
             "POST",
-            "/note",
+            "/api/note",
             "text/csv",
             repeat("body\n", "x", "\n", "\n"),
             201,
@@ -596,7 +616,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "one large value",
             "POST",
-            "/note",
+            "/api/note",
             json,
             format!(r#"{{"data":"{}"}}"#, "x".repeat(NEAR_LIMIT - 12)),
             201,
@@ -605,7 +625,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PATCH of nested arrays",
             "PATCH",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             json,
             repeat(r#"{"data":["#, "[]", ",", "]}"),
             204,
@@ -614,7 +634,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PATCH of a form of many fields",
             "PATCH",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             form,
             numbered("", &|i| format!("k{i}="), "&", ""),
             400,
@@ -623,20 +643,66 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PUT of nested arrays",
             "PUT",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             json,
             repeat(r#"{"id":1,"data":["#, "[]", ",", "]}"),
             204,
             "",
         ),
+        (
+            "RPC: nested arrays to a function that is not there",
+            "POST",
+            "/api/rpc/nothing",
+            json,
+            repeat(r#"{"a":["#, "[]", ",", "]}"),
+            404,
+            "PGRST202",
+        ),
+        (
+            "RPC: nested arrays as a resource function's json argument",
+            "POST",
+            "/api/rpc/data_length",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            200,
+            "",
+        ),
+        (
+            "RPC: empty objects as rows of arguments",
+            "POST",
+            "/api/rpc/data_length",
+            json,
+            repeat(r#"[{"data":1}"#, ",{}", "", "]"),
+            200,
+            "",
+        ),
+        (
+            "a resource's body of nested arrays",
+            "POST",
+            "/data-length",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            200,
+            "",
+        ),
+        (
+            "a resource's body of a form of many fields",
+            "POST",
+            "/data-length",
+            form,
+            numbered("data=1&", &|i| format!("k{i}="), "&", ""),
+            200,
+            "",
+        ),
     ];
+    let mut over = Vec::new();
     for (shape, method, path, content_type, body, status, code) in shapes {
         assert!(body.len() <= NEAR_LIMIT, "{shape}: {}", body.len());
-        let server = OwnServer::start(ddl).await;
+        let server = OwnServer::start(ddl, declarations).await;
         let client = reqwest::Client::new();
         // a first write warms the server up
         let warm = client
-            .post(format!("{}/note", server.base))
+            .post(format!("{}/api/note", server.base))
             .json(&serde_json::json!({"body": "warm"}))
             .send()
             .await
@@ -654,8 +720,9 @@ async fn body_shapes_within_the_memory_bound() {
             .send()
             .await
             .expect("request");
-        assert_eq!(r.status().as_u16(), status, "{shape}");
+        let status_sent = r.status().as_u16();
         let answer = r.text().await.expect("answer");
+        assert_eq!(status_sent, status, "{shape}: {answer:.300}");
         if !code.is_empty() {
             let error: Value = serde_json::from_str(&answer).expect("a JSON error");
             assert_eq!(error["code"], code, "{shape}: {answer}");
@@ -667,9 +734,11 @@ async fn body_shapes_within_the_memory_bound() {
             grown / 1_000_000,
             grown as f64 / size as f64
         );
-        assert!(
-            grown <= FACTOR * size + ALLOWANCE,
-            "{shape}: a body of {size} bytes grew the worker's peak by {grown} bytes"
-        );
+        if grown > FACTOR * size + ALLOWANCE {
+            over.push(format!(
+                "{shape}: a body of {size} bytes grew the worker's peak by {grown} bytes"
+            ));
+        }
     }
+    assert!(over.is_empty(), "beyond the bound: {over:#?}");
 }
