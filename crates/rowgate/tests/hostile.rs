@@ -414,13 +414,17 @@ impl Drop for OwnServer {
 }
 
 impl OwnServer {
-    async fn start(ddl: &str) -> OwnServer {
+    /// A server of `ddl`'s tables, anonymous clients granted every table, with `toml`'s
+    /// declarations besides.
+    async fn start(ddl: &str, toml: &str) -> OwnServer {
         let dir = tempfile::tempdir().expect("tempdir");
         db_exec(&dir.path().join("t.db"), ddl);
         std::fs::write(
             dir.path().join("rowgate.toml"),
-            "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
-             ops = [\"select\", \"insert\", \"update\", \"delete\"]\n",
+            format!(
+                "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
+                 ops = [\"select\", \"insert\", \"update\", \"delete\"]\n{toml}"
+            ),
         )
         .expect("config");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -438,7 +442,7 @@ impl OwnServer {
             .expect("spawn rowgate");
         let server = OwnServer {
             child,
-            base: format!("http://127.0.0.1:{port}/api"),
+            base: format!("http://127.0.0.1:{port}"),
             _dir: dir,
         };
         for _ in 0..1500 {
@@ -481,6 +485,22 @@ async fn body_shapes_within_the_memory_bound() {
     let ddl = "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
                CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT DEFAULT 'x', data TEXT);
                INSERT INTO note (id) VALUES (1);";
+    let declarations = r#"
+[[resources]]
+roles = ["*"]
+function = "data_length"
+shape = "value"
+sql = "SELECT length(:data)"
+params.data = { type = "json" }
+
+[[resources]]
+roles = ["*"]
+path = "/data-length"
+method = "POST"
+shape = "value"
+sql = "SELECT length(:data)"
+params.data = { type = "json" }
+"#;
     let repeat = |open: &str, item: &str, sep: &str, close: &str| {
         let n = (NEAR_LIMIT - open.len() - close.len()) / (item.len() + sep.len());
         format!("{open}{}{close}", vec![item; n].join(sep))
@@ -504,7 +524,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects, a column without default",
             "POST",
-            "/team",
+            "/api/team",
             json,
             repeat("[", "{}", ",", "]"),
             400,
@@ -513,7 +533,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat("[", "{}", ",", "]"),
             201,
@@ -522,7 +542,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "empty objects under columns=",
             "POST",
-            "/note?columns=id,body,data",
+            "/api/note?columns=id,body,data",
             json,
             repeat("[", "{}", ",", "]"),
             201,
@@ -531,7 +551,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested arrays",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":["#, "[]", ",", "]}"),
             201,
@@ -540,7 +560,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested objects",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":["#, "{}", ",", "]}"),
             201,
@@ -549,7 +569,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested keys out of order",
             "POST",
-            "/note",
+            "/api/note",
             json,
             numbered(
                 r#"{"data":{"#,
@@ -563,7 +583,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "nested keys repeated",
             "POST",
-            "/note",
+            "/api/note",
             json,
             repeat(r#"{"data":{"#, r#""":0"#, ",", "}}"),
             201,
@@ -572,7 +592,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "a form of many fields",
             "POST",
-            "/note",
+            "/api/note",
             form,
             numbered("", &|i| format!("k{i}="), "&", ""),
             400,
@@ -581,7 +601,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "a form of one field repeated",
             "POST",
-            "/note",
+            "/api/note",
             form,
             repeat("", "body=x", "&", ""),
             201,
@@ -590,7 +610,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "CSV lines",
             "POST",
-            "/note",
+            "/api/note",
             "text/csv",
             repeat("body\n", "x", "\n", "\n"),
             201,
@@ -599,7 +619,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "one large value",
             "POST",
-            "/note",
+            "/api/note",
             json,
             format!(r#"{{"data":"{}"}}"#, "x".repeat(NEAR_LIMIT - 12)),
             201,
@@ -608,7 +628,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PATCH of nested arrays",
             "PATCH",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             json,
             repeat(r#"{"data":["#, "[]", ",", "]}"),
             204,
@@ -617,7 +637,7 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PATCH of a form of many fields",
             "PATCH",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             form,
             numbered("", &|i| format!("k{i}="), "&", ""),
             400,
@@ -626,20 +646,66 @@ async fn body_shapes_within_the_memory_bound() {
         (
             "PUT of nested arrays",
             "PUT",
-            "/note?id=eq.1",
+            "/api/note?id=eq.1",
             json,
             repeat(r#"{"id":1,"data":["#, "[]", ",", "]}"),
             204,
             "",
         ),
+        (
+            "RPC: nested arrays to a function that is not there",
+            "POST",
+            "/api/rpc/nothing",
+            json,
+            repeat(r#"{"a":["#, "[]", ",", "]}"),
+            404,
+            "PGRST202",
+        ),
+        (
+            "RPC: nested arrays as a resource function's json argument",
+            "POST",
+            "/api/rpc/data_length",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            200,
+            "",
+        ),
+        (
+            "RPC: empty objects as rows of arguments",
+            "POST",
+            "/api/rpc/data_length",
+            json,
+            repeat(r#"[{"data":1}"#, ",{}", "", "]"),
+            200,
+            "",
+        ),
+        (
+            "a resource's body of nested arrays",
+            "POST",
+            "/data-length",
+            json,
+            repeat(r#"{"data":["#, "[]", ",", "]}"),
+            200,
+            "",
+        ),
+        (
+            "a resource's body of a form of many fields",
+            "POST",
+            "/data-length",
+            form,
+            numbered("data=1&", &|i| format!("k{i}="), "&", ""),
+            200,
+            "",
+        ),
     ];
+    let mut over = Vec::new();
     for (shape, method, path, content_type, body, status, code) in shapes {
         assert!(body.len() <= NEAR_LIMIT, "{shape}: {}", body.len());
-        let server = OwnServer::start(ddl).await;
+        let server = OwnServer::start(ddl, declarations).await;
         let client = reqwest::Client::new();
         // a first write warms the server up
         let warm = client
-            .post(format!("{}/note", server.base))
+            .post(format!("{}/api/note", server.base))
             .json(&serde_json::json!({"body": "warm"}))
             .send()
             .await
@@ -657,8 +723,9 @@ async fn body_shapes_within_the_memory_bound() {
             .send()
             .await
             .expect("request");
-        assert_eq!(r.status().as_u16(), status, "{shape}");
+        let status_sent = r.status().as_u16();
         let answer = r.text().await.expect("answer");
+        assert_eq!(status_sent, status, "{shape}: {answer:.300}");
         if !code.is_empty() {
             let error: Value = serde_json::from_str(&answer).expect("a JSON error");
             assert_eq!(error["code"], code, "{shape}: {answer}");
@@ -670,11 +737,13 @@ async fn body_shapes_within_the_memory_bound() {
             grown / 1_000_000,
             grown as f64 / size as f64
         );
-        assert!(
-            grown <= FACTOR * size + ALLOWANCE,
-            "{shape}: a body of {size} bytes grew the worker's peak by {grown} bytes"
-        );
+        if grown > FACTOR * size + ALLOWANCE {
+            over.push(format!(
+                "{shape}: a body of {size} bytes grew the worker's peak by {grown} bytes"
+            ));
+        }
     }
+    assert!(over.is_empty(), "beyond the bound: {over:#?}");
 }
 
 // ---- Issue 39's lesser findings: forwarded headers, connections per address, an anonymous

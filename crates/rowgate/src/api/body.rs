@@ -378,6 +378,7 @@ pub fn read_one_object(
             Shape::Array {
                 first,
                 len: records,
+                all_objects: true,
             }
         }
     };
@@ -399,6 +400,7 @@ impl Shape {
             Shape::Array {
                 first: Some(Some(members)),
                 len: 1,
+                ..
             } => Ok(Some(members)),
             Shape::Array { len, .. } => {
                 Err(refusal().details(format!("an array of {len} elements")))
@@ -418,6 +420,8 @@ pub enum Shape {
         first: Option<Option<Members>>,
         /// Its number of elements.
         len: usize,
+        /// Whether every element is an object (rows).
+        all_objects: bool,
     },
     /// A string, number, boolean or null.
     Other,
@@ -497,15 +501,19 @@ impl<'de> serde::de::Visitor<'de> for ShapeSeed<'_> {
             return Ok(Shape::Array {
                 first: None,
                 len: 0,
+                all_objects: true,
             });
         };
         let mut len = 1;
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+        let mut all_objects = first.is_some();
+        while let Some(object) = seq.next_element_seed(IsObject)? {
+            all_objects = all_objects && object;
             len += 1;
         }
         Ok(Shape::Array {
             first: Some(first),
             len,
+            all_objects,
         })
     }
 
@@ -603,8 +611,64 @@ fn gather<'de, A: serde::de::MapAccess<'de>>(
     Ok(object.finish())
 }
 
+/// Whether a JSON value is an object, read through.
+struct IsObject;
+
+impl<'de> serde::de::DeserializeSeed<'de> for IsObject {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for IsObject {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(true)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
 /// One member's value: a scalar as JSON, an object or array as compact text.
-struct MemberSeed;
+pub struct MemberSeed;
 
 impl<'de> serde::de::DeserializeSeed<'de> for MemberSeed {
     type Value = Member;

@@ -13,6 +13,8 @@ pub enum Raw<'a> {
     Text(&'a str),
     /// From a JSON body or a configured default.
     Json(&'a serde_json::Value),
+    /// An object or array of a JSON body, as its compact text.
+    Nested(&'a str),
 }
 
 /// The values a number parameter takes (`min`, `max`).
@@ -58,6 +60,14 @@ pub fn coerce(kind: ParamType, raw: Raw<'_>) -> Result<Value, String> {
         Raw::Json(serde_json::Value::Null) => return Ok(Value::Null),
         Raw::Json(serde_json::Value::String(s)) if kind != ParamType::Json => s.as_str(),
         Raw::Json(j) => return coerce_json(kind, j),
+        Raw::Nested(text) if kind == ParamType::Json => return Ok(Value::Text(text.to_string())),
+        Raw::Nested(text) => {
+            return Err(format!(
+                "expected {}, got {}",
+                expectation(kind),
+                shorten(text)
+            ))
+        }
     };
     let bad = || format!("expected {}, got {}", expectation(kind), shorten(text));
     match kind {

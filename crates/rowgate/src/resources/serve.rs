@@ -5,11 +5,11 @@
 use bytes::Bytes;
 use http::{header, request::Parts, Method, StatusCode};
 use rowgate_query::Value;
-use serde_json::Value as Json;
 
 use super::declare::{Shape, Source};
 use super::params::{self, Raw};
 use super::{template_error, Resource, Resources};
+use crate::api::body::{read_one_object, Member, Members, Wanted};
 use crate::api::request::RequestBody;
 use crate::api::respond::{tagged, Reply};
 use crate::app::App;
@@ -68,22 +68,35 @@ pub async fn handle(
         .collect();
     let body = if resource.params.iter().any(|p| p.source == Source::Body) {
         let admitted = app.read_body(parts, body).await?;
-        body_object(parts, &admitted.bytes)?
+        body_object(resource, parts, &admitted.bytes)?
     } else {
-        serde_json::Map::new()
+        Members::new()
     };
     let values = bind(resource, &path_values, parts.uri.query(), &body, principal)?;
     let output = app.db.run(job(resource, &values)).await?;
     respond(&resources, resource, parts, output, &values)
 }
 
-/// A body's top-level object (JSON or form); an empty body is an empty object.
-fn body_object(parts: &Parts, bytes: &[u8]) -> Result<serde_json::Map<String, Json>, ApiError> {
+/// A body's top-level object (JSON or form), of its members only those the resource's body
+/// parameters name (a nested value as its compact text, no tree of it built); an empty body is
+/// an empty object.
+fn body_object(resource: &Resource, parts: &Parts, bytes: &[u8]) -> Result<Members, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(serde_json::Map::new());
+        return Ok(Members::new());
     }
-    match crate::api::request::parse_body(&parts.headers, bytes)? {
-        Json::Object(map) => Ok(map),
+    let wanted = |key: &str| {
+        let named = resource
+            .params
+            .iter()
+            .any(|p| p.source == Source::Body && p.name == key);
+        if named {
+            Wanted::Kept
+        } else {
+            Wanted::Ignored
+        }
+    };
+    match read_one_object(&parts.headers, bytes, &wanted)? {
+        crate::api::body::Shape::Object(members) => Ok(members),
         _ => Err(ApiError::new(
             ErrorCode::InvalidBody,
             "the request body must be a JSON object",
@@ -96,7 +109,7 @@ pub fn bind(
     resource: &Resource,
     path_values: &[(String, String)],
     query: Option<&str>,
-    body: &serde_json::Map<String, Json>,
+    body: &Members,
     principal: &Principal,
 ) -> Result<Vec<(String, Value)>, ApiError> {
     let query_pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
@@ -113,7 +126,10 @@ pub fn bind(
                 .iter()
                 .find(|(k, _)| *k == p.name)
                 .map(|(_, v)| Raw::Text(v)),
-            Source::Body => body.get(&p.name).map(Raw::Json),
+            Source::Body => body.get(&p.name).map(|member| match member {
+                Member::Scalar(json) => Raw::Json(json),
+                Member::Nested(text) => Raw::Nested(text),
+            }),
             Source::Claim => match principal.claims.get(&p.claim) {
                 Some(value) => Some(Raw::Json(value)),
                 None if p.required && p.default.is_none() => {

@@ -12,10 +12,11 @@ use http::StatusCode;
 use rowgate_query::render;
 use rowgate_query::stmt::Sql;
 use rowgate_query::Value;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::{Arguments, CallRequest};
 use crate::api::action_plan::{self, Context, CALL_ROWS};
+use crate::api::body::{Member, MemberSeed};
 use crate::api::request::{ApiRequest, MediaType};
 use crate::api::respond::{self, Answer, Reply};
 use crate::auth::policy::Subject;
@@ -155,13 +156,8 @@ pub fn resolve<'a>(
             }
         };
     }
-    let whole = !call.read_only
-        && (call.prefer.single_object
-            || match call.body_json() {
-                Ok(Some(Json::Object(_))) | Ok(None) => false,
-                Ok(Some(Json::Array(rows))) => !super::is_rows(&rows),
-                _ => true,
-            });
+    let whole =
+        !call.read_only && (call.prefer.single_object || call.body_is_not_named().unwrap_or(true));
     // the whole body goes to a function of one unnamed json (or jsonb) parameter when it is
     // JSON (a form's or CSV's rows name arguments; text, XML and bytes were sent above)
     let json_body = !call.read_only && call.body_is(&["application/json"]);
@@ -541,24 +537,25 @@ fn plan_function(
                                 .trim()
                                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
                         });
-                let record: Map<String, Json> = map
-                    .into_iter()
-                    .filter(|(k, _)| f.has_param(k))
-                    .map(|(k, v)| {
-                        let variadic = f.params.iter().any(|p| p.name == k && p.variadic);
-                        let v = match v {
-                            Json::Array(items) if by_get && !variadic => {
-                                items.into_iter().last().unwrap_or(Json::Null)
-                            }
-                            Json::Array(items) => Json::Array(items),
-                            one if variadic => Json::Array(vec![one]),
-                            other => other,
-                        };
-                        (k, v)
-                    })
-                    .collect();
-                let placeholder =
-                    render::bind(d, &mut call, Value::Text(Json::Object(record).to_string()));
+                // the object's text, as a `serde_json::Value`'s (members in key order)
+                let mut record = String::from("{");
+                for (k, v) in map.into_iter().filter(|(k, _)| f.has_param(k)) {
+                    let variadic = f.params.iter().any(|p| p.name == k && p.variadic);
+                    let array = matches!(&v, Member::Nested(text) if text.starts_with('['));
+                    let v = match v {
+                        Member::Nested(text) if array && by_get && !variadic => last_element(&text),
+                        one if variadic && !array => Member::Nested(format!("[{one}]")),
+                        other => other,
+                    };
+                    if record.len() > 1 {
+                        record.push(',');
+                    }
+                    record.push_str(&Json::from(k).to_string());
+                    record.push(':');
+                    record.push_str(&v.to_string());
+                }
+                record.push('}');
+                let placeholder = render::bind(d, &mut call, Value::Text(record));
                 let columns: Vec<String> = given
                     .iter()
                     .map(|p| format!("{} {}", d.quote_ident(&p.name), unbounded(&p.decl_type)))
@@ -600,6 +597,35 @@ fn plan_function(
         }
         Returns::Rows { set, table } => rows(request, cx, table, &prelude(call), *set),
     }
+}
+
+/// The last element of an array's compact text (a repeated name's last value), `null` for
+/// none; read as the text is parsed, one element at a time.
+fn last_element(text: &str) -> Member {
+    struct Last;
+    impl<'de> serde::de::Visitor<'de> for Last {
+        type Value = Option<Member>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Option<Member>, A::Error> {
+            let mut last = None;
+            while let Some(member) = seq.next_element_seed(MemberSeed)? {
+                last = Some(member);
+            }
+            Ok(last)
+        }
+    }
+    let mut json = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_seq(&mut json, Last)
+        .ok()
+        .flatten()
+        .unwrap_or(Member::Scalar(Json::Null))
 }
 
 /// A custom resource's call: its statements with the arguments bound; a `rows` answer of a

@@ -11,10 +11,14 @@
 
 pub mod call;
 
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use http::{request::Parts, Method};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
+use crate::api::body::{self, Member, Members, Shape, Wanted};
 use crate::api::request::{self, ApiRequest, MediaType, Prefer, RequestBody};
 use crate::api::respond::Reply;
 use crate::api::timing::Timing;
@@ -41,32 +45,36 @@ fn is_argument(key: &str, value: &str) -> bool {
 
 /// Name-value pairs as named arguments: a repeated name gives an array of its values (a
 /// `VARIADIC` parameter's), as PostgREST reads a query string or a form.
-fn merged<'p>(pairs: impl Iterator<Item = (&'p str, &'p str)>) -> Map<String, Json> {
-    let mut map = Map::new();
+fn merged<K: AsRef<str>, V: AsRef<str>>(pairs: impl Iterator<Item = (K, V)>) -> Members {
+    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (k, v) in pairs {
-        let value = Json::String(v.to_string());
-        match map.get_mut(k) {
-            Some(Json::Array(items)) => items.push(value),
-            Some(first) => *first = Json::Array(vec![first.take(), value]),
+        let v = v.as_ref().to_string();
+        match values.get_mut(k.as_ref()) {
+            Some(items) => items.push(v),
             None => {
-                map.insert(k.to_string(), value);
+                values.insert(k.as_ref().to_string(), vec![v]);
             }
         }
     }
-    map
-}
-
-/// Whether a JSON array is rows: objects, at least one.
-pub fn is_rows(items: &[Json]) -> bool {
-    !items.is_empty() && items.iter().all(Json::is_object)
+    values
+        .into_iter()
+        .map(|(k, mut items)| {
+            let member = if items.len() == 1 {
+                Member::Scalar(Json::String(items.pop().unwrap_or_default()))
+            } else {
+                Member::Nested(Json::from(items).to_string())
+            };
+            (k, member)
+        })
+        .collect()
 }
 
 /// The arguments of a call, as sent.
 #[derive(Debug)]
 pub enum Arguments {
     /// By name: the body's object (POST) or the query string's pairs that name parameters
-    /// (GET, as strings; a repeated name gives an array).
-    Named(Map<String, Json>),
+    /// (GET, as strings; a repeated name gives an array), a nested value as its compact text.
+    Named(Members),
     /// The whole body, to a function of one unnamed parameter (`json`, `jsonb`, `text`,
     /// `bytea`, `xml`) or, with `Prefer: params=single-object`, of one JSON parameter.
     Whole(Bytes),
@@ -87,6 +95,19 @@ pub struct CallRequest<'a> {
     pub prefer: Prefer,
     /// The request's head.
     pub parts: &'a Parts,
+    /// The body's arguments, read once (see [`CallRequest::body_arguments`]).
+    pub read: OnceCell<Result<BodyArguments, ApiError>>,
+}
+
+/// A POST's body as arguments, read once without building a tree of it.
+#[derive(Debug, Clone)]
+pub struct BodyArguments {
+    /// The named arguments (under `columns=`, those it names); `None` for JSON of another
+    /// shape than an object or rows.
+    named: Option<Members>,
+    /// Whether the body is JSON that names no arguments (a scalar, an array that is not rows):
+    /// it can only be a whole argument.
+    whole: bool,
 }
 
 impl<'a> CallRequest<'a> {
@@ -107,6 +128,8 @@ impl<'a> CallRequest<'a> {
         }
         Ok(self
             .body_arguments()?
+            .named
+            .as_ref()
             .map(|map| map.keys().cloned().collect())
             .unwrap_or_default())
     }
@@ -114,29 +137,49 @@ impl<'a> CallRequest<'a> {
     /// The named arguments of a POST's body, as PostgREST reads them: a JSON object, the first
     /// of a JSON array of objects (or of CSV's rows), a form's pairs (a repeated name gives an
     /// array); of these only the keys `columns=` names, when it names some. `None` for JSON
-    /// of another shape.
-    fn body_arguments(&self) -> Result<Option<Map<String, Json>>, ApiError> {
+    /// of another shape. The body is read once, as it is parsed: a nested value is kept as its
+    /// compact text ([`crate::api::compact`]), not as a tree of `serde_json::Value`s (30 bytes
+    /// and an allocation per element).
+    fn body_arguments(&self) -> Result<&BodyArguments, ApiError> {
+        self.read
+            .get_or_init(|| self.read_body_arguments())
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn read_body_arguments(&self) -> Result<BodyArguments, ApiError> {
+        let columns = match self.pairs.iter().find(|(k, _)| k == "columns") {
+            Some((_, columns)) => Some(rowgate_query::parse::parse_columns(columns)?),
+            None => None,
+        };
+        let wanted = |key: &str| match &columns {
+            Some(columns) if !columns.iter().any(|c| c == key) => Wanted::Ignored,
+            _ => Wanted::Kept,
+        };
         let form = self.body_is(&["application/x-www-form-urlencoded"])
             && !matches!(self.body.trim_ascii_start().first(), Some(b'{' | b'['));
-        let mut map = if form {
-            let pairs: Vec<request::FormPair<'_>> = request::form_pairs(&self.body)?.collect();
-            merged(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+        let (named, whole) = if form {
+            let pairs = request::form_pairs(&self.body)?.filter(|(k, _)| wanted(k) == Wanted::Kept);
+            (Some(merged(pairs)), false)
+        } else if self.body.iter().all(u8::is_ascii_whitespace) {
+            (Some(Members::new()), false)
         } else {
-            match self.body_json()? {
-                None => Map::new(),
-                Some(Json::Object(map)) => map,
-                Some(Json::Array(rows)) if is_rows(&rows) => match rows.into_iter().next() {
-                    Some(Json::Object(first)) => first,
-                    _ => Map::new(),
-                },
-                Some(_) => return Ok(None),
+            match body::read_one_object(&self.parts.headers, &self.body, &wanted)? {
+                Shape::Object(members) => (Some(members), false),
+                Shape::Array {
+                    first: Some(Some(first)),
+                    all_objects: true,
+                    ..
+                } => (Some(first), false),
+                Shape::Array { .. } | Shape::Other => (None, true),
             }
         };
-        if let Some((_, columns)) = self.pairs.iter().find(|(k, _)| k == "columns") {
-            let columns = rowgate_query::parse::parse_columns(columns)?;
-            map.retain(|k, _| columns.contains(k));
-        }
-        Ok(Some(map))
+        Ok(BodyArguments { named, whole })
+    }
+
+    /// Whether the body is JSON that names no arguments (a scalar, an array that is not rows).
+    fn body_is_not_named(&self) -> Result<bool, ApiError> {
+        Ok(self.body_arguments()?.whole)
     }
 
     /// A GET's query-string pairs that are arguments.
@@ -179,14 +222,6 @@ impl<'a> CallRequest<'a> {
         }
     }
 
-    /// The body as JSON (`None` when empty).
-    fn body_json(&self) -> Result<Option<Json>, ApiError> {
-        if self.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
-        }
-        request::parse_body(&self.parts.headers, &self.body).map(Some)
-    }
-
     /// The arguments for `params` (the callee's parameter names): by name, or the whole body.
     fn arguments(&self, whole: bool, params: &[&str]) -> Result<Arguments, ApiError> {
         if whole {
@@ -199,8 +234,13 @@ impl<'a> CallRequest<'a> {
                 .map(|(k, v)| (k.as_str(), v.as_str()));
             return Ok(Arguments::Named(merged(given)));
         }
-        match self.body_arguments()? {
-            Some(map) => Ok(Arguments::Named(map)),
+        match &self.body_arguments()?.named {
+            Some(map) => Ok(Arguments::Named(
+                map.iter()
+                    .filter(|(k, _)| params.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )),
             None => Err(ApiError::new(
                 ErrorCode::InvalidBody,
                 "the arguments must be a JSON object",
@@ -265,6 +305,7 @@ pub async fn handle(
             prefer
         },
         parts,
+        read: OnceCell::new(),
     };
     timing.mark("parse");
     let cache = app.db.schema();
