@@ -29,6 +29,7 @@ pub mod db;
 pub mod demo;
 pub mod duality;
 pub mod error;
+pub mod histogram;
 pub mod job;
 pub mod mended;
 pub mod observe;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::observe::histogram::Histogram;
+use crate::histogram::Histogram;
 
 /// The reads waiting now, and the waits so far.
 #[derive(Default)]

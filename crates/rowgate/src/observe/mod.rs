@@ -8,7 +8,6 @@
 //! counters are handles registered once, so counting costs one atomic add.
 
 pub mod access;
-pub mod histogram;
 pub mod merge;
 pub mod request_id;
 pub mod routes;

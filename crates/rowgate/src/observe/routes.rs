@@ -19,7 +19,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use indexmap::IndexMap;
 
-use super::histogram::{nanos, seconds, Histogram};
+use crate::histogram::{nanos, seconds, Histogram};
 
 /// Distinct (route, name, method) series kept; later ones are counted under `(other)`.
 pub const MAX_ROUTES: usize = 2048;

@@ -1,7 +1,7 @@
 //! A latency histogram of Prometheus's kind, lock-free: a count per bucket and the sum, each a
 //! relaxed atomic add, rendered as the cumulative `_bucket`, `_sum` and `_count` lines when
-//! scraped. Requests' latencies by route ([`super::routes`]) and reads' waits for a reader
-//! ([`crate::db::waits`]) are such histograms.
+//! scraped. Requests' latencies by route (`observe::routes`) and reads' waits for a reader
+//! (`db::waits`) are such histograms.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
