@@ -52,8 +52,9 @@ impl<S: Indexed> TableSubs<S> {
     /// Registers `sub`, in place of its connection's earlier one with the same tag.
     pub fn insert(&mut self, sub: S) {
         let at = sub.place();
-        self.remove(at);
-        self.tags.entry(at.0).or_default().push(at.1);
+        if !self.remove(at) {
+            self.tags.entry(at.0).or_default().push(at.1);
+        }
         match equality(sub.filter()) {
             Some((column, keys)) => {
                 let buckets = self.by_value.entry(column.to_string()).or_default();
@@ -254,6 +255,11 @@ mod tests {
         subs.insert(sub(5, "id=eq.5.0"));
         subs.insert(sub(6, "id=not.eq.5"));
         assert_eq!(subs.len(), 6);
+        // a subscription made again replaces the connection's earlier one, however often
+        for _ in 0..3 {
+            subs.insert(sub(5, "id=eq.5.0"));
+        }
+        assert_eq!((subs.len(), subs.tags[&5].len()), (6, 1));
         let insert = change(None, Some(json!({"id": 5, "points": 1})));
         assert_eq!(candidates(&subs, &insert), vec![1, 2, 3, 5, 6]);
         let text = change(None, Some(json!({"id": "5"})));
