@@ -399,75 +399,20 @@ async fn websocket_framing() {
 }
 
 /// A server process of its own (`--workers 0`: the process is the worker) on a fresh SQLite
-/// database, granting anon every write.
-struct OwnServer {
-    child: std::process::Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl OwnServer {
-    /// A server of `ddl`'s tables, anonymous clients granted every table, with `toml`'s
-    /// declarations besides.
-    async fn start(ddl: &str, toml: &str) -> OwnServer {
-        let dir = tempfile::tempdir().expect("tempdir");
-        db_exec(&dir.path().join("t.db"), ddl);
-        std::fs::write(
-            dir.path().join("rowgate.toml"),
-            format!(
-                "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
-                 ops = [\"select\", \"insert\", \"update\", \"delete\"]\n{toml}"
-            ),
-        )
-        .expect("config");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
-            .current_dir(dir.path())
-            .args(["serve", "--db", "t.db", "--workers", "0"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("ROWGATE_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn rowgate");
-        let server = OwnServer {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _dir: dir,
-        };
-        for _ in 0..1500 {
-            if reqwest::get(format!("http://127.0.0.1:{port}/live"))
-                .await
-                .is_ok_and(|r| r.status() == 200)
-            {
-                return server;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        panic!("rowgate did not start serving");
-    }
-
-    /// The process's peak resident memory so far, in bytes.
-    fn peak(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-            .expect("VmHWM")
-            * 1024
-    }
+/// database of `ddl`'s tables, anonymous clients granted every table, with `toml`'s
+/// declarations besides.
+async fn own_server(ddl: &str, toml: &str) -> common::process::ServerProcess {
+    let dir = tempfile::tempdir().expect("tempdir");
+    db_exec(&dir.path().join("t.db"), ddl);
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        format!(
+            "[[grants]]\nrole = \"anon\"\ntables = [\"*\"]\n\
+             ops = [\"select\", \"insert\", \"update\", \"delete\"]\n{toml}"
+        ),
+    )
+    .expect("config");
+    common::process::ServerProcess::start(dir, "t.db").await
 }
 
 /// Issue 39 (MED): body shapes that amplified a write's memory hundreds of times (a 3 MB body
@@ -701,7 +646,7 @@ params.data = { type = "json" }
     let mut over = Vec::new();
     for (shape, method, path, content_type, body, status, code) in shapes {
         assert!(body.len() <= NEAR_LIMIT, "{shape}: {}", body.len());
-        let server = OwnServer::start(ddl, declarations).await;
+        let server = own_server(ddl, declarations).await;
         let client = reqwest::Client::new();
         // a first write warms the server up
         let warm = client

@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::ws::{connect, join, next, PATIENCE};
+use common::process::ServerProcess;
+use common::ws::{connect, join, next};
 use serde_json::json;
 
 /// Realtime on `team` for the anonymous role, with room for every socket: no caps per
@@ -30,62 +31,14 @@ tables = ["team"]
 ops = ["select", "insert", "update"]
 "#;
 
-/// A `rowgate serve` child process (10,000 sockets on each side do not fit one process's
-/// 20,000 descriptors), killed when dropped.
-struct Served {
-    child: std::process::Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn serve_process() -> Served {
+/// The server, a child process: 10,000 sockets on each side do not fit one process's 20,000
+/// descriptors. `ROWGATE_TEST_BINARY` measures a release build with the same test
+/// (bench/RESULTS.md).
+async fn serve_process() -> ServerProcess {
     let dir = tempfile::tempdir().expect("tempdir");
     rowgate::demo::init(&dir.path().join("demo.db"), 200, None).expect("demo");
     std::fs::write(dir.path().join("rowgate.toml"), CONFIG).expect("config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port");
-    let addr = format!("127.0.0.1:{port}");
-    // ROWGATE_TEST_BINARY measures a release build with the same test (bench/RESULTS.md)
-    let binary = std::env::var("ROWGATE_TEST_BINARY")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rowgate").to_string());
-    let child = std::process::Command::new(binary)
-        .current_dir(dir.path())
-        .args([
-            "serve",
-            "--db",
-            "demo.db",
-            "--workers",
-            "0",
-            "--listen",
-            &addr,
-        ])
-        .env("ROWGATE_LOG", "warn")
-        .spawn()
-        .expect("spawn rowgate");
-    let served = Served {
-        child,
-        addr,
-        _dir: dir,
-    };
-    let live = format!("http://{}/live", served.addr);
-    let deadline = Instant::now() + PATIENCE;
-    while !reqwest::get(&live)
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "rowgate did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    served
+    ServerProcess::start(dir, "demo.db").await
 }
 
 /// A counter or gauge of `/metrics`.

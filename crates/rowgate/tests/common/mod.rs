@@ -4,6 +4,7 @@
 #![allow(dead_code, missing_docs)]
 
 pub mod postgres;
+pub mod process;
 pub mod ws;
 
 use std::net::SocketAddr;
