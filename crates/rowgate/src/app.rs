@@ -82,6 +82,7 @@ impl App {
             principal,
             dialect: self.db.dialect(),
             rest: &self.config.rest,
+            limits: &self.config.limits,
             duality: &self.duality,
             app_settings: &self.config.db.settings,
             pre_request: self.pre_request.as_deref(),

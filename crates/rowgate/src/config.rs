@@ -672,6 +672,9 @@ pub struct LimitsConfig {
     pub max_filter_depth: usize,
     /// Most values in one `in.(…)` or `(any)`/`(all)` list.
     pub max_list_items: usize,
+    /// Most rows one duality-view document write nests (every array at every depth
+    /// together): each is a statement of its own.
+    pub max_document_rows: usize,
     /// Most open client connections; one more is answered 503 and closed.
     pub max_connections: usize,
     /// Most open connections from one client address (an IPv6 client: its /64), each worker
@@ -759,6 +762,7 @@ impl Default for LimitsConfig {
             drain_timeout_ms: 30_000,
             max_filter_depth: 16,
             max_list_items: 1_000,
+            max_document_rows: 10_000,
             max_connections: 10_000,
             // a tenth of max_connections: one address no longer takes them all, while a NAT
             // of a few hundred browsers (each up to 6 connections and a socket per tab) fits

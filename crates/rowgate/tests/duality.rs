@@ -682,7 +682,102 @@ async fn keyless_documents_have_no_nested_rows(b: Backend) {
     }
 }
 
+/// A document's body is read by the view's shape, and what it cannot hold is refused with 400
+/// naming it: not one object, a member the document has no field for (the fields there as the
+/// hint), rows that are not objects, an array member that is not an array, more rows than
+/// `limits.max_document_rows`. A form is one object of strings; a field given a nested value
+/// keeps its JSON text.
+async fn document_bodies_follow_the_view(b: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limited = format!("{CONFIG}\n[limits]\nmax_document_rows = 3\n");
+    let config = write_config(dir.path(), &limited, &[]).expect("config");
+    let s = TestServer::start_prepared(b, dir, config, "", |_| {}).await;
+    let driver = |id: i64| json!({"driverId": id, "name": format!("D{id}"), "points": 0});
+    for (body, code, needle) in [
+        (json!([{"_id": 50}]), "PGRST102", "must be one JSON object"),
+        (json!(7), "PGRST102", "must be one JSON object"),
+        (
+            json!({"_id": 50, "name": "X", "colour": "red"}),
+            "PGRST102",
+            "has no field 'colour' here",
+        ),
+        (
+            json!({"_id": 50, "name": "X", "driver": [{"driverId": 50, "age": 3}]}),
+            "PGRST102",
+            "has no field 'age' here",
+        ),
+        (
+            json!({"_id": 50, "name": "X", "driver": [[]]}),
+            "PGRST102",
+            "the rows of 'driver' must be objects",
+        ),
+        (
+            json!({"_id": 50, "name": "X", "driver": "none"}),
+            "PGRST102",
+            "'driver' must be an array of objects",
+        ),
+        (
+            json!({"_id": 50, "name": "X", "points": 0,
+                   "driver": [driver(50), driver(51), driver(52), driver(53)]}),
+            "RG102",
+            "the document nests more than 3 rows",
+        ),
+    ] {
+        let (status, answer, _) = write(s.post("/team_dv", body.clone())).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (400, Some(code)),
+            "{body}: {answer}"
+        );
+        assert!(
+            answer["message"].as_str().unwrap_or("").contains(needle),
+            "{body}: {answer}"
+        );
+    }
+    let (_, answer, _) = write(s.post("/team_dv", json!({"_id": 50, "colour": "red"}))).await;
+    assert_eq!(
+        answer["hint"], "the fields here: _id, name, points, driver",
+        "{answer}"
+    );
+    // three rows are within the limit; nothing of the refused ones was written
+    let (status, _) = get_json(&s, "/team_dv/50").await;
+    assert_eq!(status, 404);
+    let three = json!({"_id": 50, "name": "X", "points": 0,
+                       "driver": [driver(50), driver(51), driver(52)]});
+    let (status, answer, _) = write(s.post("/team_dv", three)).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(
+        answer["driver"].as_array().map(Vec::len),
+        Some(3),
+        "{answer}"
+    );
+    // a form: one object of strings
+    let r = s
+        .client
+        .post(s.url("/team_dv"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("_id=51&name=Form+Racing&points=7")
+        .send()
+        .await
+        .expect("form");
+    assert_eq!(r.status(), 201);
+    let (form, _) = document(&s, "/team_dv/51").await;
+    assert_eq!(
+        (&form["name"], &form["points"]),
+        (&json!("Form Racing"), &json!(7))
+    );
+    // a nested value given to a text field is its JSON text
+    let (status, answer, _) = write(s.post(
+        "/team_dv",
+        json!({"_id": 52, "name": {"b": [1, {}], "a": null}, "points": 0}),
+    ))
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["name"], r#"{"a":null,"b":[1,{}]}"#, "{answer}");
+}
+
 backend_tests!(
+    document_bodies_follow_the_view,
     keyless_documents_have_no_nested_rows,
     documents_are_replaced_whole,
     documents_are_merge_patched,

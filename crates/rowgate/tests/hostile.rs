@@ -429,6 +429,8 @@ async fn body_shapes_within_the_memory_bound() {
     const ALLOWANCE: u64 = 16 * 1024 * 1024;
     let ddl = "CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
                CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT DEFAULT 'x', data TEXT);
+               CREATE TABLE player (id INTEGER PRIMARY KEY,
+                                    team_id INTEGER REFERENCES team (team_id), name TEXT);
                INSERT INTO note (id) VALUES (1);";
     let declarations = r#"
 [[resources]]
@@ -445,6 +447,13 @@ method = "POST"
 shape = "value"
 sql = "SELECT length(:data)"
 params.data = { type = "json" }
+
+[[duality_views]]
+name = "team_dv"
+table = "team"
+document = "_id:team_id,name,player(playerId:id,name)"
+insert = ["team", "player"]
+update = ["team", "player"]
 "#;
     let repeat = |open: &str, item: &str, sep: &str, close: &str| {
         let n = (NEAR_LIMIT - open.len() - close.len()) / (item.len() + sep.len());
@@ -623,6 +632,96 @@ params.data = { type = "json" }
             repeat(r#"[{"data":1}"#, ",{}", "", "]"),
             200,
             "",
+        ),
+        (
+            "RPC: a form of many fields",
+            "POST",
+            "/api/rpc/data_length",
+            form,
+            numbered("data=1&", &|i| format!("k{i}="), "&", ""),
+            404,
+            "PGRST202",
+        ),
+        (
+            "RPC: an object of many keys",
+            "POST",
+            "/api/rpc/data_length",
+            json,
+            numbered(r#"{"data":1,"#, &|i| format!("\"k{i}\":0"), ",", "}"),
+            404,
+            "PGRST202",
+        ),
+        (
+            "RPC: a form of one field repeated",
+            "POST",
+            "/api/rpc/data_length",
+            form,
+            repeat("", "data=x", "&", ""),
+            200,
+            "",
+        ),
+        (
+            "a document: an array of arrays",
+            "POST",
+            "/api/team_dv",
+            json,
+            repeat("[", "[]", ",", "]"),
+            400,
+            "PGRST102",
+        ),
+        (
+            "a document: nested arrays as a field",
+            "POST",
+            "/api/team_dv",
+            json,
+            repeat(r#"{"_id":1,"name":["#, "[]", ",", "]}"),
+            201,
+            "",
+        ),
+        (
+            "a document: nested arrays as _metadata",
+            "POST",
+            "/api/team_dv",
+            json,
+            repeat(r#"{"_id":1,"name":"a","_metadata":["#, "[]", ",", "]}"),
+            201,
+            "",
+        ),
+        (
+            "a document: rows of empty objects",
+            "POST",
+            "/api/team_dv",
+            json,
+            repeat(r#"{"_id":1,"name":"a","player":["#, "{}", ",", "]}"),
+            400,
+            "RG102",
+        ),
+        (
+            "a document: rows of arrays",
+            "POST",
+            "/api/team_dv",
+            json,
+            repeat(r#"{"_id":1,"name":"a","player":["#, "[]", ",", "]}"),
+            400,
+            "PGRST102",
+        ),
+        (
+            "a document: many keys",
+            "POST",
+            "/api/team_dv",
+            json,
+            numbered("{", &|i| format!("\"k{i}\":0"), ",", "}"),
+            400,
+            "PGRST102",
+        ),
+        (
+            "a document: a form of many fields",
+            "POST",
+            "/api/team_dv",
+            form,
+            numbered("name=a&", &|i| format!("k{i}="), "&", ""),
+            400,
+            "PGRST102",
         ),
         (
             "a resource's body of nested arrays",

@@ -879,6 +879,32 @@ CREATE FUNCTION padded(c character, cs character[], b bit, bs bit[]) RETURNS TAB
     };
     let (_, body) = json_of(form("/rpc/words", "w=hi&w=there").await.expect("post")).await;
     assert_eq!(body, json!(["hi", "there"]));
+    let (_, body) = json_of(form("/rpc/words", "w=a&w=%22b%22&w=").await.expect("post")).await;
+    assert_eq!(
+        body,
+        json!(["a", "\"b\"", ""]),
+        "values as they are, quotes too"
+    );
+    // a function takes at most 100 arguments: a call naming more fits none, and only the
+    // first hundred names are kept
+    let many: Vec<String> = (0..150).map(|i| format!("k{i:03}=1")).collect();
+    let (status, body) = json_of(form("/rpc/words", &many.join("&")).await.expect("post")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("PGRST202")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("k099, …) in the schema cache"),
+        "{body}"
+    );
+    assert_eq!(
+        body["details"],
+        "The call names more than 100 arguments, and a function takes at most that many."
+    );
     let (_, body) = json_of(form("/rpc/add_ints", "a=1&a=5&b=2").await.expect("post")).await;
     assert_eq!(body, json!(7), "the last of a repeated name");
     let (status, body) = json_of(

@@ -313,7 +313,12 @@ fn document_write(
     let read = document_read(cx, view, &[])?;
     let body = match action {
         DocumentAction::Delete => None,
-        _ => Some(super::request::parse_body(request.headers, &request.body)?),
+        _ => Some(super::document_body::read_document(
+            view,
+            request.headers,
+            &request.body,
+            cx.limits.max_document_rows,
+        )?),
     };
     let written = document_write::plan(
         cx,
@@ -1063,6 +1068,7 @@ mod tests {
             principal: &principal,
             dialect: &Sqlite,
             rest: &RestConfig::default(),
+            limits: &limits,
             duality: &crate::duality::DualityViews::default(),
             app_settings: &Default::default(),
             pre_request: None,

@@ -22,8 +22,10 @@ use rowgate_query::stmt::{
     DeleteStmt, InsertRows, InsertStmt, OnConflict, SelectStmt, Sql, UpdateStmt,
 };
 use rowgate_query::{Condition, Value};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
+use super::body::Member;
+use super::document_body::{DocMember, DocObject};
 use super::guard::Guard;
 use super::plan::{self, Context, OutputShape};
 use crate::auth::policy::Op;
@@ -69,13 +71,13 @@ pub struct DocumentPlan {
 }
 
 /// Plans `action` on the document `key` (an item URL's; for POST, none) of `view`, with the
-/// request's `body` and `If-Match` tags.
+/// request's document (read by [`super::document_body`]) and `If-Match` tags.
 pub fn plan(
     cx: &Context<'_>,
     view: &DualityView,
     action: DocumentAction,
     key: Option<&str>,
-    body: Option<&Json>,
+    object: Option<&DocObject>,
     if_match: Option<Vec<String>>,
     read: DocumentRead,
 ) -> Result<DocumentPlan, ApiError> {
@@ -85,26 +87,16 @@ pub fn plan(
         steps: Vec::new(),
     };
     let root = &view.root;
-    let object = match body {
-        Some(Json::Object(o)) => Some(o),
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("a document of '{}' must be one JSON object", view.name),
-            ))
-        }
-        None => None,
+    let body_tag = match object.and_then(|o| o.get("_metadata")) {
+        Some(DocMember::Metadata(tag)) => tag.clone(),
+        _ => None,
     };
-    let body_tag = object
-        .and_then(|o| o.get("_metadata"))
-        .and_then(|m| m.get("etag"))
-        .and_then(Json::as_str)
-        .map(str::to_string);
     let tags = if_match
         .map(|tags| tags.iter().map(|t| bare_tag(t)).collect::<Vec<_>>())
         .or_else(|| body_tag.map(|t| vec![t]));
-    let body_id = match object.and_then(|o| o.get("_id")) {
-        None | Some(Json::Null) => None,
+    let body_id = match object.and_then(|o| o.get("_id")).and_then(DocMember::field) {
+        None => None,
+        Some(v) if v.is_null() => None,
         Some(v) => Some(key_text(v, "_id")?),
     };
     let key = match (key, body_id) {
@@ -266,12 +258,11 @@ impl<'c, 'a> Writer<'c, 'a> {
     fn row(
         &mut self,
         node: &DocTable,
-        object: &Map<String, Json>,
+        object: &DocObject,
         mode: Mode,
         fixed: Vec<(String, Value)>,
         how: How,
     ) -> Result<(), ApiError> {
-        check_members(node, object)?;
         let table = self.table(node)?;
         let mut set = fixed;
         // the rows this one refers to first: its foreign keys follow them
@@ -282,10 +273,12 @@ impl<'c, 'a> Writer<'c, 'a> {
         // a replacement sets what it leaves out to null, but for what it may not change
         // (noupdate) and, in a new row, for what has a default
         let inserting = matches!(how, How::Insert(_));
+        let null = Member::Scalar(Json::Null);
         for field in &node.fields {
-            let value = match object.get(&field.name) {
+            let given = object.get(&field.name).and_then(DocMember::field);
+            let value = match given {
                 Some(v) => v,
-                None if mode == Mode::Replace && !field.noupdate && !inserting => &Json::Null,
+                None if mode == Mode::Replace && !field.noupdate && !inserting => &null,
                 None => continue,
             };
             if Some(field.column.as_str()) == key_column {
@@ -293,14 +286,14 @@ impl<'c, 'a> Writer<'c, 'a> {
             }
             // a null given for a column that takes none is wrong even where the field is not
             // written (a NOCHECK field of a table the view does not update)
-            if let Some(given) = object.get(&field.name) {
+            if let Some(given) = given {
                 plan::refuse_null(table, &field.column, given.is_null(), || {
                     format!("'{}'", field.name)
                 })?;
             }
             set.push((
                 field.column.clone(),
-                plan::column_value(table, &field.column, value)?,
+                plan::member_value(table, &field.column, value)?,
             ));
         }
         let key = match &how {
@@ -308,9 +301,12 @@ impl<'c, 'a> Writer<'c, 'a> {
             How::Insert(Some(k)) => Some(k.clone()),
             How::Insert(None) => match key_column.and_then(|c| {
                 let given = node.field_of(c).and_then(|f| object.get(&f.name));
-                given.filter(|v| !v.is_null()).map(|v| (c, v))
+                given
+                    .and_then(DocMember::field)
+                    .filter(|v| !v.is_null())
+                    .map(|v| (c, v))
             }) {
-                Some((c, v)) => Some(plan::column_value(table, c, v)?),
+                Some((c, v)) => Some(plan::member_value(table, c, v)?),
                 None => None,
             },
         };
@@ -327,8 +323,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         for child in arrays {
             let member = child.member.as_deref().unwrap_or_default();
             let items = match object.get(member) {
-                Some(Json::Array(items)) => items.as_slice(),
-                Some(Json::Null) => &[],
+                Some(DocMember::Rows(items)) => items.as_slice(),
                 None if mode == Mode::Replace => &[],
                 None => continue,
                 Some(_) => {
@@ -370,15 +365,14 @@ impl<'c, 'a> Writer<'c, 'a> {
         &mut self,
         parent: &DocTable,
         child: &DocTable,
-        object: &Map<String, Json>,
+        object: &DocObject,
         mode: Mode,
         set: &mut Vec<(String, Value)>,
     ) -> Result<(), ApiError> {
         let inner = match &child.member {
             None => Some(object),
             Some(member) => match object.get(member) {
-                Some(Json::Object(o)) => Some(o),
-                Some(Json::Null) => None,
+                Some(DocMember::Referred(o)) => o.as_ref(),
                 None if mode == Mode::Replace => None,
                 None => return Ok(()),
                 Some(_) => {
@@ -410,14 +404,14 @@ impl<'c, 'a> Writer<'c, 'a> {
                     ),
                 )
             })?;
-            match inner.get(&field.name) {
+            match inner.get(&field.name).and_then(DocMember::field) {
                 Some(v) => {
                     set.push((
                         parent_column.clone(),
-                        plan::column_value(parent_table, parent_column, v)?,
+                        plan::member_value(parent_table, parent_column, v)?,
                     ));
                     if Some(own_column.as_str()) == child.key.as_deref() && !v.is_null() {
-                        key = Some(plan::column_value(child_table, own_column, v)?);
+                        key = Some(plan::member_value(child_table, own_column, v)?);
                     }
                 }
                 None if mode == Mode::Merge => {}
@@ -440,7 +434,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         match key {
             Some(key) => {
                 // its fields, but the key, as given; its own foreign keys as it names them
-                let mut only: Map<String, Json> = Map::new();
+                let mut only = DocObject::new();
                 for f in &child.fields {
                     if let Some(v) = inner.get(&f.name) {
                         only.insert(f.name.clone(), v.clone());
@@ -471,7 +465,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         child: &DocTable,
         key: &Value,
         set: &[(String, Value)],
-        items: &[Json],
+        items: &[DocObject],
     ) -> Result<(), ApiError> {
         let child_table = self.table(child)?;
         let child_key = writable_key(child)?.to_string();
@@ -494,16 +488,14 @@ impl<'c, 'a> Writer<'c, 'a> {
         }
         let mut kept = Vec::new();
         let mut rows = Vec::with_capacity(items.len());
-        for item in items {
-            let Json::Object(o) = item else {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidBody,
-                    format!("the rows of '{}' must be objects", child.path),
-                ));
-            };
-            let k = match key_field.as_ref().and_then(|f| o.get(f)) {
+        for o in items {
+            let k = match key_field
+                .as_ref()
+                .and_then(|f| o.get(f))
+                .and_then(DocMember::field)
+            {
                 Some(v) if !v.is_null() => {
-                    let value = plan::column_value(child_table, &child_key, v)?;
+                    let value = plan::member_value(child_table, &child_key, v)?;
                     kept.push(value.clone());
                     Some(value)
                 }
@@ -871,7 +863,10 @@ fn bare_tag(tag: &str) -> String {
 }
 
 /// A key given in a document (a string or a number) as text.
-fn key_text(v: &Json, name: &str) -> Result<String, ApiError> {
+fn key_text(v: &Member, name: &str) -> Result<String, ApiError> {
+    let Member::Scalar(v) = v else {
+        return Err(must_be_key(name));
+    };
     match v {
         Json::String(s) => Ok(s.clone()),
         // an integer written with a fraction (999.0) is that integer
@@ -885,11 +880,16 @@ fn key_text(v: &Json, name: &str) -> Result<String, ApiError> {
                 None => n.to_string(),
             },
         ),
-        _ => Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            format!("'{name}' must be a string or a number"),
-        )),
+        _ => Err(must_be_key(name)),
     }
+}
+
+/// The refusal of a key that is neither a string nor a number.
+fn must_be_key(name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidBody,
+        format!("'{name}' must be a string or a number"),
+    )
 }
 
 /// A bound value as a filter's text.
@@ -1006,27 +1006,4 @@ fn quoted_list(names: &[String]) -> String {
         .map(|n| format!("'{n}'"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Refuses members of `object` the document does not have at this place.
-fn check_members(node: &DocTable, object: &Map<String, Json>) -> Result<(), ApiError> {
-    fn known<'t>(node: &'t DocTable, out: &mut Vec<&'t str>) {
-        out.extend(node.fields.iter().map(|f| f.name.as_str()));
-        for n in &node.nested {
-            match &n.member {
-                Some(m) => out.push(m),
-                None => known(n, out),
-            }
-        }
-    }
-    let mut names = vec!["_metadata"];
-    known(node, &mut names);
-    match object.keys().find(|k| !names.contains(&k.as_str())) {
-        Some(unknown) => Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            format!("the document has no field '{unknown}' here"),
-        )
-        .hint(format!("the fields here: {}", names[1..].join(", ")))),
-        None => Ok(()),
-    }
 }

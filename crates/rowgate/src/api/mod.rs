@@ -9,6 +9,7 @@ pub mod action_plan;
 pub mod allow;
 pub mod body;
 pub mod compact;
+pub mod document_body;
 pub mod document_write;
 pub mod embed;
 pub mod explain;

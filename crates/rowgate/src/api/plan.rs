@@ -61,6 +61,8 @@ pub struct Context<'a> {
     pub dialect: &'a dyn Dialect,
     /// `[rest]` settings.
     pub rest: &'a RestConfig,
+    /// `[limits]` settings.
+    pub limits: &'a crate::config::LimitsConfig,
     /// The duality views, served like tables.
     pub duality: &'a crate::duality::DualityViews,
     /// `db.settings`: a function call's transaction starts with them.

@@ -121,6 +121,8 @@ pub fn resolve<'a>(
 ) -> Result<Callee<'a>, ApiError> {
     let given = call.given_names()?;
     let given: Vec<&str> = given.iter().map(String::as_str).collect();
+    // more names than a function takes: none fits (but as a whole body)
+    let too_many = call.names_too_many()?;
     if let Some(resource) = resources.function(call.name) {
         let callee = Callee::Resource(resource);
         let params = callee.param_names();
@@ -130,7 +132,7 @@ pub fn resolve<'a>(
                 format!("function {} writes", call.name),
             ));
         }
-        if call.read_only || given.iter().all(|g| params.contains(g)) {
+        if call.read_only || (!too_many && given.iter().all(|g| params.contains(g))) {
             return Ok(callee);
         }
         return Err(not_found(call, &given, "public", &[params.join(", ")]));
@@ -169,7 +171,7 @@ pub fn resolve<'a>(
         if whole || (takes_json_body(f) && json_body) {
             return takes_json_body(f);
         }
-        f.fits(&given)
+        !too_many && f.fits(&given)
     });
     let fitting: Vec<&Function> = fitting.collect();
     // of several overloads that fit, the one taking exactly the arguments given; else the
@@ -258,8 +260,20 @@ fn not_found(
 ) -> ApiError {
     let mut sorted = given.to_vec();
     sorted.sort_unstable();
-    let list = sorted.join(", ");
+    let mut list = sorted.join(", ");
     let name = call.name;
+    if call.names_too_many().unwrap_or(false) {
+        // the names beyond the first hundred were not kept
+        list.push_str(", …");
+        return ApiError::new(
+            ErrorCode::FunctionNotFound,
+            format!("Could not find the function {schema}.{name}({list}) in the schema cache"),
+        )
+        .details(format!(
+            "The call names more than {} arguments, and a function takes at most that many.",
+            super::MAX_ARGUMENTS
+        ));
+    }
     let called = if list.is_empty() {
         format!("{schema}.{name} without parameters")
     } else {

@@ -11,8 +11,8 @@
 
 pub mod call;
 
-use std::cell::OnceCell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use http::{request::Parts, Method};
@@ -43,30 +43,42 @@ fn is_argument(key: &str, value: &str) -> bool {
         && rowgate_query::parse::parse_query([(key, value)]).is_err()
 }
 
+/// The most arguments a call names: a PostgreSQL function takes at most 100 (`FUNC_MAX_ARGS`),
+/// so a call naming more fits none. Only that many names of a body are kept (a form of a
+/// million names would be a million of them), with a note that there were more.
+pub const MAX_ARGUMENTS: usize = 100;
+
 /// Name-value pairs as named arguments: a repeated name gives an array of its values (a
-/// `VARIADIC` parameter's), as PostgREST reads a query string or a form.
+/// `VARIADIC` parameter's), as PostgREST reads a query string or a form. The array is kept as
+/// its JSON text, written as the values come (not a string and its allocation per value).
 fn merged<K: AsRef<str>, V: AsRef<str>>(pairs: impl Iterator<Item = (K, V)>) -> Members {
-    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut values = Members::new();
     for (k, v) in pairs {
-        let v = v.as_ref().to_string();
+        let v = v.as_ref();
         match values.get_mut(k.as_ref()) {
-            Some(items) => items.push(v),
             None => {
-                values.insert(k.as_ref().to_string(), vec![v]);
+                values.insert(
+                    k.as_ref().to_string(),
+                    Member::Scalar(Json::String(v.to_string())),
+                );
+            }
+            Some(member) => {
+                // `[` and the values so far, the closing `]` dropped while more may come
+                let mut text = match std::mem::replace(member, Member::Scalar(Json::Null)) {
+                    Member::Scalar(first) => format!("[{first}"),
+                    Member::Nested(mut text) => {
+                        text.pop();
+                        text
+                    }
+                };
+                text.push(',');
+                text.push_str(&Json::from(v).to_string());
+                text.push(']');
+                *member = Member::Nested(text);
             }
         }
     }
     values
-        .into_iter()
-        .map(|(k, mut items)| {
-            let member = if items.len() == 1 {
-                Member::Scalar(Json::String(items.pop().unwrap_or_default()))
-            } else {
-                Member::Nested(Json::from(items).to_string())
-            };
-            (k, member)
-        })
-        .collect()
 }
 
 /// The arguments of a call, as sent.
@@ -108,6 +120,9 @@ pub struct BodyArguments {
     /// Whether the body is JSON that names no arguments (a scalar, an array that is not rows):
     /// it can only be a whole argument.
     whole: bool,
+    /// Whether it names more than [`MAX_ARGUMENTS`] arguments (those beyond are not kept): no
+    /// function takes them.
+    more: bool,
 }
 
 impl<'a> CallRequest<'a> {
@@ -152,9 +167,23 @@ impl<'a> CallRequest<'a> {
             Some((_, columns)) => Some(rowgate_query::parse::parse_columns(columns)?),
             None => None,
         };
+        // the first MAX_ARGUMENTS names are kept; one more says there are too many
+        let kept: RefCell<BTreeSet<String>> = RefCell::default();
+        let more = Cell::new(false);
         let wanted = |key: &str| match &columns {
             Some(columns) if !columns.iter().any(|c| c == key) => Wanted::Ignored,
-            _ => Wanted::Kept,
+            _ => {
+                let mut kept = kept.borrow_mut();
+                if kept.contains(key) {
+                    Wanted::Kept
+                } else if kept.len() < MAX_ARGUMENTS {
+                    kept.insert(key.to_string());
+                    Wanted::Kept
+                } else {
+                    more.set(true);
+                    Wanted::Ignored
+                }
+            }
         };
         let form = self.body_is(&["application/x-www-form-urlencoded"])
             && !matches!(self.body.trim_ascii_start().first(), Some(b'{' | b'['));
@@ -174,7 +203,19 @@ impl<'a> CallRequest<'a> {
                 Shape::Array { .. } | Shape::Other => (None, true),
             }
         };
-        Ok(BodyArguments { named, whole })
+        Ok(BodyArguments {
+            named,
+            whole,
+            more: more.get(),
+        })
+    }
+
+    /// Whether a POST's body names more arguments than a function takes ([`MAX_ARGUMENTS`]).
+    pub fn names_too_many(&self) -> Result<bool, ApiError> {
+        if self.read_only || self.raw_body_type().is_some() {
+            return Ok(false);
+        }
+        Ok(self.body_arguments()?.more)
     }
 
     /// Whether the body is JSON that names no arguments (a scalar, an array that is not rows).
