@@ -107,8 +107,10 @@ impl App {
         let duality = crate::duality::compile(&config.duality_views, &db.schema())?;
         let auth = Auth::new(&config)?;
         auth.refresh_clients(&db).await?;
-        for problem in auth.policy.problems(&db.schema()) {
-            tracing::warn!("grants: {problem}");
+        if crate::worker::warns_about_configuration() {
+            for problem in auth.policy.problems(&db.schema()) {
+                tracing::warn!("grants: {problem}");
+            }
         }
         let large_bodies = Arc::new(tokio::sync::Semaphore::new(
             config.limits.large_bodies.max(1),
@@ -300,7 +302,10 @@ impl App {
 /// SQLite's reader connections (off the async threads), or on a pooled PostgreSQL connection.
 pub async fn compile_resources(config: &Config, db: &Arc<Database>) -> anyhow::Result<Resources> {
     let compiled = compile_resources_on(config, db).await?;
-    if let Some(warning) = compiled.unreachable_warning() {
+    if let Some(warning) = compiled
+        .unreachable_warning()
+        .filter(|_| crate::worker::warns_about_configuration())
+    {
         tracing::warn!("{warning}");
     }
     Ok(compiled)

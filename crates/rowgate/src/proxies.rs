@@ -1,12 +1,13 @@
-//! Trusted proxies (`trusted_proxies`): the peers whose `X-Forwarded-For`, `X-Forwarded-Host`
-//! and `X-Forwarded-Proto` headers are believed. From any other peer these headers are the
+//! Trusted proxies (`trusted_proxies`): the peers whose forwarding headers are believed: RFC
+//! 7239's `Forwarded` (`for=`, `host=`, `proto=`) when a request carries one, else
+//! `X-Forwarded-For`, `X-Forwarded-Host` and `X-Forwarded-Proto`. From any other peer these headers are the
 //! client's own words and are ignored: a client could otherwise name any host for the links an
 //! answer carries (and poison a shared cache in front), or any address for the per-address
 //! limits. The list is empty by default: no peer is trusted.
 //!
 //! [`TrustedProxies::client_address`] is the one answer to "who is the client": the peer, or,
-//! for a request a trusted proxy passed on, the address `X-Forwarded-For` names last that is
-//! not itself a trusted proxy (each proxy appends the address it got the request from, so the
+//! for a request a trusted proxy passed on, the address the forwarding header names last that
+//! is not itself a trusted proxy (each proxy appends the address it got the request from, so the
 //! addresses left of an untrusted one are the client's say).
 
 use std::net::{IpAddr, SocketAddr};
@@ -15,6 +16,8 @@ use anyhow::Context as _;
 use http::HeaderMap;
 use ipnet::IpNet;
 
+/// RFC 7239's header: one element per proxy (`for=…;proto=…;host=…`), comma-separated.
+pub const FORWARDED: &str = "forwarded";
 /// The header a proxy appends the address it got the request from to.
 pub const FORWARDED_FOR: &str = "x-forwarded-for";
 /// The host the client asked a proxy for.
@@ -64,7 +67,8 @@ impl TrustedProxies {
     }
 
     /// The first value of the forwarding header `name` (`X-Forwarded-Host`, `-Proto`), when
-    /// `peer` is a trusted proxy that sent one; `None` from any other peer.
+    /// `peer` is a trusted proxy that sent one; `None` from any other peer. A request with a
+    /// `Forwarded` header is read by it alone: its first element's `host=` or `proto=`.
     pub fn forwarded<'h>(
         &self,
         peer: IpAddr,
@@ -73,6 +77,16 @@ impl TrustedProxies {
     ) -> Option<&'h str> {
         if !self.trusts(peer) {
             return None;
+        }
+        if headers.contains_key(FORWARDED) {
+            let parameter = match name {
+                FORWARDED_HOST => "host",
+                FORWARDED_PROTO => "proto",
+                _ => return None,
+            };
+            return forwarded_elements(headers)
+                .next()
+                .and_then(|element| element_parameter(element, parameter));
         }
         headers
             .get(name)?
@@ -93,12 +107,19 @@ impl TrustedProxies {
         if !self.trusts(client) {
             return client;
         }
-        let hops: Vec<&str> = headers
-            .get_all(FORWARDED_FOR)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .collect();
+        let hops: Vec<&str> = if headers.contains_key(FORWARDED) {
+            // an element without `for=` is a hop of unknown address: the walk ends there
+            forwarded_elements(headers)
+                .map(|element| element_parameter(element, "for").unwrap_or(""))
+                .collect()
+        } else {
+            headers
+                .get_all(FORWARDED_FOR)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .collect()
+        };
         for hop in hops.iter().rev() {
             let Some(address) = hop_address(hop) else {
                 break;
@@ -112,7 +133,33 @@ impl TrustedProxies {
     }
 }
 
-/// One `X-Forwarded-For` entry's address (`203.0.113.7`, `2001:db8::1`, with a port or in
+/// The elements of a request's `Forwarded` headers, in order: one per proxy.
+fn forwarded_elements(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+}
+
+/// The value of `name` (`for`, `host`, `proto`; any case) in a `Forwarded` element
+/// (`for=192.0.2.60;proto=https`), a quoted string unquoted; `None` when absent or empty.
+fn element_parameter<'e>(element: &'e str, name: &str) -> Option<&'e str> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        if !key.trim().eq_ignore_ascii_case(name) {
+            return None;
+        }
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value);
+        (!value.is_empty()).then_some(value)
+    })
+}
+
+/// One forwarded hop's address (an `X-Forwarded-For` entry or a `Forwarded` `for=` value) (`203.0.113.7`, `2001:db8::1`, with a port or in
 /// brackets as some proxies write it).
 fn hop_address(hop: &str) -> Option<IpAddr> {
     let hop = hop.trim();
@@ -183,6 +230,45 @@ mod tests {
             Some("https")
         );
         assert_eq!(p.forwarded(ip("203.0.113.9"), &h, FORWARDED_HOST), None);
+    }
+
+    #[test]
+    fn rfc_7239_forwarded_is_read_before_the_x_headers() {
+        let p = proxies(&["10.0.0.0/8"]);
+        let h = headers(&[
+            (
+                FORWARDED,
+                r#"for=1.1.1.1, For="[2001:db8:cafe::17]:4711";proto=https;host="api.example.com""#,
+            ),
+            (FORWARDED, "for=10.0.0.2;by=10.0.0.1"),
+            (FORWARDED_FOR, "198.51.100.5"),
+            (FORWARDED_HOST, "x.example"),
+        ]);
+        assert_eq!(
+            p.client_address(ip("10.0.0.1"), &h),
+            ip("2001:db8:cafe::17")
+        );
+        // the first element's host and proto (the client's own words, as the first proxy
+        // passed them on); none here
+        assert_eq!(p.forwarded(ip("10.0.0.1"), &h, FORWARDED_HOST), None);
+        let first = headers(&[(
+            FORWARDED,
+            "proto=https;host=api.example.com;for=203.0.113.9",
+        )]);
+        assert_eq!(
+            p.forwarded(ip("10.0.0.1"), &first, FORWARDED_HOST),
+            Some("api.example.com")
+        );
+        assert_eq!(
+            p.forwarded(ip("10.0.0.1"), &first, FORWARDED_PROTO),
+            Some("https")
+        );
+        assert_eq!(p.forwarded(ip("203.0.113.1"), &first, FORWARDED_HOST), None);
+        // an obfuscated or unknown hop ends the walk at the proxy that named it
+        let hidden = headers(&[(FORWARDED, "for=203.0.113.9, for=_hidden, for=10.0.0.3")]);
+        assert_eq!(p.client_address(ip("10.0.0.1"), &hidden), ip("10.0.0.3"));
+        // from an untrusted peer, nothing of it counts
+        assert_eq!(p.client_address(ip("198.51.100.1"), &h), ip("198.51.100.1"));
     }
 
     #[test]

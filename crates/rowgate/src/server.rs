@@ -402,12 +402,11 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     crate::db::request::take_time();
     let request_id = request_id::of(req.headers());
     let method = req.method().clone();
-    // the target is kept only for the access log's line
+    // the target and the client's address are kept only for the access log's line
     let target = app.access_log.as_ref().map(|_| {
-        req.uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string()
+        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let address = app.trusted_proxies.client_address(peer, req.headers());
+        (target.to_string(), address)
     });
     let mut routed = Routed::new(app.access_log.is_some());
     let head = req.method() == Method::HEAD;
@@ -462,7 +461,7 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
         db: database,
     };
     app.metrics.routes.record(&answered);
-    if let (Some(log), Some(target)) = (&app.access_log, &target) {
+    if let (Some(log), Some((target, address))) = (&app.access_log, &target) {
         log.log(&access::Entry {
             answered: &answered,
             request_id: request_id.to_str().unwrap_or(""),
@@ -470,6 +469,7 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
             role: routed.role.as_deref(),
             client: routed.client.as_deref(),
             peer,
+            address: *address,
         });
     }
     response

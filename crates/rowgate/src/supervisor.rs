@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use crate::worker::{
     Subject, CHANGED, DOWN_FD_ENV, GATHER_ASK, GATHER_EXPECT, GATHER_PART, GATHER_REPLY, GONE,
-    HELLO, READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
+    HELLO, QUIET_ENV, READY, RECYCLE, RELAY, RESTARTS, UP_FD_ENV, WORKER_ENV,
 };
 
 /// Longest pause before restarting a worker that keeps dying.
@@ -288,6 +288,9 @@ struct Supervisor {
     workers: HashMap<u32, Worker>,
     /// The current generation (one more per reload).
     generation: u64,
+    /// The generation whose first worker was started (it logs the configuration's warnings;
+    /// the others of its generation are quiet).
+    warned: Option<u64>,
     restarts: u64,
     last_exit: Option<String>,
     deaths: Deaths,
@@ -317,6 +320,7 @@ impl Supervisor {
             started: (Instant::now(), SystemTime::now()),
             workers: HashMap::new(),
             generation: 0,
+            warned: None,
             restarts: 0,
             last_exit: None,
             ever_ready: false,
@@ -349,6 +353,12 @@ impl Supervisor {
         if std::env::var_os(LEAN_ENV).is_some() {
             // the setting was the supervisor's own: workers keep the allocator's default
             command.env_remove(EAGER_COMMIT_ENV).env_remove(LEAN_ENV);
+        }
+        if self.warned == Some(self.generation) {
+            command.env(QUIET_ENV, "1");
+        } else {
+            self.warned = Some(self.generation);
+            command.env_remove(QUIET_ENV);
         }
         let raw = |fd: std::os::fd::RawFd| fd.to_string();
         let mut child = command

@@ -34,6 +34,16 @@ use crate::realtime::channels::Channels;
 /// Environment variable that marks a worker process and names its supervisor's pid.
 pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
 
+/// Environment variable set for every worker but the first of a generation: the warnings about
+/// the configuration (grants, resources) would be the same in each, so only that one logs them.
+pub const QUIET_ENV: &str = "ROWGATE_WORKER_QUIET";
+
+/// Whether this process logs the warnings about its configuration that every worker would
+/// repeat: a process alone, or the first worker of a generation.
+pub fn warns_about_configuration() -> bool {
+    std::env::var_os(QUIET_ENV).is_none()
+}
+
 /// Environment variable naming the worker's end of the pipe to the supervisor.
 pub(crate) const UP_FD_ENV: &str = "ROWGATE_UP_FD";
 

@@ -9,7 +9,7 @@
 
 mod common;
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What a raw exchange got: the responses' statuses, and whether the connection was closed.
@@ -820,8 +820,12 @@ async fn forwarded_headers_count_from_trusted_proxies_only() {
     assert!(!text.contains("evil.example"), "{text}");
     let own = format!("\"http://{}/ords/rowgate/team/", untrusted.addr);
     assert!(text.contains(&own), "{text}");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let log = logs.path().join("access.log");
     let trusted = TestServer::start_with(Backend::Sqlite, |c| {
         c.trusted_proxies = vec!["127.0.0.0/8".into()];
+        c.access_log.format = rowgate::config::AccessLogFormat::Json;
+        c.access_log.path = log.clone();
     })
     .await;
     let text = ords_page_forwarded(&trusted, None).await;
@@ -841,6 +845,58 @@ async fn forwarded_headers_count_from_trusted_proxies_only() {
     assert_eq!(metrics(&trusted, Some("203.0.113.7")).await, 401);
     // a forged address left of the one the proxy saw is not the client
     assert_eq!(metrics(&trusted, Some("127.0.0.1, 203.0.113.7")).await, 401);
+
+    // RFC 7239's `Forwarded`, when a request carries it, is read instead of the X- headers
+    let rfc = |s: &TestServer, path: &str, id: &str| {
+        s.client
+            .get(s.root_url(path))
+            .header("X-Request-Id", id)
+            .header(
+                "Forwarded",
+                r#"for="[2001:db8::7]:4711";proto=https;host=api.example.com"#,
+            )
+            .header("X-Forwarded-For", "127.0.0.1")
+            .header("X-Forwarded-Host", "evil.example")
+            .send()
+    };
+    let text = rfc(&trusted, "/ords/rowgate/team/?limit=1", "rfc-1")
+        .await
+        .expect("ords")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        text.contains("\"https://api.example.com/ords/rowgate/team/"),
+        "{text}"
+    );
+    let status = rfc(&trusted, "/metrics", "rfc-2").await.expect("metrics");
+    assert_eq!(status.status(), 401, "the client is 2001:db8::7, not local");
+    let text = rfc(&untrusted, "/ords/rowgate/team/?limit=1", "rfc-3")
+        .await
+        .expect("ords")
+        .text()
+        .await
+        .expect("text");
+    assert!(text.contains(&own), "{text}");
+    // the access log has the connection's peer and the client's address
+    let mut logged = None;
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        logged = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["request_id"] == "rfc-1");
+        if logged.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let logged = logged.expect("the request logged");
+    assert_eq!(
+        (&logged["peer"], &logged["address"]),
+        (&json!("127.0.0.1"), &json!("2001:db8::7")),
+        "{logged}"
+    );
 }
 
 /// A bad `trusted_proxies` entry is refused when the configuration loads.

@@ -688,6 +688,24 @@ fn start_up_warnings_are_logged_once() {
     let text = serve_logged(dir.path(), &["--db", "d.db", "--workers", "1"], || {});
     assert_eq!(text.matches("no [[grants]]").count(), 1, "{text}");
     assert_eq!(text.matches("with 1 worker(s)").count(), 1, "{text}");
+    // a warning each worker finds in the configuration is logged by one of them
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        "[[grants]]\nrole = \"anon\"\ntables = [\"team\", \"no_such_table\"]\nops = [\"select\"]\n",
+    )
+    .expect("config");
+    let text = serve_logged(
+        dir.path(),
+        &["--config", "rowgate.toml", "--db", "d.db", "--workers", "3"],
+        || {},
+    );
+    assert_eq!(text.matches("with 3 worker(s)").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("table \"no_such_table\" does not exist")
+            .count(),
+        1,
+        "{text}"
+    );
 }
 
 /// `rowgate serve ARGS` in `dir` with its log (info, colour allowed) in a file: once it answers

@@ -1,5 +1,5 @@
 //! The access log (`[access_log]`): one line per answered request, as JSON or logfmt, with its
-//! time, request id, method, path, status, duration, bytes, role, client id, route and peer.
+//! time, request id, method, path, status, duration, bytes, role, client id, route, peer and address.
 //!
 //! Lines go to a thread of their own through a bounded queue and are written in batches (one
 //! `write` for all the lines waiting), so a slow disk or pipe never holds up a request; when
@@ -61,8 +61,10 @@ pub struct Entry<'a> {
     pub role: Option<&'a str>,
     /// The OAuth client of its token, if one of this server's.
     pub client: Option<&'a str>,
-    /// The client's address.
+    /// The connection's peer.
     pub peer: IpAddr,
+    /// The client's address: the peer, or the address a trusted proxy forwards for.
+    pub address: IpAddr,
 }
 
 /// The access log of one worker.
@@ -233,6 +235,7 @@ fn json_line(e: &Entry<'_>) -> String {
         "route": a.route.kind.label(),
         "name": (!a.route.name.is_empty()).then_some(a.route.name.as_str()),
         "peer": e.peer.to_string(),
+        "address": e.address.to_string(),
     })
     .to_string();
     line.push('\n');
@@ -287,6 +290,7 @@ fn logfmt_line(e: &Entry<'_>) -> String {
     field("route", a.route.kind.label());
     field("name", &a.route.name);
     field("peer", &e.peer.to_string());
+    field("address", &e.address.to_string());
     out.push('\n');
     out
 }
@@ -338,15 +342,17 @@ mod tests {
             role: Some("anon"),
             client: None,
             peer: IpAddr::from([127, 0, 0, 1]),
+            address: IpAddr::from([203, 0, 113, 7]),
         };
         let json: serde_json::Value = serde_json::from_str(&json_line(&entry)).expect("json");
         assert_eq!(json["path"], "/api/team?name=eq.a b&token=REDACTED");
         assert_eq!(json["duration_ms"], 1.5);
         assert_eq!(json["client"], serde_json::Value::Null);
         assert_eq!(json["name"], "team");
+        assert_eq!(json["address"], "203.0.113.7");
         let line = logfmt_line(&entry);
         assert!(
-            line.contains(" path=\"/api/team?name=eq.a b&token=REDACTED\" status=200 duration_ms=1.5 bytes=42 role=anon client=\"\" route=table name=team peer=127.0.0.1\n"),
+            line.contains(" path=\"/api/team?name=eq.a b&token=REDACTED\" status=200 duration_ms=1.5 bytes=42 role=anon client=\"\" route=table name=team peer=127.0.0.1 address=203.0.113.7\n"),
             "{line}"
         );
         assert!(line.starts_with("time=20"), "{line}");
