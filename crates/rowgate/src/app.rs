@@ -75,17 +75,21 @@ impl App {
         &'a self,
         schema: &'a crate::schema::SchemaCache,
         principal: &'a crate::auth::Principal,
-    ) -> crate::api::plan::Context<'a> {
-        crate::api::plan::Context {
-            schema,
+    ) -> crate::engine::Context<'a> {
+        self.engine().context(schema, principal)
+    }
+
+    /// The engine every front end runs its requests through, over this state.
+    pub fn engine(&self) -> crate::engine::Engine<'_> {
+        crate::engine::Engine {
+            db: &self.db,
             policy: &self.auth.policy,
-            principal,
-            dialect: self.db.dialect(),
             rest: &self.config.rest,
             limits: &self.config.limits,
             duality: &self.duality,
             app_settings: &self.config.db.settings,
             pre_request: self.pre_request.as_deref(),
+            extra_search_path: &self.config.db.extra_search_path,
         }
     }
 

@@ -9,7 +9,7 @@ use rowgate_query::Value;
 
 use sha2::{Digest, Sha256};
 
-use crate::db::error::{DbError, Kind};
+use crate::error::database::{DbError, Kind};
 use crate::schema::JsonKind;
 
 /// Whether a job only reads (any reader connection) or writes (the writer's transaction,

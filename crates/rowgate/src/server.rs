@@ -547,7 +547,7 @@ async fn api_route(
     parts: &http::request::Parts,
     body: impl RequestBody,
     principal: &auth::Principal,
-    timing: &mut api::timing::Timing,
+    timing: &mut crate::engine::timing::Timing,
 ) -> Result<Reply, ApiError> {
     let ApiUrl {
         route,
@@ -764,7 +764,7 @@ async fn route(
         }
         Route::OpenApi | Route::Table | Route::Item | Route::Rpc => {
             // the API's routes, in stages timed for `Server-Timing` (`rest.server_timing`)
-            let mut timing = api::timing::Timing::start(app.config.rest.server_timing);
+            let mut timing = crate::engine::timing::Timing::start(app.config.rest.server_timing);
             let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
             routed.acting(&principal);
             timing.mark("jwt");
@@ -849,7 +849,7 @@ async fn route(
         Route::Token => {
             let body = api::request::read_body(&app.config.limits, &parts, body).await?;
             let client = app.trusted_proxies.client_address(peer, &parts.headers);
-            Ok(Box::pin(auth::endpoint::handle(
+            Ok(Box::pin(crate::token_endpoint::handle(
                 &app.auth, &app.db, &parts, &body, client,
             ))
             .await)

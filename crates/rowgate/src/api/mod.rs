@@ -19,7 +19,6 @@ pub mod plan;
 pub mod request;
 pub mod respond;
 pub mod rows;
-pub mod timing;
 
 use bytes::Bytes;
 use http::{request::Parts, Method};
@@ -27,11 +26,12 @@ use rowgate_query::ast::QualifiedName;
 
 use crate::app::{App, LARGE_BODY};
 use crate::auth::Principal;
-use crate::error::{ApiError, ErrorCode};
+use crate::engine::timing::Timing;
+use crate::engine::{Executed, Planned, Planning};
+use crate::error::ApiError;
 pub use request::if_none_match;
 use request::ApiRequest;
 use respond::Reply;
-use timing::Timing;
 
 /// What the URL names: a table (or view) and, for item URLs, the key segment.
 pub struct Target<'a> {
@@ -41,13 +41,13 @@ pub struct Target<'a> {
     pub key: Option<&'a str>,
 }
 
-/// Serves one table/view request for `principal`. A statement that meets a table or column the
-/// schema cache still lists but the database no longer has (a DDL change not yet picked up)
-/// failed before it changed anything: the schema is reloaded and the request planned and run
-/// again, so it is answered as if the cache had been current (404 `PGRST205`, 400 `PGRST204`,
-/// or the rows), never with a stale plan's error. A body over [`LARGE_BODY`] is not kept for a
-/// second attempt (an insert drops it once its rows are planned, so that it is not held beside
-/// them): such a request answers 503 `PGRST002`, to be retried.
+/// Serves one table/view request for `principal`: parsed and planned here, executed by the
+/// engine ([`crate::engine::Engine::execute`]: settings, `db.pre_request`, the transaction, and
+/// one more plan after a schema change the cache had not seen, so that such a request is
+/// answered as if the cache had been current: 404 `PGRST205`, 400 `PGRST204`, or the rows). A
+/// body over [`LARGE_BODY`] is not kept for a second plan (an insert drops it once its rows are
+/// planned, so that it is not held beside them): such a request answers 503 `PGRST002`, to be
+/// retried.
 pub async fn handle(
     app: &App,
     parts: &Parts,
@@ -56,42 +56,79 @@ pub async fn handle(
     principal: &Principal,
     timing: &mut Timing,
 ) -> Result<Reply, ApiError> {
-    let kept = (body.len() <= LARGE_BODY).then(|| body.clone());
-    let first = handle_once(app, parts, body, &target, principal, timing).await;
-    let reply = match (first, kept) {
-        (Err(e), kept) if e.code == ErrorCode::SchemaChanged => {
-            app.db.reload_schema().await?;
-            match kept {
-                Some(body) => {
-                    match handle_once(app, parts, body, &target, principal, timing).await {
-                        // still missing with a current cache: the name is the request's own
-                        // (or a function's it called), not a stale plan's
-                        Err(mut again) if again.code == ErrorCode::SchemaChanged => {
-                            Err(again.take_if_current().unwrap_or(e))
-                        }
-                        answer => answer,
-                    }
-                }
-                None => Err(e),
-            }
-        }
-        (answer, _) => answer,
-    }?;
-    Ok(reply)
+    let again = body.len() <= LARGE_BODY;
+    let mut body = Some(body);
+    let engine = app.engine();
+    let request = request::engine_request(parts, principal);
+    let executed = engine
+        .execute(
+            &request,
+            |planning, timing| {
+                let body = if again { body.clone() } else { body.take() };
+                plan_stages(
+                    app,
+                    parts,
+                    body.unwrap_or_default(),
+                    &target,
+                    planning,
+                    timing,
+                )
+                .map(|mut planned| {
+                    planned.again = again;
+                    planned
+                })
+            },
+            timing,
+        )
+        .await?;
+    let Executed {
+        answer:
+            TablePlan {
+                request,
+                answer,
+                cacheable,
+                location,
+            },
+        mut outcome,
+        profile,
+        ..
+    } = executed;
+    let response = std::mem::take(&mut outcome.response);
+    let reply = respond::answer(&request, answer, outcome)
+        .and_then(|r| r.with_settings(&response))
+        .map(|r| match location {
+            Some(url) => r.header(http::header::CONTENT_LOCATION, url),
+            None => r,
+        })
+        .map(|r| r.nulls_stripped_if(&request).profile(profile))
+        .map(|r| if cacheable { r.cacheable() } else { r });
+    timing.mark("response");
+    reply
 }
 
-/// The stages, once.
-async fn handle_once(
+/// What a table request's plan answers with.
+struct TablePlan<'p> {
+    /// The request, as parsed.
+    request: ApiRequest<'p>,
+    /// How its outcome answers.
+    answer: respond::Answer,
+    /// Whether the answer may be kept until the next commit.
+    cacheable: bool,
+    /// A collection's `Content-Location`.
+    location: Option<String>,
+}
+
+/// The `parse` and `plan` stages of a table request, at one attempt.
+fn plan_stages<'p>(
     app: &App,
-    parts: &Parts,
+    parts: &'p Parts,
     body: Bytes,
-    target: &Target<'_>,
-    principal: &Principal,
+    target: &Target<'p>,
+    planning: &Planning<'_>,
     timing: &mut Timing,
-) -> Result<Reply, ApiError> {
-    let cache = app.db.schema();
-    let schema = cache.profile(request::profile(parts))?;
-    let context = app.plan_context(schema, principal);
+) -> Result<Planned<TablePlan<'p>>, ApiError> {
+    let context = &planning.cx;
+    let schema = context.schema;
     let read = matches!(parts.method, Method::GET | Method::HEAD);
     // an execution plan instead of the rows (PostgreSQL, `rest.plan`)
     let explain = explain::allowed(app, parts, context.dialect)?;
@@ -111,12 +148,10 @@ async fn handle_once(
     )?;
     request.prefer.settle_tx(app.config.rest.tx_end);
     timing.mark("parse");
-    let (mut settings, profile) =
-        request::profile_settings(&cache, schema, &app.config.db.extra_search_path);
     if let Some(table) = schema.table(target.table) {
         request.prefer.settle_resolution(table, &request.query);
     }
-    let mut plan = action_plan::plan(&request, &context)?;
+    let mut plan = action_plan::plan(&request, context)?;
     let mut calls_a_function = false;
     if let (Some(handler), Some(table)) = (handler, schema.table(target.table)) {
         let row_type = QualifiedName {
@@ -133,24 +168,9 @@ async fn handle_once(
             plan.answer = respond::Answer::Plan { content_type };
         }
     }
-    settings.extend(request.prefer.settings(context.dialect));
+    let settings = request.prefer.settings(context.dialect);
     let writes_in_postgres =
         plan.job.access == crate::job::Access::Write && context.dialect.has_schemas();
-    // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
-    // `request.headers`, …, and `db.settings`) as they do under PostgREST, and so may
-    // `db.pre_request`'s function, called after them
-    plan::start_steps(
-        &context,
-        parts,
-        settings,
-        writes_in_postgres || calls_a_function,
-        &mut plan.job.steps,
-    );
-    // a write's triggers (and the pre-request function) may set the answer's headers and
-    // status (PostgREST's settings)
-    if writes_in_postgres || context.pre_request.is_some() {
-        plan.job.steps.push(crate::job::Step::ResponseSettings);
-    }
     if request.nulls_stripped {
         plan.job.strip_nulls();
     }
@@ -166,22 +186,25 @@ async fn handle_once(
             plan.job.statements().map(|sql| sql.text.as_str()),
             context.dialect,
         );
-    timing.mark("plan");
-    let mut outcome = app.db.run(plan.job).await?;
-    timing.mark("transaction");
-    let response = std::mem::take(&mut outcome.response);
     // a collection's rows are at the request's URL, its parameters sorted (PostgREST's)
     let location = (read && target.key.is_none() && explain.is_none()).then(|| {
         respond::content_location(&app.config.rest.prefix, target.table, parts.uri.query())
     });
-    let reply = respond::answer(&request, plan.answer, outcome)
-        .and_then(|r| r.with_settings(&response))
-        .map(|r| match location {
-            Some(url) => r.header(http::header::CONTENT_LOCATION, url),
-            None => r,
-        })
-        .map(|r| r.nulls_stripped_if(&request).profile(profile))
-        .map(|r| if cacheable { r.cacheable() } else { r });
-    timing.mark("response");
-    reply
+    Ok(Planned {
+        job: plan.job,
+        answer: TablePlan {
+            request,
+            answer: plan.answer,
+            cacheable,
+            location,
+        },
+        settings,
+        // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
+        // `request.headers`, …, and `db.settings`) as they do under PostgREST, and so may
+        // `db.pre_request`'s function, called after them
+        reads_request: writes_in_postgres || calls_a_function,
+        // a write's triggers may set the answer's headers and status (PostgREST's settings)
+        sets_response: writes_in_postgres,
+        again: true,
+    })
 }

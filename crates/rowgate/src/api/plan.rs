@@ -13,14 +13,13 @@ use rowgate_query::{
     path_key, Aggregate, AggregateFunction, Condition, Embed, IsValue, JsonStep, Operand, Operator,
     OrderTerm, Predicate, Query, SelectItem, Value,
 };
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::body::{Member, Members, Shape};
 use super::request::{ItemRange, Prefer, Resolution};
 pub use super::rows::json_value;
 use super::rows::{BodyCell, RowSink};
-use crate::auth::policy::{Op, Policy};
-use crate::auth::Principal;
+use crate::auth::policy::Op;
 use crate::config::RestConfig;
 use crate::error::{ApiError, ErrorCode};
 pub use crate::job::OutputShape;
@@ -49,121 +48,7 @@ pub struct ReadPlan<'q> {
     pub presence: Vec<(String, bool)>,
 }
 
-/// What the plan stage needs besides the request.
-pub struct Context<'a> {
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// The grants.
-    pub policy: &'a Policy,
-    /// Who asks.
-    pub principal: &'a Principal,
-    /// The database's dialect.
-    pub dialect: &'a dyn Dialect,
-    /// `[rest]` settings.
-    pub rest: &'a RestConfig,
-    /// `[limits]` settings.
-    pub limits: &'a crate::config::LimitsConfig,
-    /// The duality views, served like tables.
-    pub duality: &'a crate::duality::DualityViews,
-    /// `db.settings`: a function call's transaction starts with them.
-    pub app_settings: &'a std::collections::BTreeMap<String, String>,
-    /// `db.pre_request`'s call, which every API request's transaction makes after its
-    /// settings.
-    pub pre_request: Option<&'a str>,
-}
-
-impl Context<'_> {
-    /// Whether the principal may call the database function `name` (a computed column or
-    /// relationship is one).
-    pub fn may_call(&self, name: &str) -> bool {
-        self.policy
-            .authorize(
-                self.principal,
-                crate::auth::policy::Subject::Function { name },
-            )
-            .is_ok()
-    }
-}
-
-/// The request as PostgREST hands it to the functions a request calls: the token's claims
-/// (and the role) in `request.jwt.claims`, `request.method`, `request.path`,
-/// `request.headers` and `request.cookies` (JSON objects keyed by lower-case names).
-pub fn request_settings(
-    parts: &http::request::Parts,
-    principal: &Principal,
-) -> Vec<(&'static str, String)> {
-    let mut claims = (*principal.claims).clone();
-    claims
-        .entry("role")
-        .or_insert_with(|| Json::String(principal.role.clone()));
-    let mut headers = Map::new();
-    let mut cookies = Map::new();
-    for (name, value) in &parts.headers {
-        let Ok(value) = value.to_str() else {
-            continue;
-        };
-        if name == http::header::COOKIE {
-            for pair in value.split(';') {
-                if let Some((k, v)) = pair.trim().split_once('=') {
-                    cookies.insert(k.to_string(), Json::String(v.to_string()));
-                }
-            }
-        }
-        headers.insert(name.as_str().to_string(), Json::String(value.to_string()));
-    }
-    vec![
-        ("request.jwt.claims", Json::Object(claims).to_string()),
-        ("request.method", parts.method.to_string()),
-        ("request.path", parts.uri.path().to_string()),
-        ("request.headers", Json::Object(headers).to_string()),
-        ("request.cookies", Json::Object(cookies).to_string()),
-    ]
-}
-
-/// The settings a request's transaction starts with, in one statement, and `db.pre_request`'s
-/// call after them: put at the start of `steps` (the request's settings, and `db.settings`
-/// (PostgREST's `app.settings.*`), only where a function may read them: `with_request`, or any
-/// request when there is a pre-request call).
-pub fn start_steps<'a>(
-    cx: &Context<'a>,
-    parts: &http::request::Parts,
-    mut settings: Vec<(&'a str, String)>,
-    with_request: bool,
-    steps: &mut Vec<crate::job::Step>,
-) {
-    if with_request || cx.pre_request.is_some() {
-        settings.extend(request_settings(parts, cx.principal));
-        settings.extend(cx.app_settings.iter().map(|(k, v)| (k.as_str(), v.clone())));
-    }
-    let mut first: Vec<crate::job::Step> = Vec::new();
-    first.extend(self::settings(cx.dialect, &settings));
-    if let Some(call) = cx.pre_request {
-        first.push(crate::job::Step::Setting(rowgate_query::stmt::Sql {
-            text: call.to_string(),
-            params: Vec::new(),
-        }));
-    }
-    steps.splice(0..0, first);
-}
-
-/// `SELECT set_config(name, value, true), …`: settings for the job's transaction (names and
-/// values bound), run first and counting nothing; `None` for no settings.
-pub fn settings(d: &dyn Dialect, pairs: &[(&str, String)]) -> Option<crate::job::Step> {
-    if pairs.is_empty() {
-        return None;
-    }
-    let mut sql = rowgate_query::stmt::Sql::default();
-    let calls: Vec<String> = pairs
-        .iter()
-        .map(|(name, value)| {
-            let name = rowgate_query::render::bind(d, &mut sql, Value::Text(name.to_string()));
-            let value = rowgate_query::render::bind(d, &mut sql, Value::Text(value.clone()));
-            format!("set_config({name}, {value}, true)")
-        })
-        .collect();
-    sql.text = format!("SELECT {}", calls.join(", "));
-    Some(crate::job::Step::Setting(sql))
-}
+pub use crate::engine::Context;
 
 /// Finds a table or view, or answers 404 naming it.
 pub fn table<'a>(schema: &'a SchemaCache, name: &str) -> Result<&'a Table, ApiError> {

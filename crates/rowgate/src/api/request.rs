@@ -254,7 +254,7 @@ pub struct Prefer {
 }
 
 impl Prefer {
-    /// The transaction settings the preferences ask for, for [`crate::api::plan::settings`]:
+    /// The transaction settings the preferences ask for, for [`crate::engine::transaction::settings`]:
     /// the time zone, where the database has one (on SQLite `timezone=` is neither honoured nor
     /// listed as applied).
     pub fn settings(
@@ -413,40 +413,6 @@ pub fn profile(parts: &http::request::Parts) -> Option<&str> {
         "content-profile"
     };
     parts.headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// The settings and header of a request answered from `schema`'s profile `name` where there
-/// are several: the search path led by it, then `extra_search_path` (PostgREST's), and
-/// `Content-Profile` naming it.
-pub fn profile_settings(
-    cache: &crate::schema::SchemaCache,
-    chosen: &crate::schema::SchemaCache,
-    extra_search_path: &str,
-) -> (Vec<(&'static str, String)>, Option<String>) {
-    if cache.profiles.len() < 2 {
-        return (Vec::new(), None);
-    }
-    let name = cache
-        .others
-        .iter()
-        .find(|(_, c)| std::ptr::eq(c.as_ref(), chosen))
-        .map_or(cache.profiles[0].clone(), |(n, _)| n.clone());
-    let settings = if std::ptr::eq(cache, chosen) {
-        Vec::new()
-    } else {
-        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
-        let path: Vec<String> = std::iter::once(name.as_str())
-            .chain(
-                extra_search_path
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty() && *s != name),
-            )
-            .map(quote)
-            .collect();
-        vec![("search_path", path.join(", "))]
-    };
-    (settings, Some(name))
 }
 
 /// Whether `Accept` asks for `media` before anything else the answer could be: `media` itself
@@ -817,6 +783,39 @@ async fn collect<B: RequestBody>(
 /// Whether the method reads.
 pub fn is_read(method: &Method) -> bool {
     method == Method::GET || method == Method::HEAD
+}
+
+/// What the engine takes of a PostgREST request (`/api`, RPC) by `principal`: its head as the
+/// facts the database may be told, and the schema profile its `Accept-Profile` or
+/// `Content-Profile` names.
+pub fn engine_request<'r>(
+    parts: &'r http::request::Parts,
+    principal: &'r crate::auth::Principal,
+) -> crate::engine::Request<'r> {
+    crate::engine::Request {
+        principal,
+        facts: parts,
+        profile: profile(parts),
+    }
+}
+
+/// An HTTP request's head is what the database is told about it (`request.method`, …).
+impl crate::engine::facts::RequestFacts for http::request::Parts {
+    fn method(&self) -> &str {
+        self.method.as_str()
+    }
+
+    fn path(&self) -> &str {
+        self.uri.path()
+    }
+
+    fn each_header(&self, visit: &mut dyn FnMut(&str, &str)) {
+        for (name, value) in &self.headers {
+            if let Ok(value) = value.to_str() {
+                visit(name.as_str(), value);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! checked by [`token`] in memory: a bad token never takes a database connection.
 
 pub mod clients;
-pub mod endpoint;
 pub mod policy;
 pub mod secret;
 pub mod token;

@@ -23,7 +23,7 @@ use rowgate_query::stmt::Sql;
 use rusqlite::Connection;
 use serde_json::{Map, Value as Json};
 
-use super::error::DbError;
+use crate::error::database::DbError;
 
 /// The change log realtime's capture triggers write.
 pub const CHANGE_LOG: &str = "_rowgate_changes";

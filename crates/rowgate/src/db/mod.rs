@@ -2,7 +2,6 @@
 //! schema cache, health checks and reloads go through here too. SQLite (bundled) and
 //! PostgreSQL run the same jobs, each with its own interpreter.
 
-pub mod error;
 pub mod kept_counts;
 pub mod postgres;
 pub mod postgres_connect;
@@ -20,9 +19,9 @@ use std::sync::Arc;
 
 use rowgate_query::render::{Dialect, Postgres as PostgresDialect, Sqlite as SqliteDialect};
 
+pub use crate::error::database::{DbError, Kind as DbErrorKind};
 use crate::job::{Job, Output};
 use crate::schema::SchemaCache;
-pub use error::{DbError, Kind as DbErrorKind};
 pub use postgres::{PgOptions, Postgres};
 pub(crate) use sqlite::register_regexp;
 pub use sqlite::{in_read_transaction, DbOptions, Sqlite};

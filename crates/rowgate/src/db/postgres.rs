@@ -20,11 +20,11 @@ use rowgate_query::Value;
 use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
-use super::error::DbError;
 use super::postgres_connect;
 use super::replicas::{Lsn, Replicas};
 use super::request;
 use super::tally::Tally;
+use crate::error::database::DbError;
 use crate::job::{Access, Format, Job, Output, OutputShape, Step};
 use crate::schema::SchemaCache;
 
@@ -477,7 +477,7 @@ impl Postgres {
                         // the replica went away, or cancelled the read for a conflict with
                         // its recovery: the primary answers
                         Err(e)
-                            if e.kind == super::error::Kind::Unavailable
+                            if e.kind == crate::error::database::Kind::Unavailable
                                 || e.sqlstate.as_deref() == Some("40001") =>
                         {
                             replica.failed();

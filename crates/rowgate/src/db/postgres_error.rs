@@ -3,7 +3,7 @@
 //! through with its SQLSTATE, message, detail and hint, as PostgREST passes it. `?` on a
 //! `tokio_postgres::Error` gives a [`DbError`].
 
-use super::error::{DbError, Kind};
+use crate::error::database::{DbError, Kind};
 
 impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> Self {

@@ -15,11 +15,11 @@ use arc_swap::ArcSwap;
 use rusqlite::{functions::FunctionFlags, Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-use super::error::DbError;
 use super::kept_counts::KeptCounts;
 use super::sqlite_error::REGEX_ERROR_PREFIX;
 use super::sqlite_job::run_job;
 use super::waits::ReadWaits;
+use crate::error::database::DbError;
 use crate::job::{Access, Job, Output};
 use crate::schema::SchemaCache;
 

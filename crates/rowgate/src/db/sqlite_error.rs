@@ -5,7 +5,7 @@
 
 use rusqlite::{ffi, ErrorCode as SqliteCode};
 
-use super::error::{DbError, Kind};
+use crate::error::database::{DbError, Kind};
 
 /// Starts the message of every error raised by `regexp()`, so it can be recognised.
 pub(crate) const REGEX_ERROR_PREFIX: &str = "invalid regular expression: ";

@@ -9,9 +9,9 @@ use rowgate_query::Value;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
-use super::error::{DbError, Kind};
 use super::kept_counts::KeptCounts;
 use super::tally::Tally;
+use crate::error::database::{DbError, Kind};
 pub use crate::job::Format;
 use crate::job::{Job, Output, OutputShape, Step};
 use crate::schema::JsonKind;

@@ -2,7 +2,7 @@
 //! value, the rows returned) and how a job ends: its checks, then the [`Output`]. The SQLite
 //! and PostgreSQL interpreters differ in how they run a statement, not in what they count.
 
-use super::error::DbError;
+use crate::error::database::DbError;
 use crate::job::{Access, Job, Output, ResponseSettings};
 
 /// The running totals of one job.

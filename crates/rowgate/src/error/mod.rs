@@ -8,7 +8,9 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 use serde::Serialize;
 
-use crate::db::error::{DbError, Kind};
+pub mod database;
+
+use database::{DbError, Kind};
 
 pub mod raised;
 

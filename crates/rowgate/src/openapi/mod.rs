@@ -8,13 +8,13 @@ use serde_json::{json, Map, Value};
 
 use crate::api::request::{negotiate, MediaType};
 use crate::api::respond::Reply;
-use crate::api::timing::Timing;
 use crate::app::App;
 use crate::auth::policy::{Grant, Op, Policy};
 use crate::auth::Principal;
+use crate::config::resources::{ParamType, Shape, Source};
 use crate::duality::DualityViews;
+use crate::engine::timing::Timing;
 use crate::error::ApiError;
-use crate::resources::declare::{ParamType, Shape, Source};
 use crate::resources::{Param, Resource, Resources};
 use crate::schema::functions::{Function, Returns};
 use crate::schema::{SchemaCache, Table};
@@ -39,7 +39,7 @@ pub fn reply(
     let profile = headers.get("accept-profile").and_then(|v| v.to_str().ok());
     let schema = cache.profile(profile)?;
     // the profile it describes, named where there are several (as PostgREST's root)
-    let (_, named) = crate::api::request::profile_settings(&cache, schema, "");
+    let (_, named) = crate::engine::transaction::profile_settings(&cache, schema, "");
     timing.mark("parse");
     // built from the schema cache: no database transaction
     let doc = document(

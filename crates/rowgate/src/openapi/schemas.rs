@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::resources::declare::ParamType;
+use crate::config::resources::ParamType;
 use crate::resources::params::Range;
 use crate::schema::input::InputType;
 use crate::schema::relationships;

@@ -13,7 +13,6 @@ use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use rowgate_query::Query;
 
-use crate::api::action_plan;
 use crate::api::request::{Action, ApiRequest, MediaType, Prefer};
 use crate::api::respond::Reply;
 use crate::app::App;
@@ -107,7 +106,7 @@ pub async fn load(
         }
         if batch.len() == batch_rows || (at_end && !batch.is_empty()) {
             let rows = batch.len();
-            match insert(app, principal, object, std::mem::take(&mut batch)).await {
+            match insert(app, parts, principal, object, std::mem::take(&mut batch)).await {
                 Ok(()) => report.processed += rows,
                 Err(e) => {
                     report.failed(report.processed + 1, rows, &e);
@@ -144,9 +143,11 @@ fn object_of(columns: &[String], record: &csv::StringRecord) -> serde_json::Valu
     serde_json::Value::Object(row)
 }
 
-/// Inserts one batch in one job, planned as a JSON POST of its rows.
+/// Inserts one batch in one job, planned as a JSON POST of its rows, executed by the engine as
+/// the load's request (`db.pre_request` and `request.*` as for any other).
 async fn insert(
     app: &App,
+    facts: &Parts,
     principal: &Principal,
     object: &str,
     rows: Vec<serde_json::Value>,
@@ -169,10 +170,19 @@ async fn insert(
         headers: &headers,
         body: Bytes::from(body),
     };
-    let schema = app.db.schema();
-    let cx = app.plan_context(&schema, principal);
-    let plan = action_plan::plan(&request, &cx)?;
-    app.db.run(plan.job).await?;
+    let asked = crate::engine::Request {
+        principal,
+        facts,
+        profile: None,
+    };
+    let mut timing = crate::engine::timing::Timing::start(false);
+    app.engine()
+        .execute(
+            &asked,
+            |planning, _| super::plan_table(&request, planning),
+            &mut timing,
+        )
+        .await?;
     Ok(())
 }
 

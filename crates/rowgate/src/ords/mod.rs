@@ -146,7 +146,7 @@ async fn serve(
         Target::Token => {
             let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
             let client = app.trusted_proxies.client_address(peer, &parts.headers);
-            Ok(crate::auth::endpoint::handle(&app.auth, &app.db, parts, &body, client).await)
+            Ok(crate::token_endpoint::handle(&app.auth, &app.db, parts, &body, client).await)
         }
         Target::Catalog { object, item } => {
             if parts.method != http::Method::GET && parts.method != http::Method::HEAD {
@@ -226,10 +226,6 @@ async fn answer(
         return batchload::load(app, parts, &principal, &object, &bytes).await;
     }
     let mut request = request::parse(app, parts, peer, &object, key, bytes)?;
-    let schema = app.db.schema();
-    let cx = app.plan_context(&schema, &principal);
-    // (a PUT's plan counts the row it overwrites: ORDS answers one that inserted with 201)
-    let plan = action_plan::plan(&request.api, &cx)?;
     // _metadata.asof: the last change this worker had seen before the read began; the read's
     // snapshot, taken after, reflects every change up to it (no statement needed)
     request.asof = app
@@ -237,8 +233,42 @@ async fn answer(
         .as_ref()
         .filter(|_| app.duality.get(&object).is_some())
         .map(|r| r.hub.last());
-    let outcome = app.db.run(plan.job).await?;
-    respond::answer(app, &request, &plan.answer, outcome, &schema)
+    let asked = crate::engine::Request {
+        principal: &principal,
+        facts: parts,
+        profile: None,
+    };
+    let mut timing = crate::engine::timing::Timing::start(false);
+    let executed = app
+        .engine()
+        .execute(
+            &asked,
+            |planning, _| plan_table(&request.api, planning),
+            &mut timing,
+        )
+        .await?;
+    respond::answer(
+        app,
+        &request,
+        &executed.answer,
+        executed.outcome,
+        &executed.cache,
+    )
+}
+
+/// The plan of a table, view or duality view request, as `/api` plans it (a PUT's plan counts
+/// the row it overwrites: ORDS answers one that inserted with 201). A write's triggers on
+/// PostgreSQL may read the request's settings, as under `/api`.
+pub fn plan_table(
+    request: &crate::api::request::ApiRequest<'_>,
+    planning: &crate::engine::Planning<'_>,
+) -> Result<crate::engine::Planned<crate::api::respond::Answer>, ApiError> {
+    let plan = action_plan::plan(request, &planning.cx)?;
+    let writes_in_postgres =
+        plan.job.access == crate::job::Access::Write && planning.cx.dialect.has_schemas();
+    let mut planned = crate::engine::Planned::new(plan.job, plan.answer);
+    planned.reads_request = writes_in_postgres;
+    Ok(planned)
 }
 
 /// The table, view or duality view an ORDS object alias names (its name, whatever the case).

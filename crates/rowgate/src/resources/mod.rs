@@ -7,7 +7,6 @@
 //! check` and start-up, never a request. [`serve::handle`] serves a request; the compiled set is swapped
 //! whole on SIGHUP (see [`crate::app::App::reload_resources`]).
 
-pub mod declare;
 pub mod params;
 pub mod serve;
 pub mod sql;
@@ -20,8 +19,8 @@ use http::{HeaderValue, Method};
 use rowgate_query::Value;
 use rusqlite::Connection;
 
+use crate::config::resources::{OneOrMany, ParamType, ResourceConfig, ResourceFile, Shape, Source};
 use crate::config::Config;
-use declare::{OneOrMany, ParamType, ResourceConfig, ResourceFile, Shape, Source};
 use params::Raw;
 
 /// Most template instructions one rendering may run (bounds runaway templates).

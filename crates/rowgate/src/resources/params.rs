@@ -4,7 +4,7 @@
 
 use rowgate_query::Value;
 
-use super::declare::ParamType;
+use crate::config::resources::ParamType;
 
 /// A value as it arrived.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use http::{header, request::Parts, Method, StatusCode};
 use rowgate_query::Value;
 
-use super::declare::{Shape, Source};
 use super::params::{self, Raw};
 use super::{template_error, Resource, Resources};
 use crate::api::body::{read_one_object, Member, Members, Wanted};
@@ -15,6 +14,7 @@ use crate::api::respond::{tagged, Reply};
 use crate::app::App;
 use crate::auth::policy::denied;
 use crate::auth::Principal;
+use crate::config::resources::{Shape, Source};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output, Step};
 

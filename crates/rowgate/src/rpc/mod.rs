@@ -11,7 +11,7 @@
 
 pub mod call;
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
@@ -21,9 +21,10 @@ use serde_json::Value as Json;
 use crate::api::body::{self, Member, Members, Shape, Wanted};
 use crate::api::request::{self, ApiRequest, MediaType, Prefer, RequestBody};
 use crate::api::respond::Reply;
-use crate::api::timing::Timing;
 use crate::app::App;
 use crate::auth::Principal;
+use crate::engine::timing::Timing;
+use crate::engine::{Executed, Planned, Planning};
 use crate::error::{ApiError, ErrorCode};
 
 /// The query-string keys that are never arguments (they shape the result), as PostgREST
@@ -108,7 +109,7 @@ pub struct CallRequest<'a> {
     /// The request's head.
     pub parts: &'a Parts,
     /// The body's arguments, read once (see [`CallRequest::body_arguments`]).
-    pub read: OnceCell<Result<BodyArguments, ApiError>>,
+    pub read: std::sync::OnceLock<Result<BodyArguments, ApiError>>,
 }
 
 /// A POST's body as arguments, read once without building a tree of it.
@@ -346,27 +347,87 @@ pub async fn handle(
             prefer
         },
         parts,
-        read: OnceCell::new(),
+        read: std::sync::OnceLock::new(),
     };
     timing.mark("parse");
-    let cache = app.db.schema();
-    let schema = cache.profile(request::profile(parts))?;
-    let (mut settings, profile) =
-        request::profile_settings(&cache, schema, &app.config.db.extra_search_path);
     let resources = app.resources.load_full();
-    let callee = match call::resolve(&call, schema, &resources) {
+    let engine = app.engine();
+    let request = request::engine_request(parts, principal);
+    let executed = engine
+        .execute(
+            &request,
+            |planning, _| plan_call(app, &call, &resources, planning),
+            timing,
+        )
+        .await?;
+    let Executed {
+        answer:
+            CallPlan {
+                request: api_request,
+                answer,
+                raw,
+                raw_bytes,
+                explained,
+            },
+        mut outcome,
+        profile,
+        ..
+    } = executed;
+    if let Some(content_type) = explained {
+        let answer = crate::api::respond::Answer::Plan { content_type };
+        return crate::api::respond::answer(&api_request, answer, outcome);
+    }
+    let response = std::mem::take(&mut outcome.response);
+    let reply = answer
+        .respond(&api_request, outcome)
+        .and_then(|r| match raw {
+            Some(media) => r.raw_of(&media, raw_bytes),
+            None => Ok(r),
+        })
+        // after the raw value's own type: a function may set the answer's Content-Type
+        .and_then(|r| r.with_settings(&response))
+        .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
+    timing.mark("response");
+    reply
+}
+
+/// What a call's plan answers with.
+struct CallPlan<'c> {
+    /// The call as the respond stage reads it (media type, preferences, range).
+    request: ApiRequest<'c>,
+    /// How the outcome answers.
+    answer: call::CallAnswer,
+    /// A media type of the function's domain that `Accept` asks for: the value answered raw.
+    raw: Option<String>,
+    /// Whether the function returns bytes.
+    raw_bytes: bool,
+    /// An execution plan asked for instead of the answer: its `Content-Type`.
+    explained: Option<String>,
+}
+
+/// The `plan` stage of a call: the function the name and arguments pick (404 `PGRST202`,
+/// 300 `PGRST203`), authorized, its arguments and the query string's modifiers, one job.
+fn plan_call<'c>(
+    app: &App,
+    call: &'c CallRequest<'c>,
+    resources: &crate::resources::Resources,
+    planning: &Planning<'_>,
+) -> Result<Planned<CallPlan<'c>>, ApiError> {
+    let cx = &planning.cx;
+    let (parts, name, principal) = (call.parts, call.name, cx.principal);
+    let callee = match call::resolve(call, cx.schema, resources) {
         Ok(callee) => callee,
         // the candidates' signatures are for roles that may call the function
         Err(e) if e.code == ErrorCode::AmbiguousFunction => {
             let subject = crate::auth::policy::Subject::Function { name };
-            app.auth.policy.authorize(principal, subject)?;
+            cx.policy.authorize(principal, subject)?;
             return Err(e);
         }
         Err(e) => return Err(e),
     };
-    app.auth.policy.authorize(principal, callee.subject())?;
+    cx.policy.authorize(principal, callee.subject())?;
     let params = callee.param_names();
-    let arguments = call.arguments(callee.takes_whole_body(&call), &params)?;
+    let arguments = call.arguments(callee.takes_whole_body(call), &params)?;
     let modifiers = call.modifiers(&params)?;
     request::check_limits(&modifiers.filters, &app.config.limits)?;
     let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
@@ -376,8 +437,7 @@ pub async fn handle(
         .filter(|m| request::prefers(&parts.headers, m));
     let raw_bytes = callee.returns_bytes();
     // an execution plan of the call instead of its answer (PostgreSQL, `rest.plan`)
-    let dialect = app.plan_context(schema, principal).dialect;
-    let explain = crate::api::explain::allowed(app, parts, dialect)?;
+    let explain = crate::api::explain::allowed(app, parts, cx.dialect)?;
     let (media, nulls_stripped) = match raw {
         _ if explain.is_some() => (MediaType::Json, false),
         Some(_) => (MediaType::Json, false),
@@ -395,54 +455,30 @@ pub async fn handle(
         headers: &parts.headers,
         body: Bytes::new(),
     };
-    let cx = app.plan_context(schema, principal);
-    let mut planned = call::plan(&callee, &call, &api_request, arguments, &cx)?;
-    settings.extend(api_request.prefer.settings(cx.dialect));
-    // a database function reads the request (`request.jwt.claims`, …) and `db.settings`
-    let function = matches!(callee, call::Callee::Function(_));
-    crate::api::plan::start_steps(&cx, parts, settings, function, &mut planned.job.steps);
+    let mut planned = call::plan(&callee, call, &api_request, arguments, cx)?;
+    let settings = api_request.prefer.settings(cx.dialect);
     if api_request.nulls_stripped {
         planned.job.strip_nulls();
     }
-    // a database function (or the pre-request one) may set the answer's headers and status
-    // (PostgREST's settings)
-    if matches!(callee, call::Callee::Function(_)) || cx.pre_request.is_some() {
-        planned.job.steps.push(crate::job::Step::ResponseSettings);
-    }
-    let plan_of = match &explain {
+    let explained = match &explain {
         Some(asked) => crate::api::explain::apply(asked, &mut planned.job),
         None => None,
     };
-    timing.mark("plan");
-    let mut outcome = match app.db.run(planned.job).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            let mut e = ApiError::from(e);
-            if e.code != ErrorCode::SchemaChanged {
-                return Err(e);
-            }
-            // a table or column missing in a call: the function's own SQL names it (a call
-            // plans no table but the function's return type); the cache is reloaded in case
-            app.db.reload_schema().await?;
-            return Err(e.take_if_current().unwrap_or(e));
-        }
-    };
-    timing.mark("transaction");
-    if let Some(content_type) = plan_of {
-        let answer = crate::api::respond::Answer::Plan { content_type };
-        return crate::api::respond::answer(&api_request, answer, outcome);
-    }
-    let response = std::mem::take(&mut outcome.response);
-    let reply = planned
-        .answer
-        .respond(&api_request, outcome)
-        .and_then(|r| match raw {
-            Some(media) => r.raw_of(&media, raw_bytes),
-            None => Ok(r),
-        })
-        // after the raw value's own type: a function may set the answer's Content-Type
-        .and_then(|r| r.with_settings(&response))
-        .map(|r| r.nulls_stripped_if(&api_request).profile(profile));
-    timing.mark("response");
-    reply
+    // a database function reads the request (`request.jwt.claims`, …) and `db.settings`, and
+    // may set the answer's headers and status (PostgREST's settings)
+    let function = matches!(callee, call::Callee::Function(_));
+    Ok(Planned {
+        job: planned.job,
+        answer: CallPlan {
+            request: api_request,
+            answer: planned.answer,
+            raw,
+            raw_bytes,
+            explained,
+        },
+        settings,
+        reads_request: function,
+        sets_response: function,
+        again: true,
+    })
 }

@@ -1,6 +1,6 @@
 //! What can go wrong running a job, by kind, as sqlx types its errors: each driver classifies
 //! its own errors into a [`DbError`] (`sqlite_error`, `postgres_error`), and the HTTP edge maps
-//! a kind to an answer once (`error.rs`, `From<DbError> for ApiError`). Nothing here knows HTTP.
+//! a kind to an answer once (`From<DbError> for ApiError`, in the module above). Nothing here knows HTTP.
 
 /// The kind of a failure, whatever the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use crate::resources::declare::ResourceConfig;
+pub mod resources;
+
+use resources::ResourceConfig;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -1172,7 +1174,7 @@ mod tests {
     /// exists with the variable the README gives, and every key is documented.
     #[test]
     fn the_readme_documents_every_key() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../../README.md");
         let documented: Vec<(String, String)> = readme
             .lines()
             .filter_map(|line| {

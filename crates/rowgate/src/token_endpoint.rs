@@ -13,9 +13,9 @@ use serde_json::json;
 
 use std::collections::HashMap;
 
-use super::clients::Client;
-use super::{address_key, Auth};
 use crate::api::respond::Reply;
+use crate::auth::clients::Client;
+use crate::auth::{address_key, Auth};
 use crate::db::Database;
 
 /// One OAuth error answer.

@@ -1,5 +1,5 @@
 //! How custom resources are declared in `rowgate.toml` (`[[resources]]`) or in `*.toml` files of
-//! the folder `resources_dir` names: the serde shapes, nothing else. [`super::compile`] checks
+//! the folder `resources_dir` names: the serde shapes, nothing else. [`crate::resources::compile`] checks
 //! them against the database and the template files.
 
 use std::collections::BTreeMap;
