@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rowgate::resources::declare::ParamType;
+use rowgate::config::resources::ParamType;
 use rowgate::resources::params::{coerce, Raw};
 use rowgate::resources::sql::number;
 use rowgate_query::render::{Postgres, Sqlite};
