@@ -252,7 +252,7 @@ impl App {
     pub async fn read_body(
         &self,
         parts: &http::request::Parts,
-        body: impl crate::api::request::RequestBody,
+        body: impl crate::request_body::RequestBody,
     ) -> Result<AdmittedBody, crate::error::ApiError> {
         let declared = parts
             .headers
@@ -263,7 +263,7 @@ impl App {
         if declared.is_some_and(|n| n > LARGE_BODY && n <= self.config.limits.body_bytes) {
             slot = Some(self.large_body_slot().await?);
         }
-        let bytes = crate::api::request::read_body(&self.config.limits, parts, body).await?;
+        let bytes = crate::request_body::read_body(&self.config.limits, parts, body).await?;
         if slot.is_none() && bytes.len() > LARGE_BODY {
             slot = Some(self.large_body_slot().await?);
         }

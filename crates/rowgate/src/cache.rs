@@ -17,9 +17,9 @@ use std::sync::Arc;
 use http::{header, request::Parts, HeaderName, Method};
 use quick_cache::sync::Cache;
 
-use crate::api::respond::Reply;
 use crate::config::CacheConfig;
 use crate::db::Database;
+use crate::reply::Reply;
 
 /// Request headers that never change an answer: left out of the key, so that clients that
 /// differ only in them share entries. (`Origin`: CORS headers are added after the cache;
@@ -177,7 +177,7 @@ impl ResponseCache {
 /// Whether `If-None-Match` names the kept `ETag`.
 fn if_none_match(parts: &Parts, tag: &http::HeaderValue) -> bool {
     tag.to_str()
-        .is_ok_and(|tag| crate::api::request::if_none_match(&parts.headers, tag))
+        .is_ok_and(|tag| crate::reply::if_none_match(&parts.headers, tag))
 }
 
 /// The request's key: role, target and the headers that may change the answer, in the order

@@ -39,6 +39,8 @@ pub mod ords;
 pub mod per_address;
 pub mod proxies;
 pub mod realtime;
+pub mod reply;
+pub mod request_body;
 pub mod resources;
 pub mod routes;
 pub mod rpc;

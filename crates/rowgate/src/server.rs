@@ -18,14 +18,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::api::request::RequestBody;
-use crate::api::respond::{error_response, Body, Reply, Response};
 use crate::api::{self, Target};
 use crate::app::{App, Route};
 use crate::cors::Verdict;
 use crate::error::{ApiError, ErrorCode};
 use crate::observe::routes::{self, RouteKind, RouteLabel};
 use crate::observe::{access, request_id, Metrics};
+use crate::reply::{error_response, Body, Reply, Response};
+use crate::request_body::RequestBody;
 use crate::{auth, openapi, resources};
 
 /// How long freshly accepted connections get to start their first request before a drain.

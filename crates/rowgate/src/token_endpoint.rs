@@ -13,10 +13,10 @@ use serde_json::json;
 
 use std::collections::HashMap;
 
-use crate::api::respond::Reply;
 use crate::auth::clients::Client;
 use crate::auth::{address_key, Auth};
 use crate::db::Database;
+use crate::reply::Reply;
 
 /// One OAuth error answer.
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Reply {

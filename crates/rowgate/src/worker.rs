@@ -29,7 +29,6 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Notify;
 
 use crate::observe::Metrics;
-use crate::realtime::channels::Channels;
 
 /// Environment variable that marks a worker process and names its supervisor's pid.
 pub const WORKER_ENV: &str = "ROWGATE_SUPERVISOR_PID";
@@ -140,6 +139,20 @@ pub fn listener(supervisor: &str) -> anyhow::Result<std::net::TcpListener> {
     Ok(listener)
 }
 
+/// What spans the workers through the supervisor's relay (Supabase channels' broadcasts and
+/// presences: `crate::realtime::channels`): the worker hands it what other workers relayed and
+/// carries up what it relays.
+pub trait Relayed: Send + Sync {
+    /// Where this worker's relays go (each a JSON text, written up to the supervisor).
+    fn connect_outlet(&self, outlet: Box<dyn Fn(String) + Send + Sync>);
+    /// A relay (JSON text) from the worker `origin`; false when it cannot be read.
+    fn receive_text(&self, origin: u32, relay: &str) -> bool;
+    /// The worker `origin` is gone: what it relayed is forgotten.
+    fn gone(&self, origin: u32);
+    /// A new worker joined: what this worker holds is relayed again.
+    fn announce(&self);
+}
+
 /// What a worker's realtime shares with the other workers (through the supervisor): the two
 /// wake-ups of the tailer (changes committed elsewhere, changes committed here), and the
 /// Supabase channels.
@@ -149,7 +162,7 @@ pub struct ChangeFeeds {
     /// Woken by this worker's tailer when it dispatched changes this worker committed.
     pub committed_here: Arc<Notify>,
     /// The channels, whose broadcasts and presences span the workers.
-    pub channels: Arc<Channels>,
+    pub channels: Arc<dyn Relayed>,
 }
 
 /// The worker's two pipes to its supervisor.
@@ -206,9 +219,9 @@ impl Link {
         }
         if let Some(feeds) = feeds {
             let speaker = link.clone();
-            feeds
-                .channels
-                .connect_outlet(move |relay| speaker.say(&format!("{RELAY} {relay}")));
+            feeds.channels.connect_outlet(Box::new(move |relay| {
+                speaker.say(&format!("{RELAY} {relay}"))
+            }));
             let speaker = link.clone();
             tokio::spawn(async move {
                 loop {
@@ -315,7 +328,7 @@ fn inherited(name: &str, write: bool) -> Option<std::fs::File> {
 async fn listen(
     down: tokio::net::unix::pipe::Receiver,
     metrics: Arc<Metrics>,
-    heard: Option<(Arc<Notify>, Arc<Channels>)>,
+    heard: Option<(Arc<Notify>, Arc<dyn Relayed>)>,
     link: Arc<Link>,
     report: Report,
 ) {
@@ -364,12 +377,12 @@ async fn listen(
             },
             (CHANGED, Some((elsewhere, _))) => elsewhere.notify_one(),
             (RELAY, Some((_, channels))) => {
-                let relay = rest
-                    .split_once(' ')
-                    .and_then(|(_, json)| serde_json::from_str(json).ok());
-                match (origin(), relay) {
-                    (Some(origin), Some(relay)) => channels.receive(origin, relay),
-                    _ => tracing::debug!(line, "a bad relay from the supervisor"),
+                let received = match (origin(), rest.split_once(' ')) {
+                    (Some(origin), Some((_, json))) => channels.receive_text(origin, json),
+                    _ => false,
+                };
+                if !received {
+                    tracing::debug!(line, "a bad relay from the supervisor");
                 }
             }
             (GONE, Some((_, channels))) => {

@@ -10,11 +10,11 @@
 use http::header::ALLOW;
 use http::StatusCode;
 
-use crate::api::plan;
-use crate::api::respond::Reply;
 use crate::auth::policy::{Op, Policy, Subject};
 use crate::auth::Principal;
+use crate::engine::plan;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 use crate::resources::Resources;
 use crate::schema::SchemaCache;
 

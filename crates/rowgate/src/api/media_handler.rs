@@ -12,9 +12,9 @@ use http::request::Parts;
 use rowgate_query::ast::QualifiedName;
 use rowgate_query::render::{self, Dialect};
 
-use super::action_plan::ActionPlan;
 use super::request;
 use super::respond::Answer;
+use crate::engine::action_plan::ActionPlan;
 use crate::job::Step;
 use crate::schema::media::MediaHandler;
 use crate::schema::SchemaCache;

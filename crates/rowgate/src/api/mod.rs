@@ -5,20 +5,11 @@
 //! runs the job) → `response` ([`respond::answer`]). `jwt` (authentication) comes before, in
 //! the server. [`timing`] names the stages in `Server-Timing`; [`allow`] answers `OPTIONS`.
 
-pub mod action_plan;
 pub mod allow;
-pub mod body;
-pub mod compact;
-pub mod document_body;
-pub mod document_write;
-pub mod embed;
 pub mod explain;
-pub mod guard;
 pub mod media_handler;
-pub mod plan;
 pub mod request;
 pub mod respond;
-pub mod rows;
 
 use bytes::Bytes;
 use http::{request::Parts, Method};
@@ -29,7 +20,7 @@ use crate::auth::Principal;
 use crate::engine::timing::Timing;
 use crate::engine::{Executed, Planned, Planning};
 use crate::error::ApiError;
-pub use request::if_none_match;
+pub use crate::reply::if_none_match;
 use request::ApiRequest;
 use respond::Reply;
 
@@ -151,7 +142,7 @@ fn plan_stages<'p>(
     if let Some(table) = schema.table(target.table) {
         request.prefer.settle_resolution(table, &request.query);
     }
-    let mut plan = action_plan::plan(&request, context)?;
+    let mut plan = crate::engine::action_plan::plan(&request, context)?;
     let mut calls_a_function = false;
     if let (Some(handler), Some(table)) = (handler, schema.table(target.table)) {
         let row_type = QualifiedName {

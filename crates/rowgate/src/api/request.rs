@@ -2,71 +2,20 @@
 //! string parsed by `rowgate-query`, the `Prefer`, `Accept`, `Content-Type`, `Range` and
 //! conditional headers decoded, the body parsed as JSON (or a form). Nothing here knows the schema.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{header, HeaderMap, Method};
-use http_body_util::{BodyExt, Limited};
-use rowgate_query::{Condition, Operand, Query};
-use serde_json::Value as Json;
+use rowgate_query::Query;
 
 use crate::config::LimitsConfig;
-use crate::error::{ApiError, ErrorCode};
-
-pub use super::body::{
+pub use crate::engine::body::{
     body_media, csv_field, csv_reader, empty_json, form_pairs, invalid_csv, invalid_json,
     BodyMedia, FormPair,
 };
-
-/// What a request's body can be: hyper's `Incoming` from a connection, or any other body of
-/// bytes (a test calling the app as a service, without a socket; a second front end).
-pub trait RequestBody:
-    hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
-    + Send
-    + Unpin
-    + 'static
-{
-}
-
-impl<B> RequestBody for B where
-    B: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
-        + Send
-        + Unpin
-        + 'static
-{
-}
-
-/// What a table request asks, by method and URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action<'a> {
-    /// GET or HEAD of the collection, or of the item with this key.
-    Read {
-        /// The item URL's key segment.
-        key: Option<&'a str>,
-    },
-    /// POST to the collection.
-    Insert,
-    /// PATCH of the rows the filters select, or of an item.
-    Update {
-        /// The item URL's key segment.
-        key: Option<&'a str>,
-    },
-    /// DELETE of the rows the filters select, or of an item.
-    Delete {
-        /// The item URL's key segment.
-        key: Option<&'a str>,
-    },
-    /// PUT of one row by its full key (the item URL's, or `pk=eq.v` filters).
-    Upsert {
-        /// The item URL's key segment.
-        key: Option<&'a str>,
-    },
-    /// Anything else (a POST to an item URL, OPTIONS, …): 405 once the table is known.
-    Unsupported {
-        /// The item URL's key segment.
-        key: Option<&'a str>,
-    },
-}
+pub use crate::engine::request::{
+    check_limits, Action, ApiRequest, Count, ItemRange, MediaType, Prefer, Resolution, Return,
+};
+use crate::error::{ApiError, ErrorCode};
+pub use crate::request_body::{content_type, read_body, RequestBody};
 
 impl<'a> Action<'a> {
     /// The action of `method` on the collection, or on the item `key`.
@@ -80,45 +29,6 @@ impl<'a> Action<'a> {
             _ => Action::Unsupported { key },
         }
     }
-
-    /// The item URL's key segment, if any.
-    pub fn key(self) -> Option<&'a str> {
-        match self {
-            Action::Read { key }
-            | Action::Update { key }
-            | Action::Delete { key }
-            | Action::Upsert { key }
-            | Action::Unsupported { key } => key,
-            Action::Insert => None,
-        }
-    }
-}
-
-/// A table request parsed once (stage 1, `parse`): the action, its table, the query string,
-/// the preferences and the negotiated media type, the conditional headers and the body. Nothing
-/// here knows the schema: the plan stage resolves it.
-pub struct ApiRequest<'a> {
-    /// What is asked.
-    pub action: Action<'a>,
-    /// The table or view the URL names.
-    pub table: &'a str,
-    /// The query string.
-    pub query: Query,
-    /// `Prefer`.
-    pub prefer: Prefer,
-    /// The media type of the answer.
-    pub media: MediaType,
-    /// `nulls=stripped` on it (`application/vnd.pgrst.array+json;nulls=stripped`): objects
-    /// without their null members.
-    pub nulls_stripped: bool,
-    /// `Range` (reads).
-    pub range: Option<ItemRange>,
-    /// The method, as sent.
-    pub method: &'a Method,
-    /// The headers (content type, conditional requests).
-    pub headers: &'a HeaderMap,
-    /// The body (empty once the plan holds its values).
-    pub body: Bytes,
 }
 
 impl<'a> ApiRequest<'a> {
@@ -160,162 +70,41 @@ impl<'a> ApiRequest<'a> {
             media,
             nulls_stripped,
             range,
-            method: &parts.method,
-            headers: &parts.headers,
+            method: parts.method.as_str(),
+            content_type: content_type(&parts.headers),
+            if_match: if_match(&parts.headers),
+            if_none_match: if_none_match_values(&parts.headers),
             body,
         })
     }
-
-    /// `If-Match` values, when the header is present.
-    pub fn if_match(&self) -> Option<Vec<String>> {
-        let values: Vec<String> = self
-            .headers
-            .get_all(header::IF_MATCH)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|t| t.trim().to_string())
-            .collect();
-        (!values.is_empty()).then_some(values)
-    }
 }
 
-/// Whether `If-None-Match` names `tag` (or `*`).
-pub fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
+/// `If-Match`'s entity tags, when the header is present.
+pub fn if_match(headers: &HeaderMap) -> Option<Vec<String>> {
+    let values: Vec<String> = headers
+        .get_all(header::IF_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_string())
+        .collect();
+    (!values.is_empty()).then_some(values)
+}
+
+/// `If-None-Match`'s values, as sent.
+pub fn if_none_match_values(headers: &HeaderMap) -> Vec<&str> {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == tag
-        })
-}
-
-/// What the client wants back from a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Return {
-    /// No body (default).
-    Minimal,
-    /// No body, but a `Location` header.
-    HeadersOnly,
-    /// The affected rows.
-    Representation,
-}
-
-/// How a count was requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    /// `count=exact`: `SELECT count(*)`.
-    Exact,
-    /// `count=planned`: an estimate (exact on SQLite, which has no planner estimate).
-    Planned,
-    /// `count=estimated`: exact up to the page, estimated beyond (exact on SQLite).
-    Estimated,
-}
-
-/// Conflict resolution for upserts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// `resolution=merge-duplicates`.
-    Merge,
-    /// `resolution=ignore-duplicates`.
-    Ignore,
-}
-
-/// The `Prefer` header(s), decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prefer {
-    /// `return=`.
-    pub return_: Return,
-    /// `count=`.
-    pub count: Option<Count>,
-    /// `resolution=`.
-    pub resolution: Option<Resolution>,
-    /// `missing=default`.
-    pub missing_default: bool,
-    /// `handling=strict`.
-    pub strict: bool,
-    /// `max-affected=`.
-    pub max_affected: Option<u64>,
-    /// `params=single-object`: a function call's body is its one JSON argument.
-    pub single_object: bool,
-    /// `tx=commit` (`Some(false)`) or `tx=rollback` (`Some(true)`).
-    pub tx_rollback: Option<bool>,
-    /// `timezone=…`: the time zone timestamps with time zone are written in (PostgreSQL's
-    /// `TimeZone` for the transaction; the database judges the name).
-    pub timezone: Option<String>,
-    /// Whether a write's transaction is rolled back (`rest.tx_end` and `tx=`, see
-    /// [`Prefer::settle_tx`]).
-    pub rollback: bool,
-    /// The preferences honoured, for `Preference-Applied`.
-    pub applied: Vec<String>,
+        .collect()
 }
 
 impl Prefer {
-    /// The transaction settings the preferences ask for, for [`crate::engine::transaction::settings`]:
-    /// the time zone, where the database has one (on SQLite `timezone=` is neither honoured nor
-    /// listed as applied).
-    pub fn settings(
-        &mut self,
-        d: &dyn rowgate_query::render::Dialect,
-    ) -> Vec<(&'static str, String)> {
-        match &self.timezone {
-            Some(zone) if d.has_schemas() => vec![("TimeZone", zone.clone())],
-            Some(_) => {
-                self.applied.retain(|p| !p.starts_with("timezone="));
-                Vec::new()
-            }
-            None => Vec::new(),
-        }
-    }
-
-    /// An upsert's resolution where `table` has something to resolve conflicts on (a primary
-    /// key, or `on_conflict=`); without, the insert is a plain one and the resolution neither
-    /// honoured nor listed as applied, as PostgREST does.
-    pub fn settle_resolution(&mut self, table: &crate::schema::Table, query: &Query) {
-        if table.primary_key.is_empty() && query.on_conflict.is_none() {
-            self.resolution = None;
-            self.applied.retain(|p| !p.starts_with("resolution="));
-        }
-    }
-
-    /// Decides how a write's transaction ends under `end` (PostgREST's `db-tx-end`): `tx=` is
-    /// honoured, and listed as applied, only where `end` allows an override.
-    pub fn settle_tx(&mut self, end: crate::config::TxEnd) {
-        use crate::config::TxEnd;
-        let (default, overridable) = match end {
-            TxEnd::Commit => (false, false),
-            TxEnd::CommitAllowOverride => (false, true),
-            TxEnd::Rollback => (true, false),
-            TxEnd::RollbackAllowOverride => (true, true),
-        };
-        self.rollback = match self.tx_rollback {
-            Some(asked) if overridable => asked,
-            _ => default,
-        };
-        if !overridable {
-            self.applied.retain(|p| !p.starts_with("tx="));
-        }
-    }
-
     /// Decodes every `Prefer` header. Unknown preferences are ignored, unless `handling=strict`
     /// is given, in which case they are an error (RFC 7240, as PostgREST).
     pub fn parse(headers: &HeaderMap) -> Result<Prefer, ApiError> {
-        let mut p = Prefer {
-            return_: Return::Minimal,
-            count: None,
-            resolution: None,
-            missing_default: false,
-            strict: false,
-            max_affected: None,
-            single_object: false,
-            tx_rollback: None,
-            timezone: None,
-            rollback: false,
-            applied: Vec::new(),
-        };
+        let mut p = Prefer::default();
         let mut invalid = Vec::new();
         for value in headers.get_all("prefer") {
             let Ok(text) = value.to_str() else {
@@ -377,31 +166,6 @@ impl Prefer {
 fn set<T>(slot: &mut T, value: T) -> bool {
     *slot = value;
     true
-}
-
-/// The representation the client accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MediaType {
-    /// `application/json` (an array).
-    Json,
-    /// `application/vnd.pgrst.object+json` (exactly one object).
-    SingleObject,
-    /// `text/csv`.
-    Csv,
-    /// `application/openapi+json` (the API description).
-    OpenApi,
-}
-
-impl MediaType {
-    /// The `Content-Type` of answers in this media type.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            MediaType::Json => "application/json; charset=utf-8",
-            MediaType::SingleObject => "application/vnd.pgrst.object+json; charset=utf-8",
-            MediaType::Csv => "text/csv; charset=utf-8",
-            MediaType::OpenApi => "application/openapi+json; charset=utf-8",
-        }
-    }
 }
 
 /// The schema a request names (PostgREST's profiles): `Accept-Profile` for GET and HEAD,
@@ -546,15 +310,6 @@ pub fn negotiation(
     ))
 }
 
-/// A `Range: a-b` request header (`Range-Unit: items`), as offset and limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ItemRange {
-    /// First row (0-based).
-    pub offset: u64,
-    /// Number of rows, when bounded.
-    pub limit: Option<u64>,
-}
-
 /// Decodes the `Range` header of a GET, if present (`0-9`, `10-`, optionally prefixed
 /// `items=`). Other methods ignore it, HEAD too: RFC 9110 §14.2 defines ranges for GET only,
 /// and PostgREST reads them so.
@@ -614,170 +369,6 @@ pub fn parse_query(raw: Option<&str>) -> Result<Query, ApiError> {
     Ok(rowgate_query::parse::parse_query(
         pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
     )?)
-}
-
-/// Refuses filters nested deeper than `limits.max_filter_depth` or lists longer than
-/// `limits.max_list_items` (400 `RG102`).
-pub fn check_limits(
-    filters: &[Condition],
-    limits: &crate::config::LimitsConfig,
-) -> Result<(), ApiError> {
-    fn walk(c: &Condition, depth: usize, worst: &mut (usize, usize)) {
-        match c {
-            Condition::Pred(p) => {
-                if let Operand::List(items) = &p.operand {
-                    worst.1 = worst.1.max(items.len());
-                }
-            }
-            Condition::And { items, .. } | Condition::Or { items, .. } => {
-                worst.0 = worst.0.max(depth);
-                for i in items {
-                    walk(i, depth + 1, worst);
-                }
-            }
-        }
-    }
-    let mut worst = (0, 0);
-    for c in filters {
-        walk(c, 1, &mut worst);
-    }
-    if worst.0 > limits.max_filter_depth {
-        return Err(ApiError::new(
-            ErrorCode::LimitExceeded,
-            format!(
-                "filters nest {} levels deep; the limit is {}",
-                worst.0, limits.max_filter_depth
-            ),
-        ));
-    }
-    if worst.1 > limits.max_list_items {
-        return Err(ApiError::new(
-            ErrorCode::LimitExceeded,
-            format!(
-                "a list holds {} values; the limit is {}",
-                worst.1, limits.max_list_items
-            ),
-        )
-        .hint("split the request, or filter with a range"));
-    }
-    Ok(())
-}
-
-/// Decodes a write's body: JSON (an object or an array of objects) or a URL-encoded form (one
-/// object of strings). An empty body is an error.
-pub fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Json, ApiError> {
-    match body_media(headers, body)? {
-        BodyMedia::Json => {
-            if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(empty_json());
-            }
-            serde_json::from_slice(body).map_err(invalid_json)
-        }
-        BodyMedia::Form => Ok(Json::Object(
-            form_pairs(body)?
-                .map(|(k, v)| (k.into_owned(), Json::String(v.into_owned())))
-                .collect(),
-        )),
-        BodyMedia::Csv => csv_body(body),
-    }
-}
-
-/// A CSV body (a header line naming the columns, then one line per row) as JSON objects of
-/// strings, `NULL` read as null, as PostgREST reads one; every line must have the header's
-/// number of fields.
-fn csv_body(body: &[u8]) -> Result<Json, ApiError> {
-    let mut reader = csv_reader(body);
-    let names = reader.headers().map_err(invalid_csv)?.clone();
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(invalid_csv)?;
-        let row = names
-            .iter()
-            .zip(record.iter())
-            .map(|(name, value)| {
-                let value = csv_field(value).map_or(Json::Null, |t| Json::String(t.to_string()));
-                (name.to_string(), value)
-            })
-            .collect();
-        rows.push(Json::Object(row));
-    }
-    Ok(Json::Array(rows))
-}
-
-/// Reads the request body up to the configured limit (413 beyond it).
-pub async fn read_body(
-    limits: &LimitsConfig,
-    parts: &http::request::Parts,
-    body: impl RequestBody,
-) -> Result<Bytes, ApiError> {
-    if matches!(parts.method, Method::GET | Method::HEAD) {
-        return Ok(Bytes::new());
-    }
-    let limit = limits.body_bytes;
-    let too_large = || {
-        ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large")
-            .details(format!("the limit is {limit} bytes"))
-    };
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
-    let timeout = Duration::from_millis(limits.body_read_timeout_ms);
-    let Ok(read) =
-        tokio::time::timeout(timeout, collect(Limited::new(body, limit), declared)).await
-    else {
-        return Err(ApiError::new(
-            ErrorCode::RequestTimeout,
-            "the request body did not arrive in time",
-        )
-        .details(format!(
-            "the limit is {} ms for the whole body",
-            timeout.as_millis()
-        )));
-    };
-    match read {
-        Ok(bytes) => Ok(bytes),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large())
-        }
-        Err(e) => Err(
-            ApiError::new(ErrorCode::InvalidBody, "could not read the request body")
-                .details(e.to_string()),
-        ),
-    }
-}
-
-/// A body's bytes in one buffer, made once: a body of one chunk is kept as it is; several are
-/// copied into a buffer of the declared length (collecting the chunks first and joining them
-/// after would hold a large body twice).
-async fn collect<B: RequestBody>(
-    mut body: Limited<B>,
-    declared: Option<usize>,
-) -> Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
-    let mut first: Option<Bytes> = None;
-    let mut joined = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
-            continue;
-        };
-        match first.take() {
-            None if joined.is_empty() => first = Some(data),
-            Some(head) => {
-                joined.reserve(declared.unwrap_or(0).max(head.len() + data.len()));
-                joined.extend_from_slice(&head);
-                joined.extend_from_slice(&data);
-            }
-            None => joined.extend_from_slice(&data),
-        }
-    }
-    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Whether the method reads.

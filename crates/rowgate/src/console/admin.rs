@@ -10,13 +10,13 @@ use http::{header, Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::request::RequestBody;
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::clients::{self, ClientError};
 use crate::auth::policy::Op;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
+use crate::request_body::RequestBody;
 
 /// Most lines `GET /_/api/requests` answers.
 const MAX_LINES: usize = 1000;
@@ -58,7 +58,7 @@ pub async fn handle(
         ["metrics"] => only(&["GET", "HEAD"]),
         ["clients"] if read => list_clients(app),
         ["clients"] if method == Method::POST => {
-            let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
+            let body = crate::request_body::read_body(&app.config.limits, parts, body).await?;
             Box::pin(add_client(app, &body)).await
         }
         ["clients"] => only(&["GET", "HEAD", "POST"]),

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use http::{header, HeaderName, Method, StatusCode};
 
-use crate::api::respond::Reply;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 
 /// One embedded file.
 struct Asset {
@@ -80,7 +80,7 @@ pub fn serve(parts: &http::request::Parts) -> Result<Reply, ApiError> {
     }
     let asset = &ASSETS[index];
     let tag = tags()[index].clone();
-    let reply = if crate::api::request::if_none_match(&parts.headers, &tag) {
+    let reply = if crate::reply::if_none_match(&parts.headers, &tag) {
         Reply::not_modified(tag)
     } else {
         Reply::raw(

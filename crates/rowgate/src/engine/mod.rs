@@ -18,8 +18,19 @@
 //! envelope. Each stage is timed under its name ([`timing::Timing`], for `Server-Timing`). The
 //! engine knows no HTTP type and no front end.
 
+pub mod action_plan;
+pub mod answer;
+pub mod body;
+pub mod compact;
 pub mod context;
+pub mod document_body;
+pub mod document_write;
+pub mod embed;
 pub mod facts;
+pub mod guard;
+pub mod plan;
+pub mod request;
+pub mod rows;
 pub mod timing;
 pub mod transaction;
 

@@ -209,7 +209,7 @@ impl ApiError {
 
     /// 405: `method` is not one of `allowed` here; the answer names them in `Allow` too (RFC
     /// 9110 §15.5.6), for every route alike.
-    pub fn method_not_allowed(method: &http::Method, allowed: &[&str]) -> Self {
+    pub fn method_not_allowed(method: impl std::fmt::Display, allowed: &[&str]) -> Self {
         let list = allowed.join(", ");
         ApiError {
             allow: Some(list.clone().into()),

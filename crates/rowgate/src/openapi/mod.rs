@@ -7,7 +7,6 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
 use crate::api::request::{negotiate, MediaType};
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::policy::{Grant, Op, Policy};
 use crate::auth::Principal;
@@ -15,6 +14,7 @@ use crate::config::resources::{ParamType, Shape, Source};
 use crate::duality::DualityViews;
 use crate::engine::timing::Timing;
 use crate::error::ApiError;
+use crate::reply::Reply;
 use crate::resources::{Param, Resource, Resources};
 use crate::schema::functions::{Function, Returns};
 use crate::schema::{SchemaCache, Table};

@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use http::StatusCode;
 use rowgate_query::Query;
 
 use crate::api::request::{Action, ApiRequest, MediaType, Prefer};
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 
 /// Rows per batch when the request does not say (ORDS's default).
 const DEFAULT_BATCH_ROWS: usize = 50;
@@ -60,9 +60,9 @@ pub async fn load(
         }
     }
     let schema = app.db.schema();
-    let table = crate::api::plan::table(&schema, object)?;
+    let table = crate::engine::plan::table(&schema, object)?;
     // refused before a row is read, as a JSON POST of the rows would be (401 anonymous, 403)
-    crate::api::guard::Guard::new(
+    crate::engine::guard::Guard::new(
         &app.auth.policy,
         principal,
         table,
@@ -153,21 +153,19 @@ async fn insert(
     rows: Vec<serde_json::Value>,
 ) -> Result<(), ApiError> {
     let body = serde_json::to_vec(&rows).map_err(ApiError::internal)?;
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
     let request = ApiRequest {
         action: Action::Insert,
         table: object,
         query: Query::default(),
-        prefer: Prefer::parse(&HeaderMap::new())?,
+        prefer: Prefer::default(),
         media: MediaType::Json,
         nulls_stripped: false,
         range: None,
-        method: &Method::POST,
-        headers: &headers,
+        // the batch's rows, as JSON: the load's own request, no header invented
+        method: "POST",
+        content_type: Some("application/json"),
+        if_match: None,
+        if_none_match: Vec::new(),
         body: Bytes::from(body),
     };
     let asked = crate::engine::Request {

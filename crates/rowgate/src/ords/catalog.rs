@@ -8,11 +8,11 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::policy::Op;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 use crate::schema::{Column, SchemaCache};
 
 /// `metadata-catalog/`: every object `principal` may read.
@@ -74,7 +74,7 @@ pub fn describe(
     let schema = app.db.schema();
     let (table_name, members, key) = match app.duality.get(object) {
         Some(view) => {
-            let root = crate::api::plan::table(&schema, &view.table)?;
+            let root = crate::engine::plan::table(&schema, &view.table)?;
             let mut members: Vec<Value> = view
                 .fields
                 .iter()
@@ -93,7 +93,7 @@ pub fn describe(
             (view.table.as_str(), members, vec!["_id".to_string()])
         }
         None => {
-            let table = crate::api::plan::table(&schema, object)?;
+            let table = crate::engine::plan::table(&schema, object)?;
             let members = table
                 .columns
                 .iter()
@@ -131,7 +131,7 @@ fn readable(
     let table = schema
         .table(table)
         .ok_or_else(|| ApiError::new(ErrorCode::TableNotFound, format!("no object '{table}'")))?;
-    crate::api::guard::Guard::new(
+    crate::engine::guard::Guard::new(
         &app.auth.policy,
         principal,
         table,

@@ -22,11 +22,11 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::Method;
 
-use crate::api::action_plan;
-use crate::api::request::RequestBody;
-use crate::api::respond::Reply;
 use crate::app::App;
+use crate::engine::action_plan;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
+use crate::request_body::RequestBody;
 
 /// What an `/ords/…` path names, after the schema alias.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +144,7 @@ async fn serve(
     }
     match target {
         Target::Token => {
-            let body = crate::api::request::read_body(&app.config.limits, parts, body).await?;
+            let body = crate::request_body::read_body(&app.config.limits, parts, body).await?;
             let client = app.trusted_proxies.client_address(peer, &parts.headers);
             Ok(crate::token_endpoint::handle(&app.auth, &app.db, parts, &body, client).await)
         }
@@ -262,7 +262,7 @@ async fn answer(
 pub fn plan_table(
     request: &crate::api::request::ApiRequest<'_>,
     planning: &crate::engine::Planning<'_>,
-) -> Result<crate::engine::Planned<crate::api::respond::Answer>, ApiError> {
+) -> Result<crate::engine::Planned<crate::engine::answer::Answer>, ApiError> {
     let plan = action_plan::plan(request, &planning.cx)?;
     let writes_in_postgres =
         plan.job.access == crate::job::Access::Write && planning.cx.dialect.has_schemas();

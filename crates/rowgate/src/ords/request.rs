@@ -115,7 +115,7 @@ pub fn parse<'a>(
             "DELETE of a collection needs a filter object (q=) saying which rows",
         ));
     }
-    let mut prefer = Prefer::parse(&HeaderMap::new())?;
+    let mut prefer = Prefer::default();
     if matches!(action, Action::Insert | Action::Upsert { .. }) {
         prefer.return_ = Return::Representation;
     }
@@ -128,8 +128,10 @@ pub fn parse<'a>(
             media: MediaType::Json,
             nulls_stripped: false,
             range: None,
-            method: &parts.method,
-            headers: &parts.headers,
+            method: parts.method.as_str(),
+            content_type: crate::api::request::content_type(&parts.headers),
+            if_match: crate::api::request::if_match(&parts.headers),
+            if_none_match: crate::api::request::if_none_match_values(&parts.headers),
             body,
         },
         limit,

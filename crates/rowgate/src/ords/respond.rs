@@ -16,11 +16,11 @@ use serde::de::{Deserializer as _, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::request::OrdsRequest;
-use crate::api::request::if_none_match;
-use crate::api::respond::{error_response, Answer, Reply};
 use crate::app::App;
+use crate::engine::answer::Answer;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{etag, unwrap_single, Output};
+use crate::reply::{error_response, Reply};
 use crate::schema::SchemaCache;
 
 /// How a column's values are written.
@@ -428,7 +428,7 @@ fn item(
     let row = std::str::from_utf8(unwrap_single(&body)).map_err(ApiError::internal)?;
     let tag = tag.unwrap_or_else(|| etag(row.as_bytes()));
     let read = *method == Method::GET || *method == Method::HEAD;
-    if read && if_none_match(request.api.headers, &tag) {
+    if read && request.api.none_match(&tag) {
         return Ok(Reply::not_modified(tag));
     }
     let mut out = String::with_capacity(row.len() + 320);

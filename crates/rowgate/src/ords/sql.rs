@@ -20,11 +20,11 @@ use http::{header, StatusCode};
 use rowgate_query::stmt::Sql;
 use serde_json::Value;
 
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Step};
+use crate::reply::Reply;
 
 /// What a statement does, from its first word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

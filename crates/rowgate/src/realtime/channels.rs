@@ -406,3 +406,29 @@ fn send<'a>(
     }
     reached
 }
+
+/// The channels span the workers: relays from the supervisor come in here, and this worker's go
+/// out through the outlet.
+impl crate::worker::Relayed for Channels {
+    fn connect_outlet(&self, outlet: Box<dyn Fn(String) + Send + Sync>) {
+        Channels::connect_outlet(self, outlet);
+    }
+
+    fn receive_text(&self, origin: u32, relay: &str) -> bool {
+        match serde_json::from_str(relay) {
+            Ok(relay) => {
+                self.receive(origin, relay);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn gone(&self, origin: u32) {
+        Channels::gone(self, origin);
+    }
+
+    fn announce(&self) {
+        Channels::announce(self);
+    }
+}

@@ -21,11 +21,11 @@ use serde_json::{Map, Value as Json};
 use super::capture::{Change, Op};
 pub use super::hub::DocumentFeed;
 use super::protocol::Event;
-use crate::api::action_plan;
 use crate::app::App;
 use crate::auth::policy;
 use crate::auth::Principal;
 use crate::duality::{DocTable, DualityView};
+use crate::engine::action_plan;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Step};
 
@@ -76,7 +76,7 @@ pub fn subscription_filter(app: &App, text: Option<&str>) -> Result<Vec<Conditio
         })?,
         None => Vec::new(),
     };
-    crate::api::request::check_limits(&filter, &app.config.limits)?;
+    crate::engine::request::check_limits(&filter, &app.config.limits)?;
     Ok(filter)
 }
 
@@ -278,7 +278,7 @@ async fn roots_of(app: &App, chain: &Chain<'_>, values: &[&Json]) -> Result<Vec<
     sql.text.push_str(&d.quote_ident("key"));
     sql.text.push_str(" FROM ");
     for (i, node) in nodes.iter().enumerate() {
-        let table = crate::api::plan::table(&schema, &node.table)?;
+        let table = crate::engine::plan::table(&schema, &node.table)?;
         if i > 0 {
             sql.text.push_str(" JOIN ");
         }
@@ -299,7 +299,7 @@ async fn roots_of(app: &App, chain: &Chain<'_>, values: &[&Json]) -> Result<Vec<
         sql.text.push_str(if j == 0 { " WHERE " } else { " AND " });
         push_column(d, &alias(last), parent_column, &mut sql.text);
         sql.text.push_str(" = ");
-        sql.params.push(crate::api::rows::json_value(value));
+        sql.params.push(crate::engine::rows::json_value(value));
         sql.text.push_str(&d.placeholder(sql.params.len()));
     }
     let job = Job::new(Access::Read, vec![Step::Rows { sql, shape: None }]).on_primary();

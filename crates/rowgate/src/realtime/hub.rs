@@ -21,8 +21,8 @@ use super::index::{Indexed, Ref, TableSubs};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
 use super::supabase::Binding;
-use crate::api::document_write::DocumentRead;
 use crate::auth::Standing;
+use crate::engine::document_write::DocumentRead;
 use crate::observe::Metrics;
 
 /// The columns a role may read of a table (`None`: all); interned, so equal views are one

@@ -32,9 +32,9 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 use state::realtime_tables;
 pub use state::{check, open, Realtime};
 

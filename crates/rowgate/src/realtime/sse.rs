@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, watch};
 use super::hub::{Event, Outbox, Subscription};
 use super::protocol::{self, close};
 use super::subscribe::{prepare, Replay};
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 
 /// Chunks waiting for the client's socket.
 const BODY_CHUNKS: usize = 16;

@@ -15,10 +15,10 @@ use rowgate_query::ast::Condition;
 use super::capture::{self, Head};
 use super::documents::{self, DocumentFeed};
 use super::hub::{classify, frame, Event, Hub, View};
-use crate::api::guard::Guard;
 use crate::app::App;
 use crate::auth::policy::{self, Op};
 use crate::auth::Principal;
+use crate::engine::guard::Guard;
 use crate::error::{ApiError, ErrorCode};
 
 /// Changes read from the log per query while replaying.

@@ -108,7 +108,7 @@ fn coerce_json(kind: ParamType, j: &serde_json::Value) -> Result<Value, String> 
             .as_i64()
             // an integral number written with a fraction (3.0) is an integer, as JSON Schema
             // says
-            .or_else(|| n.as_f64().and_then(crate::api::rows::integral))
+            .or_else(|| n.as_f64().and_then(crate::engine::rows::integral))
             .map(Value::Int)
             .ok_or_else(bad),
         (ParamType::Float, serde_json::Value::Number(n)) => {

@@ -8,15 +8,15 @@ use rowgate_query::Value;
 
 use super::params::{self, Raw};
 use super::{template_error, Resource, Resources};
-use crate::api::body::{read_one_object, Member, Members, Wanted};
-use crate::api::request::RequestBody;
-use crate::api::respond::{tagged, Reply};
 use crate::app::App;
 use crate::auth::policy::denied;
 use crate::auth::Principal;
 use crate::config::resources::{Shape, Source};
+use crate::engine::body::{read_one_object, Member, Members, Wanted};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Output, Step};
+use crate::reply::{tagged, Reply};
+use crate::request_body::RequestBody;
 
 /// Serves a request whose path no built-in route matched: a custom resource, or 404.
 pub async fn handle(
@@ -95,8 +95,12 @@ fn body_object(resource: &Resource, parts: &Parts, bytes: &[u8]) -> Result<Membe
             Wanted::Ignored
         }
     };
-    match read_one_object(&parts.headers, bytes, &wanted)? {
-        crate::api::body::Shape::Object(members) => Ok(members),
+    match read_one_object(
+        crate::request_body::content_type(&parts.headers),
+        bytes,
+        &wanted,
+    )? {
+        crate::engine::body::Shape::Object(members) => Ok(members),
         _ => Err(ApiError::new(
             ErrorCode::InvalidBody,
             "the request body must be a JSON object",

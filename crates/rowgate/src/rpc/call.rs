@@ -15,12 +15,12 @@ use rowgate_query::Value;
 use serde_json::Value as Json;
 
 use super::{Arguments, CallRequest};
-use crate::api::action_plan::{self, Context, CALL_ROWS};
-use crate::api::body::{Member, MemberSeed};
 use crate::api::request::{ApiRequest, MediaType};
 use crate::api::respond::{self, Answer, Reply};
 use crate::auth::policy::Subject;
 use crate::config::resources::{Shape, Source};
+use crate::engine::action_plan::{self, Context, CALL_ROWS};
+use crate::engine::body::{Member, MemberSeed};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{self, Access, Job, Output, Step};
 use crate::resources::{serve, Resource, Resources};
@@ -539,18 +539,14 @@ fn plan_function(
                 // a query string's repeated argument is its last value, but for a VARIADIC
                 // parameter, which takes them all (one alone, too, as an array)
                 // (name-value pairs: a query string's, or a form's)
-                let by_get = matches!(*request.method, http::Method::GET | http::Method::HEAD)
-                    || request
-                        .headers
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|t| t.to_str().ok())
-                        .is_some_and(|t| {
-                            t.split(';')
-                                .next()
-                                .unwrap_or("")
-                                .trim()
-                                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-                        });
+                let by_get = matches!(request.method, "GET" | "HEAD")
+                    || request.content_type.is_some_and(|t| {
+                        t.split(';')
+                            .next()
+                            .unwrap_or("")
+                            .trim()
+                            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+                    });
                 // the object's text, as a `serde_json::Value`'s (members in key order)
                 let mut record = String::from("{");
                 for (k, v) in map.into_iter().filter(|(k, _)| f.has_param(k)) {

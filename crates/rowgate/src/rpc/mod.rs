@@ -18,14 +18,14 @@ use bytes::Bytes;
 use http::{request::Parts, Method};
 use serde_json::Value as Json;
 
-use crate::api::body::{self, Member, Members, Shape, Wanted};
 use crate::api::request::{self, ApiRequest, MediaType, Prefer, RequestBody};
-use crate::api::respond::Reply;
 use crate::app::App;
 use crate::auth::Principal;
+use crate::engine::body::{self, Member, Members, Shape, Wanted};
 use crate::engine::timing::Timing;
 use crate::engine::{Executed, Planned, Planning};
 use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
 
 /// The query-string keys that are never arguments (they shape the result), as PostgREST
 /// reserves them: these, and those ending in [`RESERVED_EMBEDDABLE`] (`tasks.order`).
@@ -154,7 +154,7 @@ impl<'a> CallRequest<'a> {
     /// of a JSON array of objects (or of CSV's rows), a form's pairs (a repeated name gives an
     /// array); of these only the keys `columns=` names, when it names some. `None` for JSON
     /// of another shape. The body is read once, as it is parsed: a nested value is kept as its
-    /// compact text ([`crate::api::compact`]), not as a tree of `serde_json::Value`s (30 bytes
+    /// compact text ([`crate::engine::compact`]), not as a tree of `serde_json::Value`s (30 bytes
     /// and an allocation per element).
     fn body_arguments(&self) -> Result<&BodyArguments, ApiError> {
         self.read
@@ -194,7 +194,11 @@ impl<'a> CallRequest<'a> {
         } else if self.body.iter().all(u8::is_ascii_whitespace) {
             (Some(Members::new()), false)
         } else {
-            match body::read_one_object(&self.parts.headers, &self.body, &wanted)? {
+            match body::read_one_object(
+                request::content_type(&self.parts.headers),
+                &self.body,
+                &wanted,
+            )? {
                 Shape::Object(members) => (Some(members), false),
                 Shape::Array {
                     first: Some(Some(first)),
@@ -451,8 +455,10 @@ fn plan_call<'c>(
         media,
         nulls_stripped,
         range: request::parse_range(&parts.method, &parts.headers)?,
-        method: &parts.method,
-        headers: &parts.headers,
+        method: parts.method.as_str(),
+        content_type: request::content_type(&parts.headers),
+        if_match: None,
+        if_none_match: request::if_none_match_values(&parts.headers),
         body: Bytes::new(),
     };
     let mut planned = call::plan(&callee, call, &api_request, arguments, cx)?;

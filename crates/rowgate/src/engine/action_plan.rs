@@ -3,12 +3,12 @@
 //! `actionPlan`). The table and its columns are resolved here, the guard decides what the role
 //! may do, and the statements are rendered per dialect; nothing runs.
 
-use http::Method;
 use rowgate_query::ast::{QualifiedName, RowFunction};
 use rowgate_query::render::{self, Dialect};
 use rowgate_query::stmt::{EmbedStmt, OutputColumn, Relation, Sql};
 use rowgate_query::{Condition, Direction, Nulls, Operand, Query, SelectItem};
 
+use super::answer::Answer;
 use super::body::{self, Wanted};
 use super::document_write::{self, DocumentAction, DocumentRead};
 use super::embed::Embedder;
@@ -16,7 +16,6 @@ use super::guard::{self, Guard};
 pub use super::plan::Context;
 use super::plan::{self, OutputShape};
 use super::request::{Action, ApiRequest, Count, MediaType, Prefer, Resolution, Return};
-use super::respond::Answer;
 use super::rows::RowSink;
 use crate::auth::policy::Op;
 use crate::db::sqlite_job::Format;
@@ -302,7 +301,7 @@ fn document_write(
 ) -> Result<ActionPlan, ApiError> {
     let key = request.action.key();
     let allowed = document_methods(view, key.is_some());
-    if !allowed.contains(&request.method.as_str()) {
+    if !allowed.contains(&request.method) {
         let err = ApiError::method_not_allowed(request.method, allowed);
         return Err(if view.root.writable() {
             err
@@ -315,7 +314,7 @@ fn document_write(
         DocumentAction::Delete => None,
         _ => Some(super::document_body::read_document(
             view,
-            request.headers,
+            request.content_type,
             &request.body,
             cx.limits.max_document_rows,
         )?),
@@ -326,7 +325,7 @@ fn document_write(
         action,
         key,
         body.as_ref(),
-        request.if_match(),
+        request.if_match.clone(),
         read,
     )?;
     let mut job = Job::new(Access::Write, written.steps);
@@ -345,7 +344,7 @@ fn document_write(
 /// returns rows.
 fn operations(request: &ApiRequest<'_>) -> Vec<Op> {
     let merge = request.prefer.resolution == Some(Resolution::Merge);
-    let post = *request.method == Method::POST;
+    let post = request.method_is("POST");
     let mut ops = match request.action {
         Action::Insert if merge => vec![Op::Insert, Op::Update],
         Action::Insert => vec![Op::Insert],
@@ -768,7 +767,7 @@ fn insert(
     let shape = answer.shape.clone();
     let read = |sink: &mut dyn RowSink| {
         body::read_rows(
-            request.headers,
+            request.content_type,
             &request.body,
             query.columns.as_deref(),
             sink,
@@ -777,7 +776,7 @@ fn insert(
     // a body of one object is one row: bound as values where the database binds small bodies
     // so (a large value is then copied the fewest times, not also as JSON rows)
     let one_row = request.body.trim_ascii_start().first() == Some(&b'{')
-        || body::body_media(request.headers, &request.body)? == body::BodyMedia::Form;
+        || body::body_media(request.content_type, &request.body)? == body::BodyMedia::Form;
     let plan = plan::insert(
         d,
         table,
@@ -824,7 +823,7 @@ fn if_match_step(
     key: Vec<Condition>,
 ) -> Result<Vec<Step>, ApiError> {
     let mut steps = Vec::with_capacity(2);
-    if let Some(tags) = request.if_match() {
+    if let Some(tags) = request.if_match.clone() {
         let d = cx.dialect;
         let whole = Query::default();
         let mut plan = plan::read(tables.view, &whole, None, false, 0, Some(key), d)?;
@@ -861,7 +860,7 @@ fn modify(
     let cols = answer.statement_columns();
     if query.filters.is_empty() && item.is_none() && cx.rest.refuse_unfiltered_writes {
         // pg-safeupdate's words, as PostgREST users meet them
-        let statement = if request.method == http::Method::DELETE {
+        let statement = if request.method_is("DELETE") {
             "DELETE"
         } else {
             "UPDATE"
@@ -898,8 +897,8 @@ fn modify(
             _ if table.column(key).is_some() => Wanted::Kept,
             _ => Wanted::Unknown,
         };
-        let object =
-            body::read_one_object(request.headers, &request.body, &wanted)?.one_object("PATCH")?;
+        let object = body::read_one_object(request.content_type, &request.body, &wanted)?
+            .one_object("PATCH")?;
         let columns = (named, prefer.missing_default);
         match plan::update(table, filters, object.as_ref(), cols, columns)? {
             Some(stmt) => {
@@ -965,7 +964,7 @@ fn put(
         Some(_) => Wanted::Kept,
         None => Wanted::Unknown,
     };
-    let shape = body::read_one_object(request.headers, &request.body, &wanted)?;
+    let shape = body::read_one_object(request.content_type, &request.body, &wanted)?;
     let returns_rows = prefer.return_ == Return::Representation;
     let mut answer = representation(cx, tables.view, query, prefer)?;
     let cols = answer.statement_columns();
@@ -1045,22 +1044,35 @@ mod tests {
 
     /// Plans `method uri` (body `body`) on `table` for the writer.
     fn plan_of(method: &str, uri: &str, table: &str, body: &str) -> Result<ActionPlan, ApiError> {
-        let (parts, _) = http::Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", "application/json")
-            .body(())
-            .expect("request")
-            .into_parts();
+        let (_, query) = uri.split_once('?').unwrap_or((uri, ""));
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let query =
+            rowgate_query::parse::parse_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let action = match method {
+            "GET" => Action::Read { key: None },
+            "POST" => Action::Insert,
+            "PATCH" => Action::Update { key: None },
+            "DELETE" => Action::Delete { key: None },
+            "PUT" => Action::Upsert { key: None },
+            _ => Action::Unsupported { key: None },
+        };
         let limits = LimitsConfig::default();
-        let request = ApiRequest::parse(
-            &parts,
+        let request = ApiRequest {
+            action,
             table,
-            None,
-            Bytes::from(body.to_string()),
-            &limits,
-            false,
-        )?;
+            query,
+            prefer: Prefer::default(),
+            media: MediaType::Json,
+            nulls_stripped: false,
+            range: None,
+            method,
+            content_type: Some("application/json"),
+            if_match: None,
+            if_none_match: Vec::new(),
+            body: Bytes::from(body.to_string()),
+        };
         let (schema, policy, principal) = (schema(), policy(), writer());
         let cx = Context {
             schema: &schema,

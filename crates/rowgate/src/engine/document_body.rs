@@ -12,7 +12,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 
-use http::HeaderMap;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
@@ -50,7 +49,7 @@ impl DocMember {
 /// strings); at most `max_rows` rows in its arrays.
 pub fn read_document(
     view: &DualityView,
-    headers: &HeaderMap,
+    content_type: Option<&str>,
     raw: &[u8],
     max_rows: usize,
 ) -> Result<DocObject, ApiError> {
@@ -60,7 +59,7 @@ pub fn read_document(
         rows: Cell::new(0),
         refusal: RefCell::new(None),
     };
-    match body::body_media(headers, raw)? {
+    match body::body_media(content_type, raw)? {
         BodyMedia::Json => {
             if raw.iter().all(u8::is_ascii_whitespace) {
                 return Err(body::empty_json());

@@ -11,7 +11,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use http::{header, HeaderMap};
 use serde_json::Value as Json;
 
 use super::rows::{BodyCell, RowSink};
@@ -30,12 +29,10 @@ pub enum BodyMedia {
     Csv,
 }
 
-/// How `body` is read under `headers`' `Content-Type` (415 for a type it cannot be).
-pub fn body_media(headers: &HeaderMap, body: &[u8]) -> Result<BodyMedia, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
+/// How `body` is read under its declared `content_type` (absent: JSON; 415 for a type it
+/// cannot be).
+pub fn body_media(content_type: Option<&str>, body: &[u8]) -> Result<BodyMedia, ApiError> {
+    let content_type = content_type.unwrap_or("application/json");
     let media = content_type
         .split(';')
         .next()
@@ -98,12 +95,12 @@ pub fn csv_field(field: &str) -> Option<&str> {
 /// An insert body as rows (see [`super::rows`]), each read straight into them: JSON, a form,
 /// CSV.
 pub fn read_rows(
-    headers: &HeaderMap,
+    content_type: Option<&str>,
     body: &[u8],
     columns: Option<&[String]>,
     sink: &mut dyn RowSink,
 ) -> Result<usize, ApiError> {
-    match body_media(headers, body)? {
+    match body_media(content_type, body)? {
         BodyMedia::Json => super::rows::read_rows(body, columns, sink),
         BodyMedia::Form => read_form_rows(body, columns, sink),
         BodyMedia::Csv => read_csv_rows(body, columns, sink),
@@ -333,11 +330,11 @@ pub type Members = BTreeMap<String, Member>;
 /// the members `wanted` keeps are read, and the first key in key order it says is unknown. The
 /// whole body is read: a malformed one is refused as such, whatever its shape.
 pub fn read_one_object(
-    headers: &HeaderMap,
+    content_type: Option<&str>,
     body: &[u8],
     wanted: &dyn Fn(&str) -> Wanted,
 ) -> Result<Shape, ApiError> {
-    let shape = match body_media(headers, body)? {
+    let shape = match body_media(content_type, body)? {
         BodyMedia::Json => {
             if body.iter().all(u8::is_ascii_whitespace) {
                 return Err(empty_json());
