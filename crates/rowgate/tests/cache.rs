@@ -377,3 +377,66 @@ async fn postgres_answers_are_not_kept() {
     assert!(s.app.cache.is_none());
     assert_eq!(cache_counts(&s).await, (0, 0));
 }
+
+/// ORDS reads are kept as `/api`'s are: repeated, they are answered from the cache with the
+/// same bytes, and a write (through ORDS) is in the next one. A trusted proxy's answers are
+/// kept apart from other clients' with the same headers: its `X-Forwarded-Host` names the
+/// links' host, another client's does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ords_reads_are_kept_and_apart_for_trusted_proxies() {
+    let s = TestServer::start_with(Backend::Sqlite, |c| {
+        c.trusted_proxies = vec!["127.0.0.2".into()];
+    })
+    .await;
+    let ords = |path: &str| s.root_url(&format!("/ords/rowgate{path}"));
+    let read = |client: &reqwest::Client, url: String| {
+        let request = client
+            .get(url)
+            .header("X-Forwarded-Host", "api.example.com");
+        async move {
+            let r = request.send().await.expect("get");
+            (r.status().as_u16(), r.text().await.expect("text"))
+        }
+    };
+    let direct = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 1]))
+        .build()
+        .expect("client");
+    let (status, first) = read(&direct, ords("/team/1")).await;
+    assert_eq!(status, 200, "{first}");
+    let (hits, _) = cache_counts(&s).await;
+    for _ in 0..6 {
+        assert_eq!(read(&direct, ords("/team/1")).await, (200, first.clone()));
+    }
+    let (more_hits, _) = cache_counts(&s).await;
+    assert!(more_hits - hits >= 4, "{hits} → {more_hits} hits");
+    assert!(!first.contains("api.example.com"), "{first}");
+
+    // the trusted proxy's answer names the host it forwards for, and the direct client's
+    // answer, asked again, still does not
+    let proxy = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .expect("client");
+    for _ in 0..2 {
+        let (_, proxied) = read(&proxy, ords("/team/1")).await;
+        assert!(
+            proxied.contains("\"http://api.example.com/ords/rowgate/team/1\""),
+            "{proxied}"
+        );
+        let (_, again) = read(&direct, ords("/team/1")).await;
+        assert_eq!(again, first);
+    }
+
+    // a write through ORDS is in the next read
+    let r = direct
+        .put(ords("/team/1"))
+        .json(&json!({"team_id": 1, "name": "Mercedes", "points": 7}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 200);
+    let (_, after) = read(&direct, ords("/team/1")).await;
+    let after: Value = serde_json::from_str(&after).expect("json");
+    assert_eq!(after["points"], 7, "{after}");
+}

@@ -225,16 +225,48 @@ async fn answer(
     if parts.method == Method::POST && key == Some("batchload") {
         return batchload::load(app, parts, &principal, &object, &bytes).await;
     }
-    let mut request = request::parse(app, parts, peer, &object, key, bytes)?;
+    // a read is answered from the response cache while nothing was committed, as `/api`'s
+    // are (`crate::cache`): kept under the role, and apart for a trusted proxy, whose
+    // forwarding headers name the links' host (another client's same headers do not)
+    let keyed_as = if app.trusted_proxies.trusts(peer) {
+        format!("{}\0trusted proxy", principal.role)
+    } else {
+        principal.role.clone()
+    };
+    let served = read_or_write(app, parts, peer, &principal, &object, key, bytes);
+    crate::cache::through(
+        app.cache.as_ref(),
+        &app.db,
+        &app.metrics,
+        parts,
+        &keyed_as,
+        served,
+    )
+    .await
+}
+
+/// A request on a collection or an item, planned and run by the engine, answered in ORDS's
+/// shapes; a read of tables and of views that read neither the time nor randomness is marked
+/// for the response cache.
+async fn read_or_write(
+    app: &Arc<App>,
+    parts: &Parts,
+    peer: IpAddr,
+    principal: &crate::auth::Principal,
+    object: &str,
+    key: Option<&str>,
+    bytes: bytes::Bytes,
+) -> Result<Reply, ApiError> {
+    let mut request = request::parse(app, parts, peer, object, key, bytes)?;
     // _metadata.asof: the last change this worker had seen before the read began; the read's
     // snapshot, taken after, reflects every change up to it (no statement needed)
     request.asof = app
         .realtime
         .as_ref()
-        .filter(|_| app.duality.get(&object).is_some())
+        .filter(|_| app.duality.get(object).is_some())
         .map(|r| r.hub.last());
     let asked = crate::engine::Request {
-        principal: &principal,
+        principal,
         facts: parts,
         profile: None,
     };
@@ -247,26 +279,30 @@ async fn answer(
             &mut timing,
         )
         .await?;
-    respond::answer(
-        app,
-        &request,
-        &executed.answer,
-        executed.outcome,
-        &executed.cache,
-    )
+    let (answer, cacheable) = executed.answer;
+    let reply = respond::answer(app, &request, &answer, executed.outcome, &executed.cache)?;
+    Ok(if cacheable { reply.cacheable() } else { reply })
 }
 
 /// The plan of a table, view or duality view request, as `/api` plans it (a PUT's plan counts
 /// the row it overwrites: ORDS answers one that inserted with 201). A write's triggers on
-/// PostgreSQL may read the request's settings, as under `/api`.
+/// PostgreSQL may read the request's settings, as under `/api`. With the answer: whether it
+/// may be kept until the next commit (a read of tables, and of views that read neither the time
+/// nor randomness).
 pub fn plan_table(
     request: &crate::api::request::ApiRequest<'_>,
     planning: &crate::engine::Planning<'_>,
-) -> Result<crate::engine::Planned<crate::engine::answer::Answer>, ApiError> {
-    let plan = action_plan::plan(request, &planning.cx)?;
+) -> Result<crate::engine::Planned<(crate::engine::answer::Answer, bool)>, ApiError> {
+    let cx = &planning.cx;
+    let plan = action_plan::plan(request, cx)?;
     let writes_in_postgres =
-        plan.job.access == crate::job::Access::Write && planning.cx.dialect.has_schemas();
-    let mut planned = crate::engine::Planned::new(plan.job, plan.answer);
+        plan.job.access == crate::job::Access::Write && cx.dialect.has_schemas();
+    let cacheable = plan.job.access == crate::job::Access::Read
+        && !cx.schema.reads_volatile(
+            plan.job.statements().map(|sql| sql.text.as_str()),
+            cx.dialect,
+        );
+    let mut planned = crate::engine::Planned::new(plan.job, (plan.answer, cacheable));
     planned.reads_request = writes_in_postgres;
     Ok(planned)
 }
