@@ -26,6 +26,11 @@ tables = ["*"]
 ops = ["select", "insert", "update", "delete"]
 functions = ["*"]
 
+[[resources]]
+path = "/teams/{id}/name"
+sql = "SELECT name FROM team WHERE team_id = :id"
+roles = ["anon"]
+
 [[duality_views]]
 name = "team_dv"
 table = "team"
@@ -86,9 +91,16 @@ async fn every_front_end_reads_and_writes_the_same_rows(b: Backend) {
     let (_, document) = get_json(&s, "/team_dv/1").await;
     let (_, ords_document) = answer(s.client.get(ords("/team_dv/1"))).await;
     assert_eq!(rest, json!([{"name": "Mercedes"}]));
+    let (status, resource) = answer(s.client.get(s.root_url("/teams/1/name"))).await;
+    assert_eq!(status, 200, "{resource}");
     assert_eq!(
-        [&item["name"], &document["name"], &ords_document["name"]],
-        [&json!("Mercedes"); 3]
+        [
+            &item["name"],
+            &document["name"],
+            &ords_document["name"],
+            &resource[0]["name"]
+        ],
+        [&json!("Mercedes"); 4]
     );
 
     // an insert through each
@@ -183,8 +195,8 @@ backend_tests!(every_front_end_reads_and_writes_the_same_rows);
 
 /// `db.pre_request` runs in every front end's transactions, after the request's settings: a hook
 /// that refuses with what the database was told (`request.method`, `request.path`, the role
-/// from `request.jwt.claims`) answers the same through `/api` (a table, a document, a call) and
-/// ORDS (a collection, an item, a document, a write, a batch load).
+/// from `request.jwt.claims`) answers the same through `/api` (a table, a document, a call), a
+/// custom resource and ORDS (a collection, an item, a document, a write, a batch load).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pre_request_runs_and_sees_the_request_in_every_front_end() {
     let setup = r#"
@@ -211,6 +223,10 @@ END $$;
         ),
         (s.get("/team_dv/1"), "GET /api/team_dv/1"),
         (s.get("/rpc/team_count"), "GET /api/rpc/team_count"),
+        (
+            s.client.get(s.root_url("/teams/1/name")),
+            "GET /teams/1/name",
+        ),
         (
             s.client.get(s.root_url("/ords/rowgate/team/")),
             "GET /ords/rowgate/team/",

@@ -73,8 +73,23 @@ pub async fn handle(
         Members::new()
     };
     let values = bind(resource, &path_values, parts.uri.query(), &body, principal)?;
-    let output = app.db.run(job(resource, &values)).await?;
-    respond(&resources, resource, parts, output, &values)
+    // run by the engine, as every request is: `db.pre_request`, and once more after a schema
+    // change the cache had not seen
+    let asked = crate::engine::Request {
+        principal,
+        facts: parts,
+        profile: None,
+    };
+    let mut timing = crate::engine::timing::Timing::start(false);
+    let executed = app
+        .engine()
+        .execute(
+            &asked,
+            |_, _| Ok(crate::engine::Planned::new(job(resource, &values), ())),
+            &mut timing,
+        )
+        .await?;
+    respond(&resources, resource, parts, executed.outcome, &values)
 }
 
 /// A body's top-level object (JSON or form), of its members only those the resource's body
