@@ -152,6 +152,18 @@ pub trait Dialect: Send + Sync {
     /// `rowgate` schema); otherwise they are named `_rowgate_…`.
     fn has_schemas(&self) -> bool;
 
+    /// Whether a transaction holds settings its functions and triggers read
+    /// (`set_config`/`current_setting`: PostgREST's `request.*`, `TimeZone`); SQLite has none.
+    fn has_transaction_settings(&self) -> bool;
+
+    /// Whether a statement's execution plan can be asked for as JSON (`EXPLAIN (FORMAT JSON)`:
+    /// `Accept: application/vnd.pgrst.plan`).
+    fn explains_plans(&self) -> bool;
+
+    /// Whether exact counts are kept per statement and brought up to date from the change log
+    /// (Rowgate's kept counts, on SQLite, where `count(*)` reads every row); PostgreSQL counts.
+    fn keeps_counts(&self) -> bool;
+
     /// Whether an insert's JSON rows are objects keyed by column name, read with the table's
     /// row type (PostgreSQL's `json_populate_recordset` converts each value to its column's
     /// type), rather than arrays of cells in column order (SQLite's `json_each`, `value ->> i`).
@@ -281,6 +293,18 @@ impl Dialect for Sqlite {
 
     fn has_schemas(&self) -> bool {
         false
+    }
+
+    fn has_transaction_settings(&self) -> bool {
+        false
+    }
+
+    fn explains_plans(&self) -> bool {
+        false
+    }
+
+    fn keeps_counts(&self) -> bool {
+        true
     }
 
     fn reports_read_only(&self) -> bool {
@@ -423,6 +447,18 @@ impl Dialect for Postgres {
 
     fn has_schemas(&self) -> bool {
         true
+    }
+
+    fn has_transaction_settings(&self) -> bool {
+        true
+    }
+
+    fn explains_plans(&self) -> bool {
+        true
+    }
+
+    fn keeps_counts(&self) -> bool {
+        false
     }
 
     fn reports_read_only(&self) -> bool {

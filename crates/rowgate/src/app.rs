@@ -127,10 +127,11 @@ impl App {
             )
         });
         let pre_request = pre_request_call(&config.db.pre_request, &db).await?;
-        let cache = match &*db {
-            Database::Sqlite(_) => crate::cache::ResponseCache::new(&config.cache),
-            Database::Postgres(_) => None,
-        };
+        // kept answers are as fresh as the database's commit epoch tells
+        let cache = db
+            .tells_commits()
+            .then(|| crate::cache::ResponseCache::new(&config.cache))
+            .flatten();
         let access_log = crate::observe::access::AccessLog::open(&config.access_log)?;
         Ok(Arc::new(App {
             access_log,

@@ -93,7 +93,7 @@ pub fn allowed(
     dialect: &dyn rowgate_query::render::Dialect,
 ) -> Result<Option<PlanRequest>, ApiError> {
     match asked(&parts.headers).transpose()? {
-        Some(_) if !(app.config.rest.plan && dialect.has_schemas()) => {
+        Some(_) if !(app.config.rest.plan && dialect.explains_plans()) => {
             let accept = parts.headers.get(http::header::ACCEPT);
             Err(not_available(
                 accept.and_then(|v| v.to_str().ok()).unwrap_or(""),

@@ -160,8 +160,8 @@ fn plan_stages<'p>(
         }
     }
     let settings = request.prefer.settings(context.dialect);
-    let writes_in_postgres =
-        plan.job.access == crate::job::Access::Write && context.dialect.has_schemas();
+    let write_reads_settings =
+        plan.job.access == crate::job::Access::Write && context.dialect.has_transaction_settings();
     if request.nulls_stripped {
         plan.job.strip_nulls();
     }
@@ -193,9 +193,9 @@ fn plan_stages<'p>(
         // a write's defaults, triggers and checks may read the request (`request.jwt.claims`,
         // `request.headers`, …, and `db.settings`) as they do under PostgREST, and so may
         // `db.pre_request`'s function, called after them
-        reads_request: writes_in_postgres || calls_a_function,
+        reads_request: write_reads_settings || calls_a_function,
         // a write's triggers may set the answer's headers and status (PostgREST's settings)
-        sets_response: writes_in_postgres,
+        sets_response: write_reads_settings,
         again: true,
     })
 }

@@ -166,7 +166,7 @@ fn session(app: &App, principal: &Principal) -> Value {
         "client": app.auth.clients.load().get(claim("sub").as_str().unwrap_or("")).map(|c| c.name.clone()),
         "expires": claim("exp"),
         "version": env!("CARGO_PKG_VERSION"),
-        "database": if app.db.dialect().has_schemas() { "postgresql" } else { "sqlite" },
+        "database": match app.db.dialect().name() { "postgres" => "postgresql", other => other },
         "rest_prefix": app.config.rest.prefix,
         "access_log": app.access_log.is_some(),
         "tables": tables,

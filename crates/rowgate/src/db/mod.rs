@@ -100,6 +100,12 @@ impl Database {
         }
     }
 
+    /// Whether [`Database::commit_epoch`] tells when anything was committed (SQLite), so that
+    /// answers can be kept until then (`crate::cache`).
+    pub fn tells_commits(&self) -> bool {
+        matches!(self, Database::Sqlite(_))
+    }
+
     /// A number that moves on whenever anything is committed to the database
     /// ([`Sqlite::commit_epoch`]): SQLite only; PostgreSQL cannot tell it without a round
     /// trip (`None`).

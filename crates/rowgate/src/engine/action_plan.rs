@@ -79,7 +79,7 @@ fn evaluable_count(d: &dyn Dialect, table: &Table, count: &rowgate_query::stmt::
             }
         }
     }
-    !d.has_schemas()
+    d.keeps_counts()
         && !table.is_view
         && count.table.computed.is_empty()
         && count.filters.iter().all(|c| plain(c, table))

@@ -193,7 +193,7 @@ impl Prefer {
         d: &dyn rowgate_query::render::Dialect,
     ) -> Vec<(&'static str, String)> {
         match &self.timezone {
-            Some(zone) if d.has_schemas() => vec![("TimeZone", zone.clone())],
+            Some(zone) if d.has_transaction_settings() => vec![("TimeZone", zone.clone())],
             Some(_) => {
                 self.applied.retain(|p| !p.starts_with("timezone="));
                 Vec::new()

@@ -295,15 +295,15 @@ pub fn plan_table(
 ) -> Result<crate::engine::Planned<(crate::engine::answer::Answer, bool)>, ApiError> {
     let cx = &planning.cx;
     let plan = action_plan::plan(request, cx)?;
-    let writes_in_postgres =
-        plan.job.access == crate::job::Access::Write && cx.dialect.has_schemas();
+    let write_reads_settings =
+        plan.job.access == crate::job::Access::Write && cx.dialect.has_transaction_settings();
     let cacheable = plan.job.access == crate::job::Access::Read
         && !cx.schema.reads_volatile(
             plan.job.statements().map(|sql| sql.text.as_str()),
             cx.dialect,
         );
     let mut planned = crate::engine::Planned::new(plan.job, (plan.answer, cacheable));
-    planned.reads_request = writes_in_postgres;
+    planned.reads_request = write_reads_settings;
     Ok(planned)
 }
 
