@@ -20,6 +20,9 @@ fn db(pre_request: &str) -> String {
 }
 
 const CONFIG: &str = r#"
+[ords]
+sql_roles = ["analyst"]
+
 [[grants]]
 role = "anon"
 tables = ["*"]
@@ -196,7 +199,8 @@ backend_tests!(every_front_end_reads_and_writes_the_same_rows);
 /// `db.pre_request` runs in every front end's transactions, after the request's settings: a hook
 /// that refuses with what the database was told (`request.method`, `request.path`, the role
 /// from `request.jwt.claims`) answers the same through `/api` (a table, a document, a call), a
-/// custom resource and ORDS (a collection, an item, a document, a write, a batch load).
+/// custom resource and ORDS (a collection, an item, a document, a write, a batch load,
+/// REST-enabled SQL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pre_request_runs_and_sees_the_request_in_every_front_end() {
     let setup = r#"
@@ -251,6 +255,24 @@ END $$;
         assert_eq!(status, 409, "{seen}: {body}");
         assert_eq!(body["message"], format!("{seen} anon"), "{body}");
     }
+    // REST-enabled SQL (an analyst's) reports the statement the hook refused
+    let (_, token) = client_token(&s, "analyst", "analyst").await;
+    let (status, report) = answer(
+        s.client
+            .post(s.root_url("/ords/rowgate/_/sql"))
+            .bearer_auth(&token)
+            .header("content-type", "application/sql")
+            .header("x-echo", "yes")
+            .body("SELECT 1 AS one"),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("POST /ords/rowgate/_/sql analyst"),
+        "{report}"
+    );
     // a batch load reports the batch the hook refused, and loads nothing
     let (status, report) = answer(
         s.client

@@ -694,10 +694,23 @@ fn start_up_warnings_are_logged_once() {
         "[[grants]]\nrole = \"anon\"\ntables = [\"team\", \"no_such_table\"]\nops = [\"select\"]\n",
     )
     .expect("config");
+    // (`/live` answers as soon as one worker serves: the first, which warns, may come later)
+    let log = dir.path().join("serve.log");
     let text = serve_logged(
         dir.path(),
         &["--config", "rowgate.toml", "--db", "d.db", "--workers", "3"],
-        || {},
+        || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("no_such_table")
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // the other workers' start, which would repeat it
+            std::thread::sleep(Duration::from_millis(500));
+        },
     );
     assert_eq!(text.matches("with 3 worker(s)").count(), 1, "{text}");
     assert_eq!(

@@ -197,5 +197,6 @@ fn plan_stages<'p>(
         // a write's triggers may set the answer's headers and status (PostgREST's settings)
         sets_response: write_reads_settings,
         again: true,
+        client_sql: false,
     })
 }

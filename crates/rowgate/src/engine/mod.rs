@@ -105,6 +105,10 @@ pub struct Planned<A> {
     /// Whether the request can be planned again after a schema change (a large body is not
     /// kept for a second plan: such a request answers 503 `PGRST002`, to be retried).
     pub again: bool,
+    /// Whether the job's SQL is the client's own (REST-enabled SQL): what is wrong with it is
+    /// the client's mistake ([`ApiError::of_client_sql`]), a name it gives that is missing
+    /// included, so it is not run again after a reload.
+    pub client_sql: bool,
 }
 
 impl<A> Planned<A> {
@@ -118,6 +122,7 @@ impl<A> Planned<A> {
             reads_request: false,
             sets_response: false,
             again: true,
+            client_sql: false,
         }
     }
 }
@@ -180,6 +185,7 @@ impl<'a> Engine<'a> {
                     reads_request,
                     sets_response,
                     again,
+                    client_sql,
                 } = planned;
                 settings.extend(own);
                 transaction::start(
@@ -193,9 +199,9 @@ impl<'a> Engine<'a> {
                     job.steps.push(Step::ResponseSettings);
                 }
                 timing.mark("plan");
-                (job, (answer, again), profile)
+                (job, (answer, again, client_sql), profile)
             };
-            let (answer, again) = answer;
+            let (answer, again, client_sql) = answer;
             match self.db.run(job).await {
                 Ok(outcome) => {
                     timing.mark("transaction");
@@ -206,6 +212,7 @@ impl<'a> Engine<'a> {
                         profile,
                     });
                 }
+                Err(e) if client_sql => return Err(ApiError::of_client_sql(e)),
                 Err(e) => {
                     let mut e = ApiError::from(e);
                     if e.code != ErrorCode::SchemaChanged {

@@ -75,7 +75,6 @@ pub async fn run(
             "no SQL statement in the body",
         ));
     }
-    let postgres = app.db.dialect().name() == "postgres";
     let mut items = Vec::with_capacity(statements.len());
     for (i, text) in statements.iter().enumerate() {
         // ORDS's members in ORDS's order
@@ -91,7 +90,7 @@ pub async fn run(
                     ",\"statementType\":\"{name}\",\"statementText\":{}",
                     Value::from(text.as_str())
                 ));
-                execute(app, kind, text, limit, offset, postgres).await
+                execute(app, parts, principal, kind, text, (limit, offset)).await
             }
             Err(e) => {
                 item.push_str(&format!(
@@ -225,14 +224,15 @@ fn first_words(text: &str) -> Vec<String> {
     words
 }
 
-/// One statement run as its own job.
+/// One statement run as its own job, by the engine (`db.pre_request` first, as for every
+/// request; its errors the client's own).
 async fn execute(
     app: &App,
+    parts: &Parts,
+    principal: &Principal,
     kind: Kind,
     text: &str,
-    limit: u64,
-    offset: u64,
-    postgres: bool,
+    (limit, offset): (u64, u64),
 ) -> Result<String, ApiError> {
     let first = first_words(text).into_iter().next().unwrap_or_default();
     // a query that can be a subquery is paged by the database; one more row says hasMore
@@ -257,7 +257,7 @@ async fn execute(
         },
         Kind::Dml | Kind::Ddl => Step::Execute(statement),
     }];
-    if postgres {
+    if app.db.dialect().has_transaction_settings() {
         // nothing the statement set (set_config, …) outlives it on the pooled connection
         steps.push(Step::Execute(Sql {
             text: "RESET ALL".into(),
@@ -270,11 +270,30 @@ async fn execute(
         Access::Write
     };
     // (the SQL is the client's: what is wrong with it is the client's mistake, not a 500)
+    let mut job = Some(Job::new(access, steps));
+    let asked = crate::engine::Request {
+        principal,
+        facts: parts,
+        profile: None,
+    };
+    let mut timing = crate::engine::timing::Timing::start(false);
     let output = app
-        .db
-        .run(Job::new(access, steps))
-        .await
-        .map_err(ApiError::of_client_sql)?;
+        .engine()
+        .execute(
+            &asked,
+            |_, _| {
+                let job = job
+                    .take()
+                    .ok_or_else(|| ApiError::internal("planned twice"))?;
+                let mut planned = crate::engine::Planned::new(job, ());
+                planned.client_sql = true;
+                planned.again = false;
+                Ok(planned)
+            },
+            &mut timing,
+        )
+        .await?
+        .outcome;
     match kind {
         Kind::Query => {
             let rows: Vec<&serde_json::value::RawValue> =

@@ -486,5 +486,6 @@ fn plan_call<'c>(
         reads_request: function,
         sets_response: function,
         again: true,
+        client_sql: false,
     })
 }
