@@ -151,7 +151,9 @@ impl Scenario {
 
     /// The request mix for `target` (`rowgate` or a peer), if it applies.
     pub fn mix_for(&self, target: &str) -> Option<&[RequestSpec]> {
-        if target == self.on {
+        // `rowgate:old`, `rowgate:new`: two builds of the same server, side by side (bench/ab)
+        let own = target.split_once(':').map_or(target, |(name, _)| name);
+        if own == self.on {
             Some(&self.request)
         } else {
             self.peers.get(target).map(|p| p.request.as_slice())

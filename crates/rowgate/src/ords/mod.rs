@@ -220,20 +220,23 @@ async fn answer(
     key: Option<&str>,
 ) -> Result<Reply, ApiError> {
     let principal = app.auth.authenticate_fresh(&app.db, &parts.headers).await?;
-    let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
-    let object = resolve(app, object)?;
-    if parts.method == Method::POST && key == Some("batchload") {
-        return batchload::load(app, parts, &principal, &object, &bytes).await;
-    }
     // a read is answered from the response cache while nothing was committed, as `/api`'s
-    // are (`crate::cache`): kept under the role, and apart for a trusted proxy, whose
-    // forwarding headers name the links' host (another client's same headers do not)
-    let keyed_as = if app.trusted_proxies.trusts(peer) {
-        format!("{}\0trusted proxy", principal.role)
+    // are (`crate::cache`), before anything else is done for it: kept under the role, and
+    // apart for a trusted proxy, whose forwarding headers name the links' host (another
+    // client's same headers do not)
+    let keyed_as: std::borrow::Cow<'_, str> = if app.trusted_proxies.trusts(peer) {
+        format!("{}\0trusted proxy", principal.role).into()
     } else {
-        principal.role.clone()
+        principal.role.as_str().into()
     };
-    let served = read_or_write(app, parts, peer, &principal, &object, key, bytes);
+    let served = async {
+        let crate::app::AdmittedBody { bytes, _slot } = app.read_body(parts, body).await?;
+        let object = resolve(app, object)?;
+        if parts.method == Method::POST && key == Some("batchload") {
+            return batchload::load(app, parts, &principal, &object, &bytes).await;
+        }
+        read_or_write(app, parts, peer, &principal, &object, key, bytes).await
+    };
     crate::cache::through(
         app.cache.as_ref(),
         &app.db,
