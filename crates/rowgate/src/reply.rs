@@ -449,15 +449,13 @@ pub fn tagged_as(
 
 /// Whether `If-None-Match` names `tag` (or `*`).
 pub fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == tag
-        })
+    crate::engine::request::names_tag(
+        headers
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+        tag,
+    )
 }
 
 /// Hex digits as bytes (`None` unless every pair is hex).

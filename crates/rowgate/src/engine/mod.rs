@@ -158,6 +158,23 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// [`Engine::execute`] for a front end that names no schema profile and times no stages
+    /// (ORDS, its batch load and REST-enabled SQL, custom resources).
+    pub async fn execute_plain<A>(
+        &self,
+        principal: &Principal,
+        facts: &dyn RequestFacts,
+        plan: impl FnMut(&Planning<'_>, &mut Timing) -> Result<Planned<A>, ApiError>,
+    ) -> Result<Executed<A>, ApiError> {
+        let request = Request {
+            principal,
+            facts,
+            profile: None,
+        };
+        self.execute(&request, plan, &mut Timing::start(false))
+            .await
+    }
+
     /// Plans `request` with `plan` and runs it (see the module's description); `plan` is
     /// called again after a schema change, on the reloaded schema.
     pub async fn execute<A>(

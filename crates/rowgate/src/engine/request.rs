@@ -90,19 +90,22 @@ pub struct ApiRequest<'a> {
 impl ApiRequest<'_> {
     /// Whether `If-None-Match` names `tag` (or `*`).
     pub fn none_match(&self, tag: &str) -> bool {
-        self.if_none_match
-            .iter()
-            .flat_map(|v| v.split(','))
-            .any(|t| {
-                let t = t.trim();
-                t == "*" || t.trim_start_matches("W/") == tag
-            })
+        names_tag(self.if_none_match.iter().copied(), tag)
     }
 
     /// Whether the method is `name` (`"POST"`).
     pub fn method_is(&self, name: &str) -> bool {
         self.method.eq_ignore_ascii_case(name)
     }
+}
+
+/// Whether `If-None-Match` values (each a comma-separated list) name `tag`, weakly or not, or
+/// are `*`.
+pub fn names_tag<'v>(values: impl Iterator<Item = &'v str>, tag: &str) -> bool {
+    values.flat_map(|v| v.split(',')).any(|t| {
+        let t = t.trim();
+        t == "*" || t.trim_start_matches("W/") == tag
+    })
 }
 
 /// What the client wants back from a write.

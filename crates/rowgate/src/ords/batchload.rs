@@ -168,18 +168,10 @@ async fn insert(
         if_none_match: Vec::new(),
         body: Bytes::from(body),
     };
-    let asked = crate::engine::Request {
-        principal,
-        facts,
-        profile: None,
-    };
-    let mut timing = crate::engine::timing::Timing::start(false);
     app.engine()
-        .execute(
-            &asked,
-            |planning, _| super::plan_table(&request, planning),
-            &mut timing,
-        )
+        .execute_plain(principal, facts, |planning, _| {
+            super::plan_table(&request, planning)
+        })
         .await?;
     Ok(())
 }

@@ -268,19 +268,11 @@ async fn read_or_write(
         .as_ref()
         .filter(|_| app.duality.get(object).is_some())
         .map(|r| r.hub.last());
-    let asked = crate::engine::Request {
-        principal,
-        facts: parts,
-        profile: None,
-    };
-    let mut timing = crate::engine::timing::Timing::start(false);
     let executed = app
         .engine()
-        .execute(
-            &asked,
-            |planning, _| plan_table(&request.api, planning),
-            &mut timing,
-        )
+        .execute_plain(principal, parts, |planning, _| {
+            plan_table(&request.api, planning)
+        })
         .await?;
     let (answer, cacheable) = executed.answer;
     let reply = respond::answer(app, &request, &answer, executed.outcome, &executed.cache)?;

@@ -271,27 +271,17 @@ async fn execute(
     };
     // (the SQL is the client's: what is wrong with it is the client's mistake, not a 500)
     let mut job = Some(Job::new(access, steps));
-    let asked = crate::engine::Request {
-        principal,
-        facts: parts,
-        profile: None,
-    };
-    let mut timing = crate::engine::timing::Timing::start(false);
     let output = app
         .engine()
-        .execute(
-            &asked,
-            |_, _| {
-                let job = job
-                    .take()
-                    .ok_or_else(|| ApiError::internal("planned twice"))?;
-                let mut planned = crate::engine::Planned::new(job, ());
-                planned.client_sql = true;
-                planned.again = false;
-                Ok(planned)
-            },
-            &mut timing,
-        )
+        .execute_plain(principal, parts, |_, _| {
+            let job = job
+                .take()
+                .ok_or_else(|| ApiError::internal("planned twice"))?;
+            let mut planned = crate::engine::Planned::new(job, ());
+            planned.client_sql = true;
+            planned.again = false;
+            Ok(planned)
+        })
         .await?
         .outcome;
     match kind {

@@ -75,19 +75,11 @@ pub async fn handle(
     let values = bind(resource, &path_values, parts.uri.query(), &body, principal)?;
     // run by the engine, as every request is: `db.pre_request`, and once more after a schema
     // change the cache had not seen
-    let asked = crate::engine::Request {
-        principal,
-        facts: parts,
-        profile: None,
-    };
-    let mut timing = crate::engine::timing::Timing::start(false);
     let executed = app
         .engine()
-        .execute(
-            &asked,
-            |_, _| Ok(crate::engine::Planned::new(job(resource, &values), ())),
-            &mut timing,
-        )
+        .execute_plain(principal, parts, |_, _| {
+            Ok(crate::engine::Planned::new(job(resource, &values), ()))
+        })
         .await?;
     respond(&resources, resource, parts, executed.outcome, &values)
 }
