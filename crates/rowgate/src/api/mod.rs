@@ -1,9 +1,11 @@
-//! The AutoREST pipeline for `/{prefix}/{table}` and `/{prefix}/{table}/{key}`, as a chain of
-//! named, timed stages (PostgREST's `App.hs`, with its stage names): `parse`
-//! ([`request::ApiRequest`]) → `plan` ([`action_plan`]: the schema, the guard, statements
-//! rendered by `rowgate-query`, one [`Job`](crate::job::Job)) → `transaction` (the database
-//! runs the job) → `response` ([`respond::answer`]). `jwt` (authentication) comes before, in
-//! the server. [`timing`] names the stages in `Server-Timing`; [`allow`] answers `OPTIONS`.
+//! PostgREST's front end for `/{prefix}/{table}` and `/{prefix}/{table}/{key}`, as a chain of
+//! named, timed stages (PostgREST's `App.hs`, with its stage names): `parse` ([`request`]: an
+//! HTTP request into the engine's [`ApiRequest`](crate::engine::request::ApiRequest)) → `plan`
+//! ([`crate::engine::action_plan`]: the schema, the guard, statements rendered by
+//! `rowgate-query`, one [`Job`](crate::job::Job)) → `transaction` (run by
+//! [`crate::engine::Engine::execute`]) → `response` ([`respond::answer`]). `jwt`
+//! (authentication) comes before, in the server. [`crate::engine::timing`] names the stages in
+//! `Server-Timing`; [`allow`] answers `OPTIONS`.
 
 pub mod allow;
 pub mod explain;

@@ -1,5 +1,5 @@
 //! Security: who is asking ([`Auth::authenticate`]: a bearer token, or the anonymous role) and
-//! what they may do ([`policy`]). Tokens come from `POST /oauth/token` ([`endpoint`]) for the
+//! what they may do ([`policy`]). Tokens come from `POST /oauth/token` ([`crate::token_endpoint`]) for the
 //! clients of [`clients`], signed with keys derived from the master secret ([`secret`]), and are
 //! checked by [`token`] in memory: a bad token never takes a database connection.
 

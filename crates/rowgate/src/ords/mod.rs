@@ -6,7 +6,7 @@
 //! (composite keys comma-separated), `{object}` a table, view or duality view by its lower-case
 //! name and `{schema}` the configured alias (`ords.schema`); `/ords/{schema}/oauth/token` issues
 //! client-credentials tokens as `/oauth/token` does. Here: the path parsed into a [`Target`],
-//! the request turned into an [`ApiRequest`] ([`request`]: `q=` filter objects, `limit`,
+//! the request turned into an [`ApiRequest`](crate::engine::request::ApiRequest) ([`request`]: `q=` filter objects, `limit`,
 //! `offset`), planned and run as any other, and answered in ORDS's shapes ([`respond`]:
 //! the collection envelope, links, errors).
 
