@@ -1,12 +1,15 @@
 //! One engine under every front end (issue 40): the same operations through PostgREST's `/api`,
-//! RPC, duality views, ORDS and ORDS's batch load, on SQLite and PostgreSQL, see the same rows,
-//! the same schema change handled the same way, and (PostgreSQL) the same `db.pre_request` hook
-//! told the same request.
+//! RPC, duality views, ORDS and ORDS's batch load, and realtime's document feeds, on SQLite and
+//! PostgreSQL, see the same rows, the same schema change handled the same way, and (PostgreSQL)
+//! the same `db.pre_request` hook told the same request.
 
 mod common;
 
+use common::ws::next;
 use common::*;
+use futures_util::SinkExt as _;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
 
 /// `[db]`: no polling (a schema change is found by the request that meets it), and the
 /// pre-request hook a test names.
@@ -22,6 +25,15 @@ fn db(pre_request: &str) -> String {
 const CONFIG: &str = r#"
 [ords]
 sql_roles = ["analyst"]
+
+[realtime]
+tables = ["team"]
+poll_ms = 100
+
+[[grants]]
+role = "watcher"
+tables = ["team"]
+ops = ["select"]
 
 [[grants]]
 role = "anon"
@@ -61,6 +73,24 @@ async fn answer(r: reqwest::RequestBuilder) -> (u16, Value) {
     )
 }
 
+/// A realtime socket (`?access_token=` when `token` is given) subscribed to `team_dv`'s
+/// documents.
+async fn follow_documents(s: &TestServer, token: Option<&str>) -> ws::Socket {
+    let query = token.map_or(String::new(), |t| format!("?access_token={t}"));
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(format!("ws://{}/realtime{query}", s.addr))
+            .await
+            .expect("websocket");
+    let subscribe = json!({"type": "subscribe", "table": "team_dv"});
+    socket
+        .send(Message::text(subscribe.to_string()))
+        .await
+        .expect("send");
+    let ack = next(&mut socket).await;
+    assert_eq!(ack["type"], "subscribed", "{ack}");
+    socket
+}
+
 /// The names of teams `ids`, read through `/api`.
 async fn names(s: &TestServer, ids: &str) -> Vec<String> {
     let (status, body) = get_json(
@@ -94,6 +124,8 @@ async fn every_front_end_reads_and_writes_the_same_rows(b: Backend) {
     let (_, document) = get_json(&s, "/team_dv/1").await;
     let (_, ords_document) = answer(s.client.get(ords("/team_dv/1"))).await;
     assert_eq!(rest, json!([{"name": "Mercedes"}]));
+    // a realtime follower of the view's documents, read as a GET reads them
+    let mut follower = follow_documents(&s, None).await;
     let (status, resource) = answer(s.client.get(s.root_url("/teams/1/name"))).await;
     assert_eq!(status, 200, "{resource}");
     assert_eq!(
@@ -142,6 +174,16 @@ async fn every_front_end_reads_and_writes_the_same_rows(b: Backend) {
         names(&s, "901,902,903,904").await,
         ["Rest", "Ords", "Batch", "Document"]
     );
+    // the follower was sent each new document, as a GET of it reads it
+    for id in 901..=904 {
+        let event = next(&mut follower).await;
+        let (_, document) = get_json(&s, &format!("/team_dv/{id}")).await;
+        assert_eq!(
+            (&event["op"], &event["key"], &event["row"]),
+            (&json!("insert"), &json!({"_id": id}), &document),
+            "{event}"
+        );
+    }
 
     // updates and deletes
     let (status, _) = answer(s.patch("/team?team_id=eq.901", json!({"name": "Rest 2"}))).await;
@@ -205,9 +247,17 @@ backend_tests!(every_front_end_reads_and_writes_the_same_rows);
 async fn postgres_pre_request_runs_and_sees_the_request_in_every_front_end() {
     let setup = r#"
 CREATE SCHEMA hooks;
+CREATE TABLE hooks.switch (refuse boolean NOT NULL);
+INSERT INTO hooks.switch VALUES (false);
 CREATE FUNCTION team_count() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM team $$;
 CREATE FUNCTION hooks.echo() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+  -- a realtime document read tells the database the GET it stands for, and who reads
+  IF (SELECT refuse FROM hooks.switch)
+     AND current_setting('request.jwt.claims')::json ->> 'role' = 'watcher' THEN
+    RAISE SQLSTATE 'PT403' USING MESSAGE = current_setting('request.method') || ' '
+      || current_setting('request.path');
+  END IF;
   IF current_setting('request.headers', true)::json ->> 'x-echo' = 'yes' THEN
     RAISE SQLSTATE 'PT409' USING MESSAGE = current_setting('request.method') || ' '
       || current_setting('request.path') || ' '
@@ -293,4 +343,29 @@ END $$;
         s.int("SELECT count(*) FROM team WHERE team_id IN (950, 951, 952)"),
         0
     );
+
+    // realtime document reads run the hook as the subscriber: the watcher's are refused once
+    // the switch is on, the anonymous follower's are not
+    let (_, watcher_token) = client_token(&s, "watcher", "watcher").await;
+    let mut watcher = follow_documents(&s, Some(&watcher_token)).await;
+    let mut anonymous = follow_documents(&s, None).await;
+    let rename = |name: &str| s.patch("/team?team_id=eq.1", json!({ "name": name }));
+    assert_eq!(answer(rename("Seen")).await.0, 204);
+    for socket in [&mut watcher, &mut anonymous] {
+        let event = next(socket).await;
+        assert_eq!(event["row"]["name"], "Seen", "{event}");
+    }
+    s.exec("UPDATE hooks.switch SET refuse = true");
+    assert_eq!(answer(rename("Refused")).await.0, 204);
+    let event = next(&mut anonymous).await;
+    assert_eq!(event["row"]["name"], "Refused", "{event}");
+    assert_eq!(answer(rename("Last")).await.0, 204);
+    let event = next(&mut anonymous).await;
+    assert_eq!(event["row"]["name"], "Last", "{event}");
+    // (the first change was read for every feed before the second was dispatched)
+    let pending = tokio::time::timeout(std::time::Duration::from_millis(300), async {
+        next(&mut watcher).await
+    })
+    .await;
+    assert!(pending.is_err(), "the hook refused: {pending:?}");
 }

@@ -8,8 +8,6 @@
 //! a read, a write (rolled back: `analyze` runs it) or a function call. Off or on SQLite, the
 //! media type is not available: 406 `PGRST107`.
 
-use http::HeaderMap;
-
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Job, Step};
 
@@ -29,8 +27,8 @@ const OPTIONS: &[&str] = &["analyze", "verbose", "settings", "buffers", "wal"];
 
 /// The plan `Accept`'s first media range asks for, if it asks for one; 406 when the range is
 /// not one Rowgate can answer (an unknown option, a `for=` of no table's media type).
-pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
-    let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
+pub fn asked(accept: Option<&str>) -> Option<Result<PlanRequest, ApiError>> {
+    let accept = accept?;
     let range = accept.split(',').next()?.trim();
     let mut parts = range.split(';').map(str::trim);
     let media = parts.next()?;
@@ -87,17 +85,15 @@ pub fn asked(headers: &HeaderMap) -> Option<Result<PlanRequest, ApiError>> {
 
 /// The plan a request asks for, when `rest.plan` and the backend (PostgreSQL) allow one; 406
 /// when it asks for one they do not.
+/// `enabled` is `rest.plan`; `accept` the `Accept` header.
 pub fn allowed(
-    app: &crate::app::App,
-    parts: &http::request::Parts,
+    enabled: bool,
+    accept: Option<&str>,
     dialect: &dyn rowgate_query::render::Dialect,
 ) -> Result<Option<PlanRequest>, ApiError> {
-    match asked(&parts.headers).transpose()? {
-        Some(_) if !(app.config.rest.plan && dialect.explains_plans()) => {
-            let accept = parts.headers.get(http::header::ACCEPT);
-            Err(not_available(
-                accept.and_then(|v| v.to_str().ok()).unwrap_or(""),
-            ))
+    match asked(accept).transpose()? {
+        Some(_) if !(enabled && dialect.explains_plans()) => {
+            Err(not_available(accept.unwrap_or("")))
         }
         asked => Ok(asked),
     }

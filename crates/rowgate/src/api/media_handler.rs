@@ -47,7 +47,7 @@ pub fn pick<'s>(
             .iter()
             .filter(|h| may_call(&h.function.name))
     };
-    for media in request::accepted_media(headers) {
+    for media in request::accepted_media(request::accept(headers)) {
         // PostgREST's own vendored media types are never a handler's
         if media.starts_with("application/vnd.pgrst.") {
             return None;

@@ -124,7 +124,11 @@ fn plan_stages<'p>(
     let schema = context.schema;
     let read = matches!(parts.method, Method::GET | Method::HEAD);
     // an execution plan instead of the rows (PostgreSQL, `rest.plan`)
-    let explain = explain::allowed(app, parts, context.dialect)?;
+    let explain = explain::allowed(
+        app.config.rest.plan,
+        request::accept(&parts.headers),
+        context.dialect,
+    )?;
     // else, a media type handler `Accept` asks for
     let handler = if read && explain.is_none() {
         media_handler::pick(schema, target.table, parts, |f| context.may_call(f))

@@ -48,7 +48,7 @@ impl<'a> ApiRequest<'a> {
         let prefer = Prefer::parse(&parts.headers)?;
         let action = Action::of(&parts.method, key);
         let offered = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
-        let negotiated = negotiation(&parts.headers, &offered);
+        let negotiated = negotiation(accept(&parts.headers), &offered);
         let nulls_stripped = negotiated.as_ref().is_ok_and(|(_, strip)| *strip);
         let (media, range) = match action {
             Action::Read { .. } if negotiated_elsewhere => {
@@ -183,7 +183,7 @@ pub fn profile(parts: &http::request::Parts) -> Option<&str> {
 /// (or `type/*`) comes, by weight, before JSON, CSV, a single object and `*/*` (ranges of
 /// nothing the answer could be, `text/html` from a browser, are passed over); `*/*` (a value
 /// of any media type) whatever it asks.
-pub fn prefers(headers: &HeaderMap, media: &str) -> bool {
+pub fn prefers(accept: Option<&str>, media: &str) -> bool {
     if media == "*/*" {
         return true; // PostgREST's domain of any media type: whatever is asked
     }
@@ -196,7 +196,7 @@ pub fn prefers(headers: &HeaderMap, media: &str) -> bool {
         "*/*",
     ];
     let media = media.to_ascii_lowercase();
-    for range in accepted(headers) {
+    for range in accepted(accept) {
         let matches = range.media == media
             || range
                 .media
@@ -218,13 +218,17 @@ struct MediaRange {
     nulls_stripped: bool,
 }
 
-/// `Accept`'s media ranges, the heaviest first (in their order among equals), weight-0 ones
-/// left out; none when there is no `Accept`.
-fn accepted(headers: &HeaderMap) -> Vec<MediaRange> {
-    let Some(text) = headers
+/// The `Accept` header as sent (`""` when it is not text), `None` when there is none.
+pub fn accept(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::ACCEPT)
         .map(|v| v.to_str().unwrap_or(""))
-    else {
+}
+
+/// `Accept`'s media ranges, the heaviest first (in their order among equals), weight-0 ones
+/// left out; none when there is no `Accept`.
+fn accepted(accept: Option<&str>) -> Vec<MediaRange> {
+    let Some(text) = accept else {
         return Vec::new();
     };
     let mut ranges: Vec<(f32, usize, MediaRange)> = Vec::new();
@@ -258,28 +262,28 @@ fn accepted(headers: &HeaderMap) -> Vec<MediaRange> {
 }
 
 /// `Accept`'s media ranges (lower-cased), the heaviest first; none when there is no `Accept`.
-pub fn accepted_media(headers: &HeaderMap) -> Vec<String> {
-    accepted(headers).into_iter().map(|r| r.media).collect()
+pub fn accepted_media(accept: Option<&str>) -> Vec<String> {
+    accepted(accept).into_iter().map(|r| r.media).collect()
 }
 
 /// Chooses the answer's media type from `Accept` (first acceptable wins; absent means JSON).
-pub fn negotiate(headers: &HeaderMap, offered: &[MediaType]) -> Result<MediaType, ApiError> {
-    negotiation(headers, offered).map(|(media, _)| media)
+pub fn negotiate(accept: Option<&str>, offered: &[MediaType]) -> Result<MediaType, ApiError> {
+    negotiation(accept, offered).map(|(media, _)| media)
 }
 
 /// [`negotiate`], and whether the chosen range asks for `nulls=stripped` (PostgREST's
 /// `application/vnd.pgrst.array+json;nulls=stripped`, or of a singular object).
 pub fn negotiation(
-    headers: &HeaderMap,
+    accept: Option<&str>,
     offered: &[MediaType],
 ) -> Result<(MediaType, bool), ApiError> {
-    if headers.get(header::ACCEPT).is_none() {
+    let Some(text) = accept else {
         return Ok((offered[0], false));
-    }
+    };
     for MediaRange {
         media,
         nulls_stripped,
-    } in &accepted(headers)
+    } in &accepted(accept)
     {
         let pgrst = media.starts_with("application/vnd.pgrst.");
         let found = match media.as_str() {
@@ -301,12 +305,7 @@ pub fn negotiation(
     }
     Err(ApiError::new(
         ErrorCode::NotAcceptable,
-        format!(
-            "None of these media types are available: {}",
-            headers
-                .get(header::ACCEPT)
-                .map_or("", |v| v.to_str().unwrap_or(""))
-        ),
+        format!("None of these media types are available: {text}"),
     ))
 }
 
@@ -441,7 +440,7 @@ mod tests {
     #[test]
     fn accept_negotiation() {
         let all = [MediaType::Json, MediaType::SingleObject, MediaType::Csv];
-        let pick = |a: &'static str| negotiate(&headers(&[("accept", a)]), &all);
+        let pick = |a: &'static str| negotiate(Some(a), &all);
         assert_eq!(pick("text/csv").expect("csv"), MediaType::Csv);
         assert_eq!(pick("*/*").expect("any"), MediaType::Json);
         assert_eq!(

@@ -34,7 +34,10 @@ pub fn reply(
     principal: &Principal,
     timing: &mut Timing,
 ) -> Result<Reply, ApiError> {
-    let media = negotiate(headers, &[MediaType::OpenApi, MediaType::Json])?;
+    let media = negotiate(
+        crate::api::request::accept(headers),
+        &[MediaType::OpenApi, MediaType::Json],
+    )?;
     let cache = app.db.schema();
     let profile = headers.get("accept-profile").and_then(|v| v.to_str().ok());
     let schema = cache.profile(profile)?;

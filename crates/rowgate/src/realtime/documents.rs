@@ -9,6 +9,12 @@
 //! when the parent is not the root — and [`events`] reads those documents in one statement per
 //! feed and frames them: `insert` (a new root row), `update`, or `delete` (the root row is gone:
 //! only the key). The same two functions replay what a resuming client missed.
+//!
+//! What a subscriber is sent is read through the engine ([`crate::engine::Engine`]) as the
+//! subscriber, as a GET of the view would be: planned on the schema of the moment, with the
+//! transaction's settings and `db.pre_request`. Which documents a change touches is the
+//! dispatcher's own question, asked as the server (like the change log's reader): it learns
+//! keys, never what a subscriber may not read.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +31,9 @@ use crate::app::App;
 use crate::auth::policy;
 use crate::auth::Principal;
 use crate::duality::{DocTable, DualityView};
-use crate::engine::action_plan;
+use crate::engine::facts::GivenFacts;
+use crate::engine::timing::Timing;
+use crate::engine::{action_plan, Planned, Planning};
 use crate::error::{ApiError, ErrorCode};
 use crate::job::{Access, Job, Step};
 
@@ -64,6 +72,9 @@ pub fn prepare(
     Ok(DocumentFeed {
         view: view.name.clone(),
         read,
+        filter,
+        principal: principal.clone(),
+        personal: !app.config.db.pre_request.is_empty(),
     })
 }
 
@@ -177,25 +188,43 @@ pub async fn events(
             _ => k.clone(),
         })
         .collect();
-    let mut select = feed.read.select.clone();
-    select.filters.push(Condition::Pred(Predicate::new(
-        key_column,
-        Operator::In,
-        Operand::List(keys),
-    )));
-    let sql = render::select(app.db.dialect(), &select);
-    let job = Job::new(
-        Access::Read,
-        vec![Step::Rows {
-            sql,
-            shape: Some(feed.read.shape.clone()),
-        }],
-    )
-    // the documents of changes the primary committed just now
-    .on_primary();
-    let output = app.db.run(job).await.map_err(ApiError::from)?;
-    let (body, _) =
-        crate::duality::with_metadata(&output.rows, &view.nocheck).map_err(ApiError::internal)?;
+    let path = format!(
+        "/{}/{}",
+        app.config.rest.prefix.trim_matches('/'),
+        feed.view
+    );
+    let facts = GivenFacts {
+        method: "GET",
+        path: &path,
+        headers: &[],
+    };
+    let plan = |planning: &Planning<'_>, _: &mut Timing| {
+        // the subscriber's read, planned on the schema of the moment
+        let read = action_plan::document_read(&planning.cx, view, &feed.filter)?;
+        let mut select = read.select;
+        select.filters.push(Condition::Pred(Predicate::new(
+            key_column.clone(),
+            Operator::In,
+            Operand::List(keys.clone()),
+        )));
+        let sql = render::select(planning.cx.dialect, &select);
+        let job = Job::new(
+            Access::Read,
+            vec![Step::Rows {
+                sql,
+                shape: Some(read.shape),
+            }],
+        )
+        // the documents of changes the primary committed just now
+        .on_primary();
+        Ok(Planned::new(job, ()))
+    };
+    let executed = app
+        .engine()
+        .execute_plain(&feed.principal, &facts, plan)
+        .await?;
+    let (body, _) = crate::duality::with_metadata(&executed.outcome.rows, &view.nocheck)
+        .map_err(ApiError::internal)?;
     let documents: Vec<&serde_json::value::RawValue> =
         serde_json::from_slice(&body).map_err(ApiError::internal)?;
     let mut by_key: BTreeMap<String, &str> = BTreeMap::new();

@@ -21,7 +21,7 @@ use super::index::{Indexed, Ref, TableSubs};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
 use super::supabase::Binding;
-use crate::auth::Standing;
+use crate::auth::{Principal, Standing};
 use crate::engine::document_write::DocumentRead;
 use crate::observe::Metrics;
 
@@ -178,13 +178,26 @@ pub fn uptime_ms() -> u64 {
 pub struct DocumentFeed {
     /// The view's name.
     pub view: String,
-    /// Its documents' read for the subscriber.
+    /// Its documents' read for the subscriber, as planned when it subscribed (what tells
+    /// feeds apart: subscribers whose reads are the same share one feed).
     pub read: DocumentRead,
+    /// The subscription's filter of the documents' top-level fields.
+    pub filter: Vec<Condition>,
+    /// Who reads the documents: the subscriber (the first, of those who share the feed). The
+    /// engine reads them as this principal, planned again on the schema of the moment.
+    pub principal: Principal,
+    /// Whether the database is told who reads (a `db.pre_request` hook sees the claims): then
+    /// only subscribers with the same claims share the feed.
+    pub personal: bool,
 }
 
 impl PartialEq for DocumentFeed {
     fn eq(&self, other: &Self) -> bool {
-        self.view == other.view && self.read.select == other.read.select
+        self.view == other.view
+            && self.read.select == other.read.select
+            && self.principal.role == other.principal.role
+            && (!(self.personal || other.personal)
+                || self.principal.claims == other.principal.claims)
     }
 }
 

@@ -246,7 +246,7 @@ fn functions_schema(schema: &SchemaCache) -> &str {
 
 /// The 405 of a GET calling a function that may write.
 fn writes_by_get(call: &CallRequest<'_>, why: String) -> ApiError {
-    ApiError::method_not_allowed(&call.parts.method, &["POST"])
+    ApiError::method_not_allowed(call.method, &["POST"])
         .details(format!("{why}: call it with POST"))
 }
 

@@ -16,9 +16,11 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use http::{request::Parts, Method};
+
+use crate::api::explain::PlanRequest;
 use serde_json::Value as Json;
 
-use crate::api::request::{self, ApiRequest, MediaType, Prefer, RequestBody};
+use crate::api::request::{self, ApiRequest, ItemRange, MediaType, Prefer, RequestBody};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::engine::body::{self, Member, Members, Shape, Wanted};
@@ -94,7 +96,9 @@ pub enum Arguments {
 }
 
 /// A call parsed once: the function's name, the method, what the query string holds, the
-/// body, and the preferences.
+/// body, the preferences and what the head asks of the answer. It holds no HTTP type: what the
+/// plan stage reads of the head is read here, its refusals kept for the stage that raises them
+/// (after the function is found, as PostgREST orders them).
 pub struct CallRequest<'a> {
     /// The function's name, as the URL gives it.
     pub name: &'a str,
@@ -106,8 +110,18 @@ pub struct CallRequest<'a> {
     pub body: Bytes,
     /// `Prefer`.
     pub prefer: Prefer,
-    /// The request's head.
-    pub parts: &'a Parts,
+    /// The method, as sent (`GET`, `HEAD`, `POST`).
+    pub method: &'a str,
+    /// The body's `Content-Type`, as sent.
+    pub content_type: Option<&'a str>,
+    /// `Accept`, as sent.
+    pub accept: Option<&'a str>,
+    /// The rows asked for by `Range` (a GET's).
+    pub range: Result<Option<ItemRange>, ApiError>,
+    /// An execution plan asked for by `Accept` instead of the answer, where allowed.
+    pub explain: Result<Option<PlanRequest>, ApiError>,
+    /// `If-None-Match`'s values.
+    pub if_none_match: Vec<&'a str>,
     /// The body's arguments, read once (see [`CallRequest::body_arguments`]).
     pub read: std::sync::OnceLock<Result<BodyArguments, ApiError>>,
 }
@@ -194,11 +208,7 @@ impl<'a> CallRequest<'a> {
         } else if self.body.iter().all(u8::is_ascii_whitespace) {
             (Some(Members::new()), false)
         } else {
-            match body::read_one_object(
-                request::content_type(&self.parts.headers),
-                &self.body,
-                &wanted,
-            )? {
+            match body::read_one_object(self.content_type, &self.body, &wanted)? {
                 Shape::Object(members) => (Some(members), false),
                 Shape::Array {
                     first: Some(Some(first)),
@@ -237,14 +247,9 @@ impl<'a> CallRequest<'a> {
 
     /// Whether the body's `Content-Type` is one of `media` (absent counts as JSON).
     pub fn body_is(&self, media: &[&str]) -> bool {
-        let sent = self
-            .parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map_or("application/json", |t| {
-                t.split(';').next().unwrap_or("").trim()
-            });
+        let sent = self.content_type.map_or("application/json", |t| {
+            t.split(';').next().unwrap_or("").trim()
+        });
         media.iter().any(|m| sent.eq_ignore_ascii_case(m))
     }
 
@@ -255,8 +260,7 @@ impl<'a> CallRequest<'a> {
         if self.read_only {
             return None;
         }
-        let content_type = self.parts.headers.get(http::header::CONTENT_TYPE)?;
-        let media = content_type.to_str().ok()?.split(';').next()?.trim();
+        let media = self.content_type?.split(';').next()?.trim();
         if media.eq_ignore_ascii_case("text/plain") {
             Some("text")
         } else if media.eq_ignore_ascii_case("text/xml") {
@@ -350,7 +354,16 @@ pub async fn handle(
             prefer.settle_tx(app.config.rest.tx_end);
             prefer
         },
-        parts,
+        method: parts.method.as_str(),
+        content_type: request::content_type(&parts.headers),
+        accept: request::accept(&parts.headers),
+        range: request::parse_range(&parts.method, &parts.headers),
+        explain: crate::api::explain::allowed(
+            app.config.rest.plan,
+            request::accept(&parts.headers),
+            app.db.dialect(),
+        ),
+        if_none_match: request::if_none_match_values(&parts.headers),
         read: std::sync::OnceLock::new(),
     };
     timing.mark("parse");
@@ -418,7 +431,7 @@ fn plan_call<'c>(
     planning: &Planning<'_>,
 ) -> Result<Planned<CallPlan<'c>>, ApiError> {
     let cx = &planning.cx;
-    let (parts, name, principal) = (call.parts, call.name, cx.principal);
+    let (name, principal) = (call.name, cx.principal);
     let callee = match call::resolve(call, cx.schema, resources) {
         Ok(callee) => callee,
         // the candidates' signatures are for roles that may call the function
@@ -438,14 +451,14 @@ fn plan_call<'c>(
     // a value of a media type's domain (or xml, bytea), asked for by Accept: answered raw
     let raw = callee
         .raw_media()
-        .filter(|m| request::prefers(&parts.headers, m));
+        .filter(|m| request::prefers(call.accept, m));
     let raw_bytes = callee.returns_bytes();
     // an execution plan of the call instead of its answer (PostgreSQL, `rest.plan`)
-    let explain = crate::api::explain::allowed(app, parts, cx.dialect)?;
+    let explain = call.explain.clone()?;
     let (media, nulls_stripped) = match raw {
         _ if explain.is_some() => (MediaType::Json, false),
         Some(_) => (MediaType::Json, false),
-        None => request::negotiation(&parts.headers, &offered)?,
+        None => request::negotiation(call.accept, &offered)?,
     };
     let mut api_request = ApiRequest {
         action: request::Action::Read { key: None },
@@ -454,11 +467,11 @@ fn plan_call<'c>(
         prefer: call.prefer.clone(),
         media,
         nulls_stripped,
-        range: request::parse_range(&parts.method, &parts.headers)?,
-        method: parts.method.as_str(),
-        content_type: request::content_type(&parts.headers),
+        range: call.range.clone()?,
+        method: call.method,
+        content_type: call.content_type,
         if_match: None,
-        if_none_match: request::if_none_match_values(&parts.headers),
+        if_none_match: call.if_none_match.clone(),
         body: Bytes::new(),
     };
     let mut planned = call::plan(&callee, call, &api_request, arguments, cx)?;
