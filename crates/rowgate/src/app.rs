@@ -106,10 +106,19 @@ impl App {
         router.insert(format!("{prefix}/rpc/{{function}}"), Route::Rpc)?;
         router.insert(format!("{prefix}/{{table}}/{{key}}"), Route::Item)?;
         let metrics = Arc::new(crate::observe::Metrics::new());
-        let realtime = crate::realtime::state::open(&config.realtime, &db, metrics.clone()).await?;
+        // with database roles, changes are sent to the subscribers whose role may see them
+        let checker = match config.db.target() {
+            crate::config::DbTarget::Postgres(url) if config.auth.database_roles => {
+                Some(crate::realtime::visibility::Checker::new(url))
+            }
+            _ => None,
+        };
+        let realtime =
+            crate::realtime::state::open(&config.realtime, &db, metrics.clone(), checker).await?;
         let compiled = compile_resources(&config, &db).await?;
         let duality = crate::duality::compile(&config.duality_views, &db.schema())?;
         let auth = Auth::new(&config)?;
+        crate::auth::database_roles::check(&config, &db).await?;
         auth.refresh_clients(&db).await?;
         if crate::worker::warns_about_configuration() {
             for problem in auth.policy.problems(&db.schema()) {

@@ -29,9 +29,10 @@ pub struct Finding {
 }
 
 /// The warning for a configuration without any grant: default deny then refuses every table
-/// (the first thing a new user meets on their own database).
+/// (the first thing a new user meets on their own database). With database roles the
+/// database's privileges decide, and no grant is needed.
 pub fn no_grants_warning(config: &Config) -> Option<&'static str> {
-    config.grants.is_empty().then_some(
+    (config.grants.is_empty() && !config.auth.database_roles).then_some(
         "no [[grants]] in the configuration: nothing is reachable, every table answers 401/403. \
          Grant roles access in rowgate.toml (README, Security), e.g. \
          [[grants]] role = \"anon\" tables = [\"*\"] ops = [\"select\"]",

@@ -126,6 +126,18 @@ enum DbAction {
         #[arg(long)]
         db: String,
     },
+    /// PostgreSQL: create what a Supabase project's database has and a plain one lacks, for
+    /// its GRANTs and policies to work with auth.database_roles: the roles anon,
+    /// authenticated and service_role (granted to the connecting user) and auth.uid(),
+    /// auth.role(), auth.jwt(). Leaves what exists as it is. Needs a superuser.
+    SupabaseCompat {
+        /// PostgreSQL URL.
+        #[arg(long)]
+        db: String,
+        /// The user Rowgate connects as, to be let switch to the roles (default: the URL's).
+        #[arg(long)]
+        authenticator: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -256,6 +268,25 @@ pub fn main() -> anyhow::Result<()> {
                 .block_on(crate::db::postgres::setup(&db))?;
             println!(
                 "installed the DDL event trigger in {db}: servers reload their schema after DDL"
+            );
+            Ok(())
+        }
+        Command::Db {
+            action: DbAction::SupabaseCompat { db, authenticator },
+        } => {
+            anyhow::ensure!(
+                matches!(DbTarget::parse(&db), DbTarget::Postgres(_)),
+                "db supabase-compat is for PostgreSQL URLs: SQLite has no roles"
+            );
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(crate::db::supabase_compat::install(
+                    &db,
+                    authenticator.as_deref(),
+                ))?;
+            println!(
+                "Supabase's roles (anon, authenticated, service_role) and auth.uid(), auth.role(), auth.jwt() are in place; serve with auth.database_roles = true"
             );
             Ok(())
         }

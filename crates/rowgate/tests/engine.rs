@@ -7,9 +7,7 @@ mod common;
 
 use common::ws::next;
 use common::*;
-use futures_util::SinkExt as _;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
 /// `[db]`: no polling (a schema change is found by the request that meets it), and the
 /// pre-request hook a test names.
@@ -73,24 +71,6 @@ async fn answer(r: reqwest::RequestBuilder) -> (u16, Value) {
     )
 }
 
-/// A realtime socket (`?access_token=` when `token` is given) subscribed to `team_dv`'s
-/// documents.
-async fn follow_documents(s: &TestServer, token: Option<&str>) -> ws::Socket {
-    let query = token.map_or(String::new(), |t| format!("?access_token={t}"));
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async(format!("ws://{}/realtime{query}", s.addr))
-            .await
-            .expect("websocket");
-    let subscribe = json!({"type": "subscribe", "table": "team_dv"});
-    socket
-        .send(Message::text(subscribe.to_string()))
-        .await
-        .expect("send");
-    let ack = next(&mut socket).await;
-    assert_eq!(ack["type"], "subscribed", "{ack}");
-    socket
-}
-
 /// The names of teams `ids`, read through `/api`.
 async fn names(s: &TestServer, ids: &str) -> Vec<String> {
     let (status, body) = get_json(
@@ -125,7 +105,7 @@ async fn every_front_end_reads_and_writes_the_same_rows(b: Backend) {
     let (_, ords_document) = answer(s.client.get(ords("/team_dv/1"))).await;
     assert_eq!(rest, json!([{"name": "Mercedes"}]));
     // a realtime follower of the view's documents, read as a GET reads them
-    let mut follower = follow_documents(&s, None).await;
+    let mut follower = ws::follow(s.addr, "team_dv", None).await;
     let (status, resource) = answer(s.client.get(s.root_url("/teams/1/name"))).await;
     assert_eq!(status, 200, "{resource}");
     assert_eq!(
@@ -347,8 +327,8 @@ END $$;
     // realtime document reads run the hook as the subscriber: the watcher's are refused once
     // the switch is on, the anonymous follower's are not
     let (_, watcher_token) = client_token(&s, "watcher", "watcher").await;
-    let mut watcher = follow_documents(&s, Some(&watcher_token)).await;
-    let mut anonymous = follow_documents(&s, None).await;
+    let mut watcher = ws::follow(s.addr, "team_dv", Some(&watcher_token)).await;
+    let mut anonymous = ws::follow(s.addr, "team_dv", None).await;
     let rename = |name: &str| s.patch("/team?team_id=eq.1", json!({ "name": name }));
     assert_eq!(answer(rename("Seen")).await.0, 204);
     for socket in [&mut watcher, &mut anonymous] {

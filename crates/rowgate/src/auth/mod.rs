@@ -1,9 +1,11 @@
 //! Security: who is asking ([`Auth::authenticate`]: a bearer token, or the anonymous role) and
 //! what they may do ([`policy`]). Tokens come from `POST /oauth/token` ([`crate::token_endpoint`]) for the
 //! clients of [`clients`], signed with keys derived from the master secret ([`secret`]), and are
-//! checked by [`token`] in memory: a bad token never takes a database connection.
+//! checked by [`token`] in memory: a bad token never takes a database connection. With
+//! [`database_roles`] the database's own roles, privileges and policies decide as well.
 
 pub mod clients;
+pub mod database_roles;
 pub mod policy;
 pub mod secret;
 pub mod token;
@@ -111,7 +113,14 @@ impl Auth {
             tokens,
             secrets,
             clients: ArcSwap::from_pointee(HashMap::new()),
-            policy: Policy::compile(&config.grants)?,
+            policy: {
+                let policy = Policy::compile(&config.grants)?;
+                if config.auth.database_roles {
+                    policy.deferring_to_database()
+                } else {
+                    policy
+                }
+            },
             failures: FailureLimiter::new(config.auth.max_failures_per_minute),
             verified: std::sync::RwLock::new(HashMap::new()),
             anonymous: Principal {

@@ -7,6 +7,11 @@
 //! Refusals: the anonymous role gets 401 (`RG401`, a token might help), other roles 403 (`42501`).
 //! A table the role has no grant on at all is refused the same way (its existence is not hidden:
 //! the names of tables are not secret in this design, their rows are).
+//!
+//! With `auth.database_roles` (PostgreSQL; [`Policy::deferring_to_database`]) each request runs
+//! as its role in the database, whose GRANTs and row-level security decide: a role with no
+//! `[[grants]]` of its own is granted everything here, and a role with grants is narrowed by
+//! them as well (both must allow).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -142,6 +147,9 @@ impl Grant {
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     roles: HashMap<String, RoleGrants>,
+    /// With database roles: the grants of a role that has none of its own (everything; the
+    /// database decides).
+    database: Option<RoleGrants>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -240,17 +248,45 @@ impl Policy {
         out
     }
 
+    /// The policy with database roles (`auth.database_roles`): a role with no grants of its
+    /// own may do whatever the database lets it.
+    pub fn deferring_to_database(mut self) -> Policy {
+        self.database = Some(RoleGrants {
+            tables: HashMap::new(),
+            any: Some(Grant {
+                ops: [Op::Select, Op::Insert, Op::Update, Op::Delete]
+                    .into_iter()
+                    .collect(),
+                read: None,
+                write: None,
+                filter: Vec::new(),
+            }),
+            functions: ["*".to_string()].into_iter().collect(),
+        });
+        self
+    }
+
+    /// Whether requests run as their role in the database, whose privileges and policies
+    /// decide ([`Policy::deferring_to_database`]).
+    pub fn defers_to_database(&self) -> bool {
+        self.database.is_some()
+    }
+
+    /// The grants of `principal`'s role: its own, else (with database roles) everything.
+    fn role_grants(&self, principal: &Principal) -> Option<&RoleGrants> {
+        self.roles.get(&principal.role).or(self.database.as_ref())
+    }
+
     /// The grant of `principal`'s role on `table`, if any.
     pub fn grant(&self, principal: &Principal, table: &str) -> Option<&Grant> {
-        let role = self.roles.get(&principal.role)?;
+        let role = self.role_grants(principal)?;
         role.tables.get(table).or(role.any.as_ref())
     }
 
     /// Whether `principal`'s role is granted the function `name` (the OpenAPI document lists
     /// only those).
     pub fn may_call(&self, principal: &Principal, name: &str) -> bool {
-        self.roles
-            .get(&principal.role)
+        self.role_grants(principal)
             .is_some_and(|r| r.functions.contains(name) || r.functions.contains("*"))
     }
 

@@ -257,6 +257,13 @@ pub struct AuthConfig {
     pub max_failures_per_minute: u32,
     /// Tokens of other issuers accepted for bearer auth (`[[auth.external]]`).
     pub external: Vec<ExternalIssuer>,
+    /// PostgreSQL only: each request's transaction switches to the database role its token
+    /// names (`anon_role` without a token), PostgREST's and Supabase's model, so the
+    /// database's GRANTs and row-level security policies decide what it sees and changes.
+    /// The connecting user must be a member of every such role (`GRANT anon TO
+    /// authenticator`) and should own nothing. A role with no `[[grants]]` of its own is then
+    /// the database's to decide; a role with grants is narrowed by them too.
+    pub database_roles: bool,
 }
 
 /// An outside identity provider whose JWTs are accepted.
@@ -309,6 +316,7 @@ impl Default for AuthConfig {
             clients_poll_ms: 1000,
             max_failures_per_minute: 10,
             external: Vec::new(),
+            database_roles: false,
         }
     }
 }
@@ -956,6 +964,11 @@ impl Config {
                 "ords.sql_roles and ords.sql_write_roles may not name the anonymous role {anon:?}: REST-enabled SQL runs with the database's privileges"
             );
         }
+        if self.auth.database_roles && matches!(self.db.target(), DbTarget::Sqlite(_)) {
+            bail!(
+                "auth.database_roles switches PostgreSQL roles per request; a SQLite database has no roles: its [[grants]] decide (turn database_roles off, or use a postgres:// URL)"
+            );
+        }
         if self.ords.schema.is_empty() || self.ords.schema.contains('/') {
             bail!(
                 "ords.schema must be one path segment, got {:?}",
@@ -1147,6 +1160,11 @@ mod tests {
                     " a, b ".to_string(),
                     toml::Value::Array(vec!["a".into(), "b".into()]),
                 ),
+                // (PostgreSQL's: auth.database_roles, flipped on, needs it)
+                toml::Value::String(_) if key.name == "db.path" => {
+                    let url = "postgres://app@db:5432/app";
+                    (url.to_string(), toml::Value::String(url.to_string()))
+                }
                 toml::Value::String(text) => (text.clone(), toml::Value::String(text.clone())),
                 other => panic!("{}: unexpected default {other}", key.name),
             };

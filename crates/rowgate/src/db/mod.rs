@@ -11,6 +11,7 @@ pub mod request;
 pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;
+pub mod supabase_compat;
 mod tally;
 pub mod waits;
 

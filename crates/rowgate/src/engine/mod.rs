@@ -5,10 +5,10 @@
 //!
 //! 1. `plan`: takes the schema cache as it stands, the request's profile of it, and the plan
 //!    stage's job (authorization is the plan's: the grants guard every statement it renders);
-//! 2. opens the transaction with its settings ([`transaction::start`]: the profile's search
-//!    path, the plan's own, the request's `request.*` and `db.settings` where the database may
-//!    read them) and `db.pre_request`'s call, and asks for the response settings a function
-//!    may have written;
+//! 2. opens the transaction with its settings ([`transaction::start`]: with database roles the
+//!    request's role first, then the profile's search path, the plan's own, the request's
+//!    `request.*` and `db.settings` where the database may read them) and `db.pre_request`'s
+//!    call, and asks for the response settings a function may have written;
 //! 3. `transaction`: runs the job;
 //! 4. after a schema change the plan did not know (a table or column the cache still listed
 //!    is gone, `PGRST002`), reloads the schema, and plans and runs once more; still missing
@@ -158,6 +158,16 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// A database error as answered when requests run as their role (database roles:
+    /// [`transaction::role_error`]); as it is otherwise.
+    fn as_role(&self, e: ApiError, principal: &Principal) -> ApiError {
+        if self.policy.defers_to_database() {
+            transaction::role_error(e, principal)
+        } else {
+            e
+        }
+    }
+
     /// [`Engine::execute`] for a front end that names no schema profile and times no stages
     /// (ORDS, its batch load and REST-enabled SQL, custom resources).
     pub async fn execute_plain<A>(
@@ -229,9 +239,11 @@ impl<'a> Engine<'a> {
                         profile,
                     });
                 }
-                Err(e) if client_sql => return Err(ApiError::of_client_sql(e)),
+                Err(e) if client_sql => {
+                    return Err(self.as_role(ApiError::of_client_sql(e), request.principal))
+                }
                 Err(e) => {
-                    let mut e = ApiError::from(e);
+                    let mut e = self.as_role(ApiError::from(e), request.principal);
                     if e.code != ErrorCode::SchemaChanged {
                         return Err(e);
                     }

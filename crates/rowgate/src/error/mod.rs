@@ -96,6 +96,7 @@ error_codes! {
     InvalidToken => ("PGRST301", StatusCode::UNAUTHORIZED, Request, "the bearer token is malformed, revoked or not signed by a trusted key"),
     TokenClaimsRefused => ("PGRST303", StatusCode::UNAUTHORIZED, Request, "the bearer token's claims fail: expired, not yet valid, issued in the future, or for another audience"),
     LoginRequired => ("RG401", StatusCode::UNAUTHORIZED, Plan, "the anonymous role may not do this; send a bearer token"),
+    UnknownRole => ("22023", StatusCode::UNAUTHORIZED, Execute, "the token's role is not a role of the database (auth.database_roles), or the connecting user may not switch to it"),
     PermissionDenied => ("42501", StatusCode::FORBIDDEN, Plan, "the token's role may not do this"),
     UniqueViolation => ("23505", StatusCode::CONFLICT, Execute, "a unique or primary-key constraint was violated"),
     ForeignKeyViolation => ("23503", StatusCode::CONFLICT, Execute, "a foreign-key constraint was violated"),

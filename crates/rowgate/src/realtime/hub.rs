@@ -21,6 +21,7 @@ use super::index::{Indexed, Ref, TableSubs};
 pub use super::protocol::Event;
 use super::protocol::{self, close, Kind};
 use super::supabase::Binding;
+use super::visibility::{Audience, Side, Verdicts};
 use crate::auth::{Principal, Standing};
 use crate::engine::document_write::DocumentRead;
 use crate::observe::Metrics;
@@ -217,6 +218,9 @@ pub struct Subscription {
     /// For a Supabase client: the `postgres_changes` binding its events are framed for (a
     /// connection may then hold several subscriptions to one table, one per binding).
     pub binding: Option<Arc<Binding>>,
+    /// With database roles: the role and claims whose verdicts decide what it is sent
+    /// ([`super::visibility`]).
+    pub audience: Option<Arc<Audience>>,
 }
 
 impl Indexed for Subscription {
@@ -506,8 +510,29 @@ impl Hub {
         self.metrics.realtime_changes(0, frames_out);
     }
 
-    /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions.
-    pub fn dispatch(&self, changes: &[Change]) {
+    /// The audiences of the subscriptions to the tables `changes` touch (with database roles:
+    /// whose verdicts [`Hub::dispatch`] needs), each once.
+    pub fn audiences(&self, changes: &[Change]) -> Vec<Audience> {
+        let registry = self.lock();
+        let mut tables: Vec<&str> = changes.iter().map(|c| c.table.as_str()).collect();
+        tables.sort_unstable();
+        tables.dedup();
+        let mut out: Vec<Audience> = Vec::new();
+        let mut seen: HashSet<&Audience> = HashSet::new();
+        for subs in tables.iter().filter_map(|t| registry.tables.get(*t)) {
+            for audience in subs.all().filter_map(|s| s.audience.as_deref()) {
+                if seen.insert(audience) {
+                    out.push(audience.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions;
+    /// a subscription with an audience gets only the images `verdicts` let it see (none
+    /// without verdicts).
+    pub fn dispatch(&self, changes: &[Change], verdicts: Option<&Verdicts>) {
         let started = std::time::Instant::now();
         let mut registry = self.lock();
         let mut frames_out = 0u64;
@@ -525,7 +550,12 @@ impl Hub {
                 if sub.outbox.is_closed() || sub.documents.is_some() {
                     continue;
                 }
-                let Some(kind) = classify(change, &sub.filter) else {
+                let seen = |side| match (&sub.audience, verdicts) {
+                    (None, _) => true,
+                    (Some(audience), Some(v)) => v.sees(audience, change.id, side),
+                    (Some(_), None) => false,
+                };
+                let Some(kind) = classify(change, &sub.filter, seen) else {
                     continue;
                 };
                 if let Some(binding) = &sub.binding {
@@ -562,15 +592,25 @@ impl Hub {
     }
 }
 
-/// What `change` means for a subscription with `filter`: `None` when it does not concern it.
-pub fn classify(change: &Change, filter: &[Condition]) -> Option<Kind> {
-    let matches = |row: Option<&Map<String, Json>>| {
-        row.is_some_and(|row| crate::job::row_passes(filter, row).unwrap_or(false))
+/// What `change` means for a subscription with `filter` that may see the images `seen` lets
+/// it (all of them, but with database roles: the verdicts of its role's policies): `None` when
+/// it does not concern it. An image it may not see counts as one the filter does not match, so
+/// an update that takes a row out of what it may see is a `leave` (key only).
+pub fn classify(
+    change: &Change,
+    filter: &[Condition],
+    seen: impl Fn(Side) -> bool,
+) -> Option<Kind> {
+    let matches = |row: Option<&Map<String, Json>>, side: Side| {
+        row.is_some_and(|row| crate::job::row_passes(filter, row).unwrap_or(false)) && seen(side)
     };
     match change.op {
-        Op::Insert => matches(change.new.as_ref()).then_some(Kind::Insert),
-        Op::Delete => matches(change.old.as_ref()).then_some(Kind::Delete),
-        Op::Update => match (matches(change.old.as_ref()), matches(change.new.as_ref())) {
+        Op::Insert => matches(change.new.as_ref(), Side::New).then_some(Kind::Insert),
+        Op::Delete => matches(change.old.as_ref(), Side::Old).then_some(Kind::Delete),
+        Op::Update => match (
+            matches(change.old.as_ref(), Side::Old),
+            matches(change.new.as_ref(), Side::New),
+        ) {
             (true, true) => Some(Kind::Update),
             (false, true) => Some(Kind::Enter),
             (true, false) => Some(Kind::Leave),

@@ -23,6 +23,7 @@ pub mod sse;
 pub mod state;
 pub mod subscribe;
 pub mod supabase;
+pub mod visibility;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -171,7 +172,19 @@ async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
         match capture::fetch(&app.db, hub.last(), None, None, TAIL_BATCH).await {
             Ok(changes) if changes.is_empty() => return,
             Ok(changes) => {
-                hub.dispatch(&changes);
+                // with database roles: what each subscriber's role may see of them
+                let verdicts = match &realtime.checker {
+                    Some(checker) => {
+                        let audiences = hub.audiences(&changes);
+                        Some(
+                            checker
+                                .verdicts(&app.db.schema(), &audiences, &changes)
+                                .await,
+                        )
+                    }
+                    None => None,
+                };
+                hub.dispatch(&changes, verdicts.as_ref());
                 documents::dispatch(app, &changes).await;
                 if own {
                     realtime.committed_here.notify_one();

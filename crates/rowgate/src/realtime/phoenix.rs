@@ -305,6 +305,7 @@ impl State {
                 filter: prepared.filter,
                 view: prepared.view,
                 documents: None,
+                audience: prepared.audience,
                 binding: Some(Arc::new(binding)),
             },
         ))

@@ -432,6 +432,7 @@ impl Session {
                 filter: prepared.filter.clone(),
                 view: prepared.view.clone(),
                 documents: prepared.documents.clone(),
+                audience: prepared.audience.clone(),
                 binding: None,
             },
         );

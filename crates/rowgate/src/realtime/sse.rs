@@ -84,6 +84,7 @@ pub fn open(
             filter: prepared.filter.clone(),
             view: prepared.view.clone(),
             documents: prepared.documents.clone(),
+            audience: prepared.audience.clone(),
             binding: None,
         },
     );

@@ -24,6 +24,8 @@ pub struct Realtime {
     pub addresses: super::addresses::Addresses,
     /// Woken when another worker committed changes (the supervisor says so).
     pub elsewhere: Arc<Notify>,
+    /// With database roles: the checker of what each subscriber's role may see.
+    pub checker: Option<super::visibility::Checker>,
     /// Woken by the tailer when it dispatched changes this worker committed (a worker under
     /// a supervisor passes it on, so that the other workers read them at once).
     pub committed_here: Arc<Notify>,
@@ -35,6 +37,7 @@ pub async fn open(
     config: &RealtimeConfig,
     db: &Database,
     metrics: Arc<Metrics>,
+    checker: Option<super::visibility::Checker>,
 ) -> anyhow::Result<Option<Arc<Realtime>>> {
     if config.tables.is_empty() {
         return Ok(None);
@@ -49,6 +52,7 @@ pub async fn open(
         channels: Default::default(),
         addresses: Default::default(),
         elsewhere: Arc::new(Notify::new()),
+        checker,
         committed_here: Arc::new(Notify::new()),
     })))
 }

@@ -15,6 +15,7 @@ use rowgate_query::ast::Condition;
 use super::capture::{self, Head};
 use super::documents::{self, DocumentFeed};
 use super::hub::{classify, frame, Event, Hub, View};
+use super::visibility::Audience;
 use crate::app::App;
 use crate::auth::policy::{self, Op};
 use crate::auth::Principal;
@@ -32,6 +33,8 @@ pub struct Prepared {
     pub view: Arc<View>,
     /// For a duality view: its documents' feed.
     pub documents: Option<Arc<DocumentFeed>>,
+    /// With database roles: whose role and claims decide which changes it sees.
+    pub audience: Option<Arc<Audience>>,
 }
 
 /// Checks a request to follow `table` with `filter_text` as `principal`.
@@ -48,6 +51,8 @@ pub fn prepare(
             filter: Vec::new(),
             view: hub.view(&principal.role, table, None),
             documents: Some(hub.document_feed(feed)),
+            // (read through the engine as the subscriber)
+            audience: None,
         });
     }
     if !app.config.realtime.covers(table) {
@@ -113,6 +118,11 @@ pub fn prepare(
         filter,
         view: hub.view(&principal.role, table, readable),
         documents: None,
+        audience: app
+            .auth
+            .policy
+            .defers_to_database()
+            .then(|| Arc::new(Audience::of(principal))),
     })
 }
 
@@ -170,9 +180,28 @@ impl Replay {
                 }
                 continue;
             }
+            // with database roles: what the subscriber's role may see of them
+            let verdicts = match (&prepared.audience, app.realtime.as_ref()) {
+                (Some(audience), Some(realtime)) => match &realtime.checker {
+                    Some(checker) => Some(
+                        checker
+                            .verdicts(&app.db.schema(), std::slice::from_ref(audience), &changes)
+                            .await,
+                    ),
+                    None => None,
+                },
+                _ => None,
+            };
             let events: Vec<Event> = changes
                 .iter()
-                .filter_map(|c| classify(c, &prepared.filter).map(|k| frame(c, k, &prepared.view)))
+                .filter_map(|c| {
+                    let seen = |side| match (&prepared.audience, &verdicts) {
+                        (None, _) => true,
+                        (Some(audience), Some(v)) => v.sees(audience, c.id, side),
+                        (Some(_), None) => false,
+                    };
+                    classify(c, &prepared.filter, seen).map(|k| frame(c, k, &prepared.view))
+                })
                 .collect();
             if !events.is_empty() {
                 return Ok(events);

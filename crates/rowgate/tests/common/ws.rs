@@ -24,6 +24,23 @@ pub async fn connect(addr: &str) -> Socket {
         .0
 }
 
+/// A socket of Rowgate's own protocol (`/realtime` on the server at `addr`, as `token`'s bearer
+/// or anonymous) subscribed to `table`, its `subscribed` acknowledgement read.
+pub async fn follow(addr: std::net::SocketAddr, table: &str, token: Option<&str>) -> Socket {
+    let query = token.map_or(String::new(), |t| format!("?access_token={t}"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/realtime{query}"))
+        .await
+        .expect("websocket");
+    let subscribe = json!({"type": "subscribe", "table": table});
+    socket
+        .send(Message::text(subscribe.to_string()))
+        .await
+        .expect("send");
+    let ack = next(&mut socket).await;
+    assert_eq!(ack["type"], "subscribed", "{ack}");
+    socket
+}
+
 /// The next text frame of any WebSocket (over a socket or in memory) as JSON; panics on a
 /// close or after [`PATIENCE`].
 pub async fn next<S>(socket: &mut S) -> Value
