@@ -134,3 +134,67 @@ async fn connection_settings_hold_through_the_pooler() {
         .expect("slow");
     assert_error(r, 504, "57014").await;
 }
+
+/// Database roles hold through the pooler: each transaction sets its role for itself alone
+/// (`set_config('role', …, true)`), so concurrent requests of two roles sharing two server
+/// connections each run as their own, and no role outlives its transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_roles_hold_through_the_pooler() {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    const SECRET: &str = "super-secret-jwt-token-with-at-least-32-characters-long";
+    let bouncer = new_pgbouncer(2);
+    let port = bouncer.port;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("jwt.secret"), SECRET).expect("secret");
+    let toml = r#"
+[[auth.external]]
+issuer = "supabase"
+secret_file = "jwt.secret"
+
+[[resources]]
+roles = ["*"]
+path = "/whoami"
+shape = "value"
+sql = "SELECT current_user::text"
+"#;
+    let config = write_config(dir.path(), toml, &[]).expect("config");
+    let setup = format!(
+        "{}\nGRANT SELECT ON team TO anon, authenticated;",
+        rowgate::db::supabase_compat::statements(None)
+    );
+    let s = TestServer::start_prepared(Backend::Postgres, dir, config, &setup, move |c| {
+        let direct = c.db.path.to_string_lossy().into_owned();
+        let name = direct.rsplit('/').next().expect("database").to_string();
+        c.db.path = PathBuf::from(format!("postgres://postgres@127.0.0.1:{port}/{name}"));
+        c.db.prepared_statements = false;
+        c.db.pool_size = 8;
+        c.auth.database_roles = true;
+    })
+    .await;
+    let now = jsonwebtoken::get_current_timestamp();
+    let user = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"iss": "supabase", "role": "authenticated", "sub": "u1", "exp": now + 3600}),
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign");
+    let calls = (0..40).map(|i| {
+        let request = s.client.get(s.root_url("/whoami"));
+        let (request, role) = if i % 2 == 0 {
+            (request, "anon")
+        } else {
+            (request.bearer_auth(&user), "authenticated")
+        };
+        async move {
+            let r = request.send().await.expect("whoami");
+            assert_eq!(r.status(), 200);
+            (r.json::<Value>().await.expect("json"), role)
+        }
+    });
+    for (answer, role) in futures_util::future::join_all(calls).await {
+        assert_eq!(answer, json!(role));
+    }
+    let (status, _) = get_json(&s, "/team?select=name&limit=1").await;
+    assert_eq!(status, 200);
+    drop(bouncer);
+}
