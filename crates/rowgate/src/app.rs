@@ -90,6 +90,7 @@ impl App {
             app_settings: &self.config.db.settings,
             pre_request: self.pre_request.as_deref(),
             extra_search_path: &self.config.db.extra_search_path,
+            anon_role: &self.config.auth.anon_role,
         }
     }
 

@@ -83,23 +83,6 @@ fn run_client(program: &Path, dir: &Path, script: &str, base: &str) -> Value {
     run_client_with(program, dir, script, &[("ROWGATE_URL", base)])
 }
 
-/// Runs `program script` in `dir` with `env`; the JSON it prints.
-fn run_client_with(program: &Path, dir: &Path, script: &str, env: &[(&str, &str)]) -> Value {
-    let out = Command::new(program)
-        .arg(script)
-        .current_dir(dir)
-        .envs(env.iter().copied())
-        .output()
-        .expect("the client's interpreter");
-    assert!(
-        out.status.success(),
-        "{} {script}: {}",
-        program.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
-}
-
 /// postgrest-js's embedding calls work unchanged: to-many with the embed's filter and order,
 /// to-one aliased as a single object, `!inner`, an insert answering with an embed, and
 /// PostgREST's error body for a relationship that does not exist.

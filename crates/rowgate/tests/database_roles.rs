@@ -58,6 +58,9 @@ INSERT INTO vault VALUES (1, 'the key');
 
 /// (`auth.database_roles = true` is set once the database is PostgreSQL's.)
 const CONFIG: &str = r#"
+[rest]
+prefix = "/rest/v1"
+
 [realtime]
 tables = ["notes"]
 poll_ms = 100
@@ -342,5 +345,75 @@ async fn postgres_realtime_sends_what_the_policies_let_each_subscriber_see() {
     assert_eq!(
         events_until_silent(&mut anon_socket).await,
         owned(&[("insert", 12)])
+    );
+}
+
+/// A Supabase app moves as it is: through the real supabase-js client (clients/js's lock
+/// file), users A and B with their own tokens, the project's anon and service-role keys, and
+/// the database's policies: A reads, changes and deletes only what they let A, over REST, RPC
+/// and embedding; a row for someone else is refused; A's realtime channel never receives B's
+/// row; the service role sees everything; the anon key what the `anon` policies allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_supabase_js_app_with_row_level_security() {
+    let s = server().await;
+    let env = [
+        ("NODE_OPTIONS", "--experimental-websocket".to_string()),
+        ("ROWGATE_ROOT", s.root_url("")),
+        ("ROWGATE_ANON_KEY", token("anon", None)),
+        ("ROWGATE_SERVICE_KEY", token("service_role", None)),
+        ("ROWGATE_USER_A", token("authenticated", Some(A))),
+        ("ROWGATE_USER_B", token("authenticated", Some(B))),
+        ("ROWGATE_USER_A_ID", A.to_string()),
+        ("ROWGATE_USER_B_ID", B.to_string()),
+    ];
+    let results = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_client_with(
+            std::path::Path::new("node"),
+            js_clients(),
+            "supabase_rls.mjs",
+            &env,
+        )
+    })
+    .await
+    .expect("client");
+    assert_eq!(
+        results["notes"],
+        json!({"a": [1, 2, 4], "b": [3, 4, 5], "anon": [5], "service": [1, 2, 3, 4, 5]}),
+        "{results}"
+    );
+    assert_eq!(results["aUpdate"]["data"], json!([{"id": 1}]), "{results}");
+    assert_eq!(results["aDelete"]["data"], json!([]), "{results}");
+    assert_eq!(
+        results["aInsert"]["data"],
+        json!({"id": 6, "owner": A}),
+        "{results}"
+    );
+    assert_eq!(
+        (
+            &results["aForged"]["status"],
+            &results["aForged"]["error"]["code"]
+        ),
+        (&json!(403), &json!("42501")),
+        "{results}"
+    );
+    assert_eq!(results["aRpc"]["data"], json!(4), "{results}");
+    assert_eq!(
+        results["aEmbed"]["data"],
+        json!([{"id": 1, "notes": [{"id": 2}, {"id": 4}]}, {"id": 2, "notes": []}]),
+        "{results}"
+    );
+    assert_eq!(
+        (
+            &results["anonVault"]["status"],
+            &results["anonVault"]["error"]["code"]
+        ),
+        (&json!(401), &json!("42501")),
+        "{results}"
+    );
+    assert_eq!(
+        results["realtime"],
+        json!({"eventType": "INSERT", "id": 21, "owner": A}),
+        "{results}"
     );
 }

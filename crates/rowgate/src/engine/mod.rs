@@ -68,6 +68,8 @@ pub struct Engine<'a> {
     pub pre_request: Option<&'a str>,
     /// `db.extra_search_path`, after a profile's schema.
     pub extra_search_path: &'a str,
+    /// `auth.anon_role`: a privilege it lacks is a login's to give (401), as PostgREST has it.
+    pub anon_role: &'a str,
 }
 
 /// One request as the engine takes it.
@@ -162,7 +164,7 @@ impl<'a> Engine<'a> {
     /// [`transaction::role_error`]); as it is otherwise.
     fn as_role(&self, e: ApiError, principal: &Principal) -> ApiError {
         if self.policy.defers_to_database() {
-            transaction::role_error(e, principal)
+            transaction::role_error(e, principal.anonymous || principal.role == self.anon_role)
         } else {
             e
         }

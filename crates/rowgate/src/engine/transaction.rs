@@ -16,7 +16,6 @@ use rowgate_query::Value;
 
 use super::facts::{request_settings, RequestFacts};
 use super::Context;
-use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::job::Step;
 
@@ -107,9 +106,10 @@ pub fn profile_settings(
 
 /// A database error of a request that ran as its role (database roles), answered as PostgREST
 /// answers it: a role the database lacks (`22023`, `role "x" does not exist`) is the token's
-/// fault, 401; a privilege the anonymous role lacks (`42501`) is 401 too, with the database's
-/// words (a token might help), and stays 403 for a role that has a token. Other errors pass.
-pub fn role_error(e: ApiError, principal: &Principal) -> ApiError {
+/// fault, 401; a privilege the anonymous role lacks (`42501`; `as_anonymous`: no token, or one
+/// of the anonymous role, as Supabase's anon key) is 401 too, with the database's words (a
+/// login might help), and stays 403 for any other role. Other errors pass.
+pub fn role_error(e: ApiError, as_anonymous: bool) -> ApiError {
     let sqlstate = e.sqlstate.as_deref().unwrap_or("");
     let unknown_role = sqlstate == "22023"
         && e.message.starts_with("role ")
@@ -120,7 +120,7 @@ pub fn role_error(e: ApiError, principal: &Principal) -> ApiError {
             ..e
         };
     }
-    if sqlstate == "42501" && principal.anonymous {
+    if sqlstate == "42501" && as_anonymous {
         return ApiError {
             code: ErrorCode::LoginRequired,
             ..e

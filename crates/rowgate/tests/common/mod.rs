@@ -632,6 +632,28 @@ pub fn installing<T>(install: impl FnOnce() -> T) -> T {
     install()
 }
 
+/// Runs `program script` in `dir` with `env`; the JSON it prints.
+pub fn run_client_with(
+    program: &std::path::Path,
+    dir: &std::path::Path,
+    script: &str,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let out = std::process::Command::new(program)
+        .arg(script)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the client's interpreter");
+    assert!(
+        out.status.success(),
+        "{} {script}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
 /// `clients/js`, with its dependencies installed (`npm ci` from its lock file, once per test
 /// process, when one of them is missing, under [`installing`]'s lock): the PostgREST and
 /// Supabase clients, playwright-core, wscat (the README's realtime example).
