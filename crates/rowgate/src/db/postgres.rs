@@ -517,16 +517,30 @@ impl Postgres {
             Access::Read if pooled => Some("BEGIN READ ONLY"),
             Access::Read => None,
         };
-        match transaction {
-            Some(begin) if pooled => {
-                client
-                    .batch_execute(&format!("{begin}; {}", self.transaction_settings))
-                    .await?;
+        let begin = transaction.map(|begin| {
+            if pooled {
+                format!("{begin}; {}", self.transaction_settings)
+            } else {
+                begin.to_string()
             }
-            Some(begin) => client.batch_execute(begin).await?,
-            None => {}
-        }
-        let result = run_steps(&session, job).await;
+        });
+        let result = match begin {
+            // A read sends BEGIN and its first statement in one flight (the statement is sent
+            // when first polled, after BEGIN; each later one after the one before answered):
+            // a round trip less. A read only: should BEGIN fail, what ran without it wrote
+            // nothing, and its answer is dropped for BEGIN's error.
+            Some(begin) if job.access == Access::Read => {
+                let (begun, result) =
+                    tokio::join!(client.batch_execute(&begin), run_steps(&session, job));
+                begun?;
+                result
+            }
+            Some(begin) => {
+                client.batch_execute(&begin).await?;
+                run_steps(&session, job).await
+            }
+            None => run_steps(&session, job).await,
+        };
         if transaction.is_some() {
             let commit = result.is_ok() && !job.rollback;
             let end = if commit { "COMMIT" } else { "ROLLBACK" };
