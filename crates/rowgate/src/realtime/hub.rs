@@ -510,18 +510,22 @@ impl Hub {
         self.metrics.realtime_changes(0, frames_out);
     }
 
-    /// The audiences of the subscriptions to the tables `changes` touch (with database roles:
-    /// whose verdicts [`Hub::dispatch`] needs), each once.
+    /// The audiences whose verdicts [`Hub::dispatch`] needs for `changes` (with database
+    /// roles): of the subscriptions a change would concern by their filters alone, each once.
     pub fn audiences(&self, changes: &[Change]) -> Vec<Audience> {
         let registry = self.lock();
-        let mut tables: Vec<&str> = changes.iter().map(|c| c.table.as_str()).collect();
-        tables.sort_unstable();
-        tables.dedup();
         let mut out: Vec<Audience> = Vec::new();
         let mut seen: HashSet<&Audience> = HashSet::new();
-        for subs in tables.iter().filter_map(|t| registry.tables.get(*t)) {
-            for audience in subs.all().filter_map(|s| s.audience.as_deref()) {
-                if seen.insert(audience) {
+        for change in changes {
+            let Some(subs) = registry.tables.get(&change.table) else {
+                continue;
+            };
+            for sub in subs.candidates(change) {
+                let Some(audience) = sub.audience.as_deref() else {
+                    continue;
+                };
+                if !seen.contains(audience) && classify(change, &sub.filter, |_| true).is_some() {
+                    seen.insert(audience);
                     out.push(audience.clone());
                 }
             }
