@@ -740,6 +740,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             prepared_statements: config.db.prepared_statements,
             replicas: config.db.replicas.clone(),
             replica_max_lag: Duration::from_millis(config.db.replica_max_lag_ms),
+            privileges: config.auth.database_roles,
         };
         // (its errors name the server, the database and the user)
         Database::open_postgres(&url, &opts).await?

@@ -417,3 +417,54 @@ async fn postgres_supabase_js_app_with_row_level_security() {
         "{results}"
     );
 }
+
+/// What describes the API to a role shows what the database lets it do: the OpenAPI document
+/// lists the tables the role has privileges on, with the methods they allow, and `OPTIONS`
+/// answers the same methods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_openapi_and_options_show_the_roles_privileges() {
+    let s = server().await;
+    let a = token("authenticated", Some(A));
+    let service = token("service_role", None);
+    let methods = |doc: &Value, path: &str| -> Vec<String> {
+        let mut found: Vec<String> = doc["paths"][path]
+            .as_object()
+            .map(|ops| ops.keys().cloned().collect())
+            .unwrap_or_default();
+        found.sort();
+        found
+    };
+    let (status, anon_doc) = send(s.get("/"), None).await;
+    assert_eq!(status, 200, "{anon_doc}");
+    assert_eq!(methods(&anon_doc, "/rest/v1/notes"), ["get"]);
+    assert!(
+        anon_doc["paths"]["/rest/v1/vault"].is_null(),
+        "no privilege"
+    );
+    assert!(anon_doc["paths"]["/rest/v1/rpc/whoami"].is_object());
+    let (_, a_doc) = send(s.get("/"), Some(&a)).await;
+    assert_eq!(
+        methods(&a_doc, "/rest/v1/notes"),
+        ["delete", "get", "patch", "post"]
+    );
+    assert!(a_doc["paths"]["/rest/v1/vault"].is_null(), "no privilege");
+    let (_, service_doc) = send(s.get("/"), Some(&service)).await;
+    assert!(service_doc["paths"]["/rest/v1/vault"].is_object());
+
+    let allow = |token: Option<String>| {
+        let s = &s;
+        async move {
+            let mut request = s.client.request(reqwest::Method::OPTIONS, s.url("/notes"));
+            if let Some(t) = token {
+                request = request.bearer_auth(t);
+            }
+            let r = request.send().await.expect("options");
+            r.headers()["allow"].to_str().expect("allow").to_string()
+        }
+    };
+    assert_eq!(allow(None).await, "OPTIONS,GET,HEAD");
+    assert_eq!(
+        allow(Some(a.clone())).await,
+        "OPTIONS,GET,HEAD,POST,PATCH,DELETE"
+    );
+}

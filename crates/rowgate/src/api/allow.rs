@@ -35,7 +35,7 @@ pub fn relation(
     let table = plan::table(schema, name)?;
     let may = |op: Op| {
         policy
-            .grant(principal, &table.name)
+            .described(principal, &table.name, schema)
             .is_some_and(|g| g.allows(op))
     };
     // a role without any grant on it is refused as its GET is

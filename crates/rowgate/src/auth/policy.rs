@@ -283,6 +283,60 @@ impl Policy {
         role.tables.get(table).or(role.any.as_ref())
     }
 
+    /// The grant of `principal`'s role on `table` as what describes the API shows it (the
+    /// OpenAPI document, `OPTIONS`, the console): with database roles, narrowed to the
+    /// operations and columns the database lets the role use (`schema`'s privileges), so that
+    /// they show what the role may really do; the grant itself otherwise.
+    pub fn described<'g>(
+        &'g self,
+        principal: &Principal,
+        table: &str,
+        schema: &SchemaCache,
+    ) -> Option<Cow<'g, Grant>> {
+        let grant = self.grant(principal, table)?;
+        let Some(privileges) = schema
+            .privileges
+            .as_deref()
+            .filter(|_| self.defers_to_database())
+        else {
+            return Some(Cow::Borrowed(grant));
+        };
+        let allowed = privileges.table(&principal.role, table)?;
+        let [select, insert, update, delete] = allowed.ops;
+        let narrowed = |ours: &Option<HashSet<String>>, theirs: &HashSet<String>| {
+            Some(match ours {
+                Some(ours) => ours.intersection(theirs).cloned().collect(),
+                None => theirs.clone(),
+            })
+        };
+        Some(Cow::Owned(Grant {
+            ops: [
+                (Op::Select, select),
+                (Op::Insert, insert),
+                (Op::Update, update),
+                (Op::Delete, delete),
+            ]
+            .into_iter()
+            .filter(|(op, allowed)| *allowed && grant.allows(*op))
+            .map(|(op, _)| op)
+            .collect(),
+            read: narrowed(&grant.read, &allowed.read),
+            write: narrowed(&grant.write, &allowed.write),
+            filter: grant.filter.clone(),
+        }))
+    }
+
+    /// Whether `principal`'s role may call the function `name` as what describes the API
+    /// shows it: granted, and with database roles, `EXECUTE` too.
+    pub fn described_call(&self, principal: &Principal, name: &str, schema: &SchemaCache) -> bool {
+        self.may_call(principal, name)
+            && schema
+                .privileges
+                .as_deref()
+                .filter(|_| self.defers_to_database())
+                .is_none_or(|p| p.may_call(&principal.role, name))
+    }
+
     /// Whether `principal`'s role is granted the function `name` (the OpenAPI document lists
     /// only those).
     pub fn may_call(&self, principal: &Principal, name: &str) -> bool {

@@ -110,7 +110,7 @@ fn session(app: &App, principal: &Principal) -> Value {
     };
     let mut tables = Vec::new();
     for (name, table) in &schema.tables {
-        let Some(grant) = policy.grant(principal, name) else {
+        let Some(grant) = policy.described(principal, name, &schema) else {
             continue;
         };
         let columns: Vec<Value> = table
@@ -132,22 +132,22 @@ fn session(app: &App, principal: &Principal) -> Value {
             "name": name,
             "kind": if table.is_view { "view" } else { "table" },
             "key": table.primary_key,
-            "ops": ops_of(&[grant]),
+            "ops": ops_of(&[&grant]),
             "columns": columns,
             "realtime": app.config.realtime.tables.iter().any(|t| t == name),
         }));
     }
     for view in app.duality.views() {
         // a document is read and written with the grants of the tables it joins
-        let grants: Option<Vec<&crate::auth::policy::Grant>> = view
+        let grants: Option<Vec<_>> = view
             .tables()
             .iter()
-            .map(|t| policy.grant(principal, &t.table))
+            .map(|t| policy.described(principal, &t.table, &schema))
             .collect();
         let Some(grants) = grants else {
             continue;
         };
-        let ops = ops_of(&grants);
+        let ops = ops_of(&grants.iter().map(|g| &**g).collect::<Vec<_>>());
         if ops.is_empty() {
             continue;
         }

@@ -126,6 +126,8 @@ pub struct PgOptions {
     pub replicas: Vec<String>,
     /// How far behind the primary a replica may be and still take reads.
     pub replica_max_lag: Duration,
+    /// Read each role's privileges with the schema (requests run as their role).
+    pub privileges: bool,
 }
 
 /// The PostgreSQL database: a connection pool (the primary's), its read replicas, and the
@@ -142,6 +144,8 @@ pub struct Postgres {
     /// settings), every job runs in a transaction that starts with these settings.
     transaction_settings: String,
     schemas: Vec<String>,
+    /// Whether the schema cache holds the roles' privileges ([`PgOptions::privileges`]).
+    privileges: bool,
     schema: ArcSwap<SchemaCache>,
     /// Fingerprint of the exposed relations and columns when the cache was read.
     fingerprint: ArcSwap<String>,
@@ -151,24 +155,31 @@ pub struct Postgres {
     waits: Arc<super::waits::ReadWaits>,
 }
 
-/// The schema cache's version for a catalog fingerprint (an md5 in hex; empty when nothing is
-/// exposed): its first 60 bits, so that a change of any exposed relation or column changes the
-/// version (what the realtime tailer watches to add capture to new tables), the same on every
-/// node.
+/// The schema cache's version for a catalog fingerprint (md5s in hex, one each of the exposed
+/// relations' columns, the functions, the privileges on them and row-level security, and the
+/// policies): the first 60 bits of each, combined, so that a change of any of them changes the
+/// version (what the realtime tailer watches to add capture to new tables, and its visibility
+/// checker to copy the policies again), the same on every node.
 fn schema_version(fingerprint: &str) -> i64 {
     fingerprint
-        .get(..15)
-        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
-        .unwrap_or(0)
+        .as_bytes()
+        .chunks(32)
+        .filter_map(|md5| std::str::from_utf8(md5.get(..15)?).ok())
+        .filter_map(|hex| i64::from_str_radix(hex, 16).ok())
+        .fold(0, |version, part| version ^ part)
 }
 
 /// A digest of the exposed relations, their columns and the functions: cheap to poll, changes
 /// with DDL. The functions' digest follows the relations' (so it moves the version only when nothing is
 /// exposed): a changed function reloads the cache without disturbing realtime capture.
-const FINGERPRINT: &str = "SELECT coalesce(md5(string_agg(c.oid::text || ':' || a.attnum || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY c.oid, a.attnum)), '')
-       || coalesce((SELECT md5(string_agg(p.oid::text || ':' || p.provolatile::text || ':' || p.prorettype::text || ':' || p.proargtypes::text || ':' || coalesce(array_to_string(p.proargnames, ','), ''), ',' ORDER BY p.oid))
+const FINGERPRINT: &str = "SELECT coalesce(md5(string_agg(c.oid::text || ':' || a.attnum || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY c.oid, a.attnum)), md5(''))
+       || coalesce((SELECT md5(string_agg(p.oid::text || ':' || p.provolatile::text || ':' || p.prorettype::text || ':' || p.proargtypes::text || ':' || coalesce(array_to_string(p.proargnames, ','), '') || ':' || coalesce(p.proacl::text, ''), ',' ORDER BY p.oid))
                     FROM pg_proc p JOIN pg_namespace pn ON pn.oid = p.pronamespace
-                    WHERE pn.nspname::text = ANY($1::text[])), '')
+                    WHERE pn.nspname::text = ANY($1::text[])), md5(''))
+       || md5(coalesce(string_agg(coalesce(c.relacl::text, '') || coalesce(a.attacl::text, '') || c.relrowsecurity::text, ',' ORDER BY c.oid, a.attnum), ''))
+       || coalesce((SELECT md5(string_agg(pol.oid::text || ':' || pol.polname || ':' || pol.polcmd::text || ':' || pol.polpermissive::text || ':' || pol.polroles::text || ':' || coalesce(pg_get_expr(pol.polqual, pol.polrelid), ''), ',' ORDER BY pol.oid))
+                    FROM pg_policy pol JOIN pg_class pc ON pc.oid = pol.polrelid JOIN pg_namespace pcn ON pcn.oid = pc.relnamespace
+                    WHERE pcn.nspname::text = ANY($1::text[])), md5(''))
      FROM pg_class c
      JOIN pg_namespace n ON n.oid = c.relnamespace
      JOIN pg_attribute a ON a.attrelid = c.oid
@@ -211,6 +222,7 @@ impl ToSql for AsText {
 async fn read_schema(
     client: &tokio_postgres::Client,
     schemas: &[String],
+    privileges: bool,
 ) -> Result<crate::schema::SchemaCache, tokio_postgres::Error> {
     let mut profiles = Vec::with_capacity(schemas.len());
     for name in schemas {
@@ -220,6 +232,10 @@ async fn read_schema(
             crate::schema::functions::introspect(client, one, &schema.tables).await?;
         crate::schema::functions::attach_computed(&mut schema.tables, &mut schema.functions);
         schema.media_handlers = crate::schema::media::introspect(client, one).await?;
+        if privileges {
+            let read = crate::schema::privileges::Privileges::introspect(client, name).await?;
+            schema.privileges = Some(Arc::new(read));
+        }
         profiles.push((name.clone(), schema));
     }
     let mut profiles = profiles.into_iter();
@@ -367,7 +383,7 @@ impl Postgres {
             .await
             .with_context(|| format!("cannot read the catalog of PostgreSQL at {target}"))?
             .get(0);
-        let mut schema = read_schema(&client, &opts.schemas)
+        let mut schema = read_schema(&client, &opts.schemas, opts.privileges)
             .await
             .with_context(|| format!("cannot read the schema of PostgreSQL at {target}"))?;
         schema.version = schema_version(&fingerprint);
@@ -379,6 +395,7 @@ impl Postgres {
             prepared: opts.prepared_statements,
             transaction_settings: transaction_settings(opts),
             schemas: opts.schemas.clone(),
+            privileges: opts.privileges,
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
             commits: Arc::new(tokio::sync::Notify::new()),
@@ -409,7 +426,7 @@ impl Postgres {
             .query_one(FINGERPRINT, &[&self.schemas])
             .await?
             .get(0);
-        let mut fresh = read_schema(&client, &self.schemas).await?;
+        let mut fresh = read_schema(&client, &self.schemas, self.privileges).await?;
         fresh.version = schema_version(&fingerprint);
         self.fingerprint.store(Arc::new(fingerprint));
         let changed = fresh.version != self.schema.load().version;

@@ -74,7 +74,7 @@ pub fn document(
     for view in duality.views() {
         let readable = |name: &str| {
             policy
-                .grant(principal, name)
+                .described(principal, name, schema)
                 .is_some_and(|g| g.allows(Op::Select))
         };
         let Some(root) = schema.table(&view.table).filter(|t| readable(&t.name)) else {
@@ -98,7 +98,7 @@ pub fn document(
         let may = |allowed: bool, op: Op| {
             allowed
                 && policy
-                    .grant(principal, &view.table)
+                    .described(principal, &view.table, schema)
                     .is_some_and(|g| g.allows(op))
         };
         // the root's noupdate fields, which a PUT or PATCH may not change
@@ -171,7 +171,7 @@ pub fn document(
                 }
             }),
         );
-        if view.root.writable() && policy.grant(principal, &view.table).is_some() {
+        if view.root.writable() && policy.described(principal, &view.table, schema).is_some() {
             let mut put = written(
                 format!(
                     "replace a document of {} (If-Match or _metadata.etag: its etag)",
@@ -225,15 +225,18 @@ pub fn document(
     for overloads in schema.functions.values() {
         // the first overload stands for the name (a resource function of that name wins)
         let Some(f) = overloads.first() else { continue };
-        if !policy.may_call(principal, &f.name) || resources.function(&f.name).is_some() {
+        if !policy.described_call(principal, &f.name, schema)
+            || resources.function(&f.name).is_some()
+        {
             continue;
         }
         paths.insert(format!("{prefix}/rpc/{}", f.name), function(f));
     }
     for full in schema.tables.values() {
-        let Some(grant) = policy.grant(principal, &full.name) else {
+        let Some(grant) = policy.described(principal, &full.name, schema) else {
             continue;
         };
+        let grant = &*grant;
         if !grant.allows(Op::Select) {
             continue;
         }

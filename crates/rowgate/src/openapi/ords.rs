@@ -33,7 +33,7 @@ pub fn ords_catalog(
         None => (object, Value::Null),
     };
     let full = schema.table(table_name)?;
-    let grant = policy.grant(principal, table_name)?;
+    let grant = &*policy.described(principal, table_name, schema)?;
     if !grant.allows(Op::Select) {
         return None;
     }

@@ -8,6 +8,7 @@ pub mod functions;
 pub mod input;
 pub mod media;
 pub mod postgres;
+pub mod privileges;
 pub mod relationships;
 pub mod volatile;
 
@@ -386,6 +387,10 @@ pub struct SchemaCache {
     /// whose answers are not cached.
     #[serde(skip)]
     pub volatile_views: Vec<String>,
+    /// What each database role may do here (PostgreSQL, when requests run as their role):
+    /// what describes the API to a role shows it.
+    #[serde(skip)]
+    pub privileges: Option<std::sync::Arc<privileges::Privileges>>,
 }
 
 impl SchemaCache {
@@ -483,6 +488,7 @@ impl SchemaCache {
             others: Vec::new(),
             media_handlers: Vec::new(),
             volatile_views: volatile::volatile_views(&volatile::views_sql(conn)?),
+            privileges: None,
         })
     }
 

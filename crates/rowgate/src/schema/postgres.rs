@@ -380,6 +380,7 @@ pub async fn introspect(
         others: Vec::new(),
         media_handlers: Vec::new(),
         volatile_views: Vec::new(),
+        privileges: None,
     })
 }
 
