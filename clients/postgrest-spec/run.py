@@ -7,8 +7,9 @@
 docs/postgrest-differences.md were measured on is named there). The runner starts a PostgreSQL
 cluster from the installed binaries, loads PostgREST's fixtures (test/spec/fixtures/load.sql;
 statements needing PostGIS, which is not installed, fail and are skipped), starts Rowgate (one
-server per configuration the specs ask for) with every test role granted everything and
-`rest.tx_end = "rollback-allow-override"` (PostgREST's test setting: nothing a case writes
+server per configuration the specs ask for) with the fixtures' roles, GRANTs and policies
+deciding (`auth.database_roles`; `--grants`: every test role granted everything instead, the
+figures before it) and `rest.tx_end = "rollback-allow-override"` (PostgREST's test setting: nothing a case writes
 persists), and replays each `it` case of test/spec/Feature/Query/*.hs: every request in order,
 each response held to the spec's status, body (JSON compared as JSON, text byte for byte) and
 headers. It prints passes per spec file; `--failures F` writes each failing exchange as JSON lines.
@@ -144,16 +145,19 @@ def variant_of(config_text):
 class Rowgate:
     """One `rowgate serve --workers 0` on a free port, configured for the spec suite."""
 
-    def __init__(self, binary, pg, root, variant):
+    def __init__(self, binary, pg, root, variant, grants_only=False):
         settings = {k: json.loads(v) for k, v in variant}
         name = "rowgate-" + (re.sub(r"[^a-z0-9]+", "-", str(settings)) if settings else "base")
         self.dir = os.path.join(root, name.strip("-"))
         os.makedirs(self.dir)
         self.port = free_port()
         schemas = ",".join(settings.get("schemas", ["test"]))
+        # the fixtures' roles, GRANTs and policies decide (auth.database_roles); with --grants,
+        # the figures before them: every test role granted everything, requests run as the
+        # connecting user
         grants = "".join(
             f'\n[[grants]]\nrole = "{r}"\ntables = ["*"]\nops = ["select", "insert", "update", "delete"]\n'
-            f'functions = ["*"]\n' for r in TEST_ROLES)
+            f'functions = ["*"]\n' for r in TEST_ROLES) if grants_only else ""
         config = f"""
 listen = "127.0.0.1:{self.port}"
 log = "warn"
@@ -177,6 +181,7 @@ refuse_unfiltered_writes = {str(settings.get("refuse_unfiltered_writes", False))
 client_error_verbosity = {json.dumps(settings.get("client_error_verbosity", "verbose"))}
 [auth]
 anon_role = "postgrest_test_anonymous"
+database_roles = {"false" if grants_only else "true"}
 [[auth.external]]
 issuer = ""
 secret_file = "jwt.secret"
@@ -459,6 +464,9 @@ def main():
     ap.add_argument("--only", help="run cases whose file or name matches this regex")
     ap.add_argument("--failures", help="write failing exchanges here (JSON lines)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--grants", action="store_true",
+                    help="grant every test role everything instead of switching to the database's "
+                         "roles (the figures before auth.database_roles)")
     args = ap.parse_args()
 
     spec_dir = os.path.join(args.postgrest, "test", "spec", "Feature", "Query")
@@ -494,7 +502,8 @@ def main():
                 continue
             variant = variant_of(case["config"])
             if variant not in servers:
-                servers[variant] = Rowgate(os.path.abspath(args.rowgate), pg, root, variant)
+                servers[variant] = Rowgate(os.path.abspath(args.rowgate), pg, root, variant,
+                                           grants_only=args.grants)
             port = servers[variant].port
             t["run"] += 1
             strict = True

@@ -142,20 +142,34 @@ pub struct Param {
 
 impl Resource {
     /// Its statements with the parameters' `values` bound (NULL for a value not given).
-    pub fn bound(&self, values: &[(String, Value)]) -> Vec<rowgate_query::stmt::Sql> {
+    ///
+    /// Each value moves into the last place that names it and is copied only into those
+    /// before (a JSON argument of megabytes is not copied for its one use).
+    pub fn bound(&self, mut values: Vec<(String, Value)>) -> Vec<rowgate_query::stmt::Sql> {
+        let mut last_use: std::collections::HashMap<&str, (usize, usize)> = Default::default();
+        for (i, s) in self.statements.iter().enumerate() {
+            for (j, n) in s.names.iter().enumerate() {
+                last_use.insert(n.as_str(), (i, j));
+            }
+        }
         self.statements
             .iter()
-            .map(|s| rowgate_query::stmt::Sql {
+            .enumerate()
+            .map(|(i, s)| rowgate_query::stmt::Sql {
                 text: s.text.clone(),
                 params: s
                     .names
                     .iter()
-                    .map(|n| {
-                        values
-                            .iter()
-                            .find(|(name, _)| name == n)
-                            .map_or(Value::Null, |(_, v)| v.clone())
-                    })
+                    .enumerate()
+                    .map(
+                        |(j, n)| match values.iter_mut().find(|(name, _)| name == n) {
+                            None => Value::Null,
+                            Some((_, v)) if last_use.get(n.as_str()) == Some(&(i, j)) => {
+                                std::mem::replace(v, Value::Null)
+                            }
+                            Some((_, v)) => v.clone(),
+                        },
+                    )
                     .collect(),
             })
             .collect()

@@ -78,7 +78,10 @@ pub async fn handle(
     let executed = app
         .engine()
         .execute_plain(principal, parts, |_, _| {
-            Ok(crate::engine::Planned::new(job(resource, &values), ()))
+            Ok(crate::engine::Planned::new(
+                job(resource, values.clone()),
+                (),
+            ))
         })
         .await?;
     respond(&resources, resource, parts, executed.outcome, &values)
@@ -204,7 +207,7 @@ pub fn bind(
 /// The statements with their parameters bound, as a job: every statement runs, the last one's
 /// result answers (per the resource's shape); reads on a reader connection (several in one read
 /// transaction), writes in the writer's transaction.
-pub fn job(resource: &Resource, values: &[(String, Value)]) -> Job {
+pub fn job(resource: &Resource, values: Vec<(String, Value)>) -> Job {
     let mut statements = resource.bound(values);
     let last = statements.pop();
     let mut steps: Vec<Step> = statements.into_iter().map(Step::Execute).collect();

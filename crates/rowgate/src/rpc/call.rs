@@ -652,10 +652,12 @@ fn plan_resource(
         ));
     };
     let values = serve::bind(r, &[], None, &map, cx.principal)?;
+    // (its values are in `values` now: a large argument is not kept twice)
+    drop(map);
     let name = r.function.as_deref().unwrap_or_default();
     match r.shape {
         Shape::Rows | Shape::Row if !r.writes => {
-            let mut statements = r.bound(&values);
+            let mut statements = r.bound(values);
             let last = statements.pop().unwrap_or_default();
             let table = Table::new(
                 name.to_string(),
@@ -678,7 +680,7 @@ fn plan_resource(
                 _ => CallAnswer::Array,
             };
             Ok(PlannedCall {
-                job: serve::job(r, &values),
+                job: serve::job(r, values),
                 answer,
             })
         }
