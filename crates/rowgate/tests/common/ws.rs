@@ -27,11 +27,24 @@ pub async fn connect(addr: &str) -> Socket {
 /// A socket of Rowgate's own protocol (`/realtime` on the server at `addr`, as `token`'s bearer
 /// or anonymous) subscribed to `table`, its `subscribed` acknowledgement read.
 pub async fn follow(addr: std::net::SocketAddr, table: &str, token: Option<&str>) -> Socket {
+    follow_filtered(addr, table, token, None).await
+}
+
+/// [`follow`] with a subscription `filter` (REST syntax).
+pub async fn follow_filtered(
+    addr: std::net::SocketAddr,
+    table: &str,
+    token: Option<&str>,
+    filter: Option<&str>,
+) -> Socket {
     let query = token.map_or(String::new(), |t| format!("?access_token={t}"));
     let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/realtime{query}"))
         .await
         .expect("websocket");
-    let subscribe = json!({"type": "subscribe", "table": table});
+    let mut subscribe = json!({"type": "subscribe", "table": table});
+    if let Some(filter) = filter {
+        subscribe["filter"] = json!(filter);
+    }
     socket
         .send(Message::text(subscribe.to_string()))
         .await
