@@ -258,13 +258,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Db {
             action: DbAction::Setup { db },
         } => {
-            anyhow::ensure!(
-                matches!(DbTarget::parse(&db), DbTarget::Postgres(_)),
-                "db setup is for PostgreSQL URLs"
-            );
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?
+            on_postgres(&db, "db setup is for PostgreSQL URLs")?
                 .block_on(crate::db::postgres::setup(&db))?;
             println!(
                 "installed the DDL event trigger in {db}: servers reload their schema after DDL"
@@ -274,17 +268,14 @@ pub fn main() -> anyhow::Result<()> {
         Command::Db {
             action: DbAction::SupabaseCompat { db, authenticator },
         } => {
-            anyhow::ensure!(
-                matches!(DbTarget::parse(&db), DbTarget::Postgres(_)),
-                "db supabase-compat is for PostgreSQL URLs: SQLite has no roles"
-            );
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?
-                .block_on(crate::db::supabase_compat::install(
-                    &db,
-                    authenticator.as_deref(),
-                ))?;
+            on_postgres(
+                &db,
+                "db supabase-compat is for PostgreSQL URLs: SQLite has no roles",
+            )?
+            .block_on(crate::db::supabase_compat::install(
+                &db,
+                authenticator.as_deref(),
+            ))?;
             println!(
                 "Supabase's roles (anon, authenticated, service_role) and auth.uid(), auth.role(), auth.jwt() are in place; serve with auth.database_roles = true"
             );
@@ -724,6 +715,18 @@ pub async fn start(config: Config) -> anyhow::Result<Arc<App>> {
     let app = App::new(config, db).await?;
     crate::tasks::start(&app);
     Ok(app)
+}
+
+/// The runtime a `db` command runs its work on, once `db` is a PostgreSQL URL (`refusal`
+/// otherwise).
+fn on_postgres(db: &str, refusal: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    anyhow::ensure!(
+        matches!(DbTarget::parse(db), DbTarget::Postgres(_)),
+        "{refusal}"
+    );
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }
 
 /// Opens the database `config` names: a PostgreSQL pool for a URL, else the SQLite file.

@@ -340,6 +340,7 @@ pub async fn handle(
     } else {
         app.read_body(parts, body).await?.bytes
     };
+    let accept = request::accept(&parts.headers);
     let pairs = request::form_pairs(parts.uri.query().unwrap_or("").as_bytes())?
         .into_iter()
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -356,13 +357,9 @@ pub async fn handle(
         },
         method: parts.method.as_str(),
         content_type: request::content_type(&parts.headers),
-        accept: request::accept(&parts.headers),
+        accept,
         range: request::parse_range(&parts.method, &parts.headers),
-        explain: crate::api::explain::allowed(
-            app.config.rest.plan,
-            request::accept(&parts.headers),
-            app.db.dialect(),
-        ),
+        explain: crate::api::explain::allowed(app.config.rest.plan, accept, app.db.dialect()),
         if_none_match: request::if_none_match_values(&parts.headers),
         read: std::sync::OnceLock::new(),
     };
