@@ -4,7 +4,8 @@
 //! subscriber gets exactly its team's rows, through the database's policies (database roles),
 //! and the same through in-memory filters without them; the delivered messages a second and
 //! the p99 delay of each are printed side by side (bench/RESULTS.md). 500 subscribers by
-//! default; `ROWGATE_RLS_SUBSCRIBERS=5000` for the larger run.
+//! default; `ROWGATE_RLS_SUBSCRIBERS=5000` for the larger run; figures from a release build
+//! (`cargo test --release`), as a debug build slows the server's side tenfold.
 
 mod common;
 

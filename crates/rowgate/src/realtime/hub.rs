@@ -514,31 +514,42 @@ impl Hub {
     /// roles): of the subscriptions a change would concern by their filters alone, each once.
     pub fn audiences(&self, changes: &[Change]) -> Vec<Audience> {
         let registry = self.lock();
-        let mut out: Vec<Audience> = Vec::new();
-        let mut seen: HashSet<&Audience> = HashSet::new();
-        for change in changes {
-            let Some(subs) = registry.tables.get(&change.table) else {
-                continue;
-            };
-            for sub in subs.candidates(change) {
-                let Some(audience) = sub.audience.as_deref() else {
-                    continue;
-                };
-                if !seen.contains(audience) && classify(change, &sub.filter, |_| true).is_some() {
-                    seen.insert(audience);
-                    out.push(audience.clone());
-                }
-            }
-        }
-        out
+        let mut taken: HashSet<&Audience> = HashSet::new();
+        concerned(&registry, changes)
+            .into_iter()
+            .filter(|audience| taken.insert(audience))
+            .map(|audience| (**audience).clone())
+            .collect()
     }
 
     /// Fans `changes` (in log order, after [`Hub::last`]) out to the matching subscriptions;
     /// a subscription with an audience gets only the images `verdicts` let it see (none
-    /// without verdicts).
-    pub fn dispatch(&self, changes: &[Change], verdicts: Option<&Verdicts>) {
+    /// without verdicts). When a subscription made since `verdicts` were asked for has an
+    /// audience they lack, nothing is sent: those audiences are answered, to be checked and
+    /// merged in before dispatching again (a new subscriber misses nothing after the id it
+    /// subscribed at).
+    pub fn dispatch(
+        &self,
+        changes: &[Change],
+        verdicts: Option<&Verdicts>,
+    ) -> Result<(), Vec<Audience>> {
         let started = std::time::Instant::now();
         let mut registry = self.lock();
+        // where each subscription's audience is in the verdicts (by address)
+        let mut positions: HashMap<*const Audience, Option<u32>> = HashMap::new();
+        if let Some(verdicts) = verdicts {
+            let mut missing: HashSet<&Audience> = HashSet::new();
+            for audience in concerned(&registry, changes) {
+                let at = verdicts.position(audience);
+                positions.insert(Arc::as_ptr(audience), at);
+                if at.is_none() {
+                    missing.insert(audience);
+                }
+            }
+            if !missing.is_empty() {
+                return Err(missing.into_iter().cloned().collect());
+            }
+        }
         let mut frames_out = 0u64;
         for change in changes {
             if change.id <= registry.last {
@@ -556,7 +567,11 @@ impl Hub {
                 }
                 let seen = |side| match (&sub.audience, verdicts) {
                     (None, _) => true,
-                    (Some(audience), Some(v)) => v.sees(audience, change.id, side),
+                    (Some(audience), Some(v)) => positions
+                        .get(&Arc::as_ptr(audience))
+                        .copied()
+                        .flatten()
+                        .is_some_and(|at| v.sees_at(at, change.id, side)),
                     (Some(_), None) => false,
                 };
                 let Some(kind) = classify(change, &sub.filter, seen) else {
@@ -593,7 +608,34 @@ impl Hub {
         self.metrics.realtime_matched(started.elapsed());
         self.metrics
             .realtime_changes(changes.len() as u64, frames_out);
+        Ok(())
     }
+}
+
+/// The audiences of the subscriptions that `changes` concern by their filters alone, each
+/// allocation once (subscriptions that subscribed alike share one: most are told apart by
+/// address, before any filter is evaluated or claims are compared).
+fn concerned<'r>(registry: &'r Registry, changes: &[Change]) -> Vec<&'r Arc<Audience>> {
+    let mut looked_at: HashSet<*const Audience> = HashSet::new();
+    let mut out = Vec::new();
+    for change in changes {
+        let Some(subs) = registry.tables.get(&change.table) else {
+            continue;
+        };
+        for sub in subs.candidates(change) {
+            let Some(audience) = &sub.audience else {
+                continue;
+            };
+            if looked_at.contains(&Arc::as_ptr(audience))
+                || classify(change, &sub.filter, |_| true).is_none()
+            {
+                continue;
+            }
+            looked_at.insert(Arc::as_ptr(audience));
+            out.push(audience);
+        }
+    }
+    out
 }
 
 /// What `change` means for a subscription with `filter` that may see the images `seen` lets
@@ -640,6 +682,76 @@ pub fn frame(change: &Change, kind: Kind, view: &View) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn audience(sub: &str) -> Audience {
+        Audience {
+            role: "authenticated".into(),
+            claims: format!("{{\"sub\":\"{sub}\"}}"),
+        }
+    }
+
+    /// Subscribes a connection with database roles as `audience`; its outbox.
+    fn subscribe(hub: &Hub, audience: Audience) -> Arc<Outbox> {
+        let outbox = Outbox::new(8);
+        let connection = hub.connect(&outbox, None);
+        hub.subscribe(
+            "notes",
+            Subscription {
+                connection,
+                outbox: outbox.clone(),
+                filter: Vec::new(),
+                view: Arc::new(View::new(None)),
+                documents: None,
+                binding: None,
+                audience: Some(Arc::new(audience)),
+            },
+        );
+        outbox
+    }
+
+    /// With database roles, a subscriber whose audience the verdicts lack (it came while they
+    /// were checked) holds the whole dispatch back until its verdicts are merged in: then each
+    /// subscriber gets exactly what its own verdicts allow, and nothing is skipped.
+    #[test]
+    fn dispatch_waits_for_the_verdicts_of_late_subscribers() {
+        let hub = Hub::new(0, Arc::new(Metrics::new()));
+        let early = subscribe(&hub, audience("a"));
+        let changes: Vec<Change> = (1..=2)
+            .map(|id| Change {
+                id,
+                table: "notes".into(),
+                op: Op::Insert,
+                key: Some(Map::from_iter([("id".into(), Json::from(id))])),
+                new: Some(Map::from_iter([("id".into(), Json::from(id))])),
+                old: None,
+                at: 0,
+            })
+            .collect();
+        assert_eq!(hub.audiences(&changes), vec![audience("a")]);
+        let mut verdicts = Verdicts::new(&hub.audiences(&changes));
+        verdicts.allow(0, 1, Side::New);
+        // a subscriber arrives while the verdicts are checked
+        let late = subscribe(&hub, audience("b"));
+        let missing = hub
+            .dispatch(&changes, Some(&verdicts))
+            .expect_err("b was not checked");
+        assert_eq!(missing, vec![audience("b")]);
+        assert_eq!((early.queued(), late.queued(), hub.last()), (0, 0, 0));
+        let mut more = Verdicts::new(&missing);
+        more.allow(0, 2, Side::New);
+        verdicts.merge(more);
+        hub.dispatch(&changes, Some(&verdicts))
+            .expect("every audience checked");
+        let ids = |o: &Outbox| o.take().iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!((ids(&early), ids(&late), hub.last()), (vec![1], vec![2], 2));
+        // without verdicts, a subscriber with an audience is sent nothing
+        let none = subscribe(&hub, audience("c"));
+        let mut third = changes[1].clone();
+        third.id = 3;
+        hub.dispatch(&[third], None)
+            .expect("no verdicts to wait for");
+        assert_eq!(none.queued(), 0);
+    }
 
     fn standing(exp: Option<u64>) -> Option<Arc<Standing>> {
         Some(Arc::new(Standing {

@@ -172,19 +172,21 @@ async fn tail(app: &Arc<App>, realtime: &Realtime, own: bool) {
         match capture::fetch(&app.db, hub.last(), None, None, TAIL_BATCH).await {
             Ok(changes) if changes.is_empty() => return,
             Ok(changes) => {
-                // with database roles: what each subscriber's role may see of them
-                let verdicts = match &realtime.checker {
+                // with database roles: what each subscriber's role may see of them (and of
+                // subscribers who came while it was checked, before they are sent anything)
+                let schema = app.db.schema();
+                let mut verdicts = match &realtime.checker {
                     Some(checker) => {
                         let audiences = hub.audiences(&changes);
-                        Some(
-                            checker
-                                .verdicts(&app.db.schema(), &audiences, &changes)
-                                .await,
-                        )
+                        Some(checker.verdicts(&schema, &audiences, &changes).await)
                     }
                     None => None,
                 };
-                hub.dispatch(&changes, verdicts.as_ref());
+                while let Err(missing) = hub.dispatch(&changes, verdicts.as_ref()) {
+                    if let (Some(checker), Some(verdicts)) = (&realtime.checker, &mut verdicts) {
+                        verdicts.merge(checker.verdicts(&schema, &missing, &changes).await);
+                    }
+                }
                 documents::dispatch(app, &changes).await;
                 if own {
                     realtime.committed_here.notify_one();
