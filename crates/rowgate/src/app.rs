@@ -55,6 +55,8 @@ pub struct App {
     pub access_log: Option<crate::observe::access::AccessLog>,
     /// The pipes to the supervisor, under one (a scrape of `/metrics` gathers every worker's).
     pub link: std::sync::OnceLock<Arc<crate::worker::Link>>,
+    /// People's accounts at `/auth/v1` (`[accounts]`), when on.
+    pub accounts: Option<Arc<crate::accounts::Accounts>>,
 }
 
 /// A request body larger than this takes one of the `limits.large_bodies` slots.
@@ -143,7 +145,14 @@ impl App {
             .then(|| crate::cache::ResponseCache::new(&config.cache))
             .flatten();
         let access_log = crate::observe::access::AccessLog::open(&config.access_log)?;
+        let accounts = match config.accounts.enabled {
+            true => Some(Arc::new(
+                crate::accounts::Accounts::open(&config, &db).await?,
+            )),
+            false => None,
+        };
         Ok(Arc::new(App {
+            accounts,
             access_log,
             link: std::sync::OnceLock::new(),
             cache,

@@ -386,7 +386,7 @@ fn clients(action: ClientsAction) -> anyhow::Result<()> {
             ClientsAction::Key { name, days, .. } => {
                 let secrets = secret::load(&config)?;
                 let tokens =
-                    crate::auth::token::Tokens::new(&secrets.jwt_key, &config.auth, &config.dir)?;
+                    crate::auth::token::Tokens::new(&secrets.jwt_key, &config)?;
                 println!("{}", crate::auth::api_key(&db, &tokens, name, *days).await?);
             }
             ClientsAction::Revoke { name, .. } => {

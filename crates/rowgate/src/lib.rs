@@ -16,6 +16,7 @@
 //! - [`proxies`]: the trusted proxies whose `X-Forwarded-*` headers count, and the client's address;
 //!   [`per_address`]: open connections per client address.
 
+pub mod accounts;
 pub mod api;
 pub mod app;
 pub mod auth;

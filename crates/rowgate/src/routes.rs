@@ -30,6 +30,8 @@ pub enum Route {
     Ords,
     /// `/_/…`: the admin console, its pages and its API.
     Console,
+    /// `/auth/v1/…`: people's accounts, Supabase Auth's API.
+    Accounts,
 }
 
 /// The built-in routes at fixed paths (the REST prefix's are added from the configuration).
@@ -46,6 +48,7 @@ pub const FIXED: &[(&str, Route)] = &[
     ("/_", Route::Console),
     ("/_/", Route::Console),
     ("/_/{*rest}", Route::Console),
+    ("/auth/v1/{*rest}", Route::Accounts),
 ];
 
 /// Paths kept for the server, with everything under them: the fixed routes' first segments, and
@@ -59,6 +62,7 @@ pub const RESERVED: &[&str] = &[
     "/realtime",
     "/ords",
     "/_",
+    "/auth",
 ];
 
 /// The reserved path `path` is, or lies under, if any.

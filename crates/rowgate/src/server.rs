@@ -747,6 +747,7 @@ async fn route(
         Route::Metrics => RouteLabel::fixed(RouteKind::Metrics),
         Route::Token => RouteLabel::fixed(RouteKind::Token),
         Route::Console => RouteLabel::fixed(RouteKind::Console),
+        Route::Accounts => RouteLabel::fixed(RouteKind::Accounts),
     };
     match route {
         Route::Live => Ok(Reply::raw(
@@ -845,6 +846,20 @@ async fn route(
                 app, &parts, body, api_path, &principal,
             ))
             .await
+        }
+        Route::Accounts => {
+            let client = app.trusted_proxies.client_address(peer, &parts.headers);
+            let rest = param("rest").unwrap_or_default();
+            let server = crate::accounts::Server {
+                db: &app.db,
+                auth: &app.auth,
+                limits: &app.config.limits,
+            };
+            let accounts = app.accounts.as_deref();
+            Ok(Box::pin(crate::accounts::handle(
+                &server, accounts, &parts, body, &rest, client,
+            ))
+            .await)
         }
         Route::Token => {
             let body = api::request::read_body(&app.config.limits, &parts, body).await?;

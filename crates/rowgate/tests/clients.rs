@@ -12,48 +12,6 @@ use std::sync::OnceLock;
 use common::*;
 use serde_json::{json, Value};
 
-/// The virtual environment of `clients/{name}` with its pinned `requirements.txt` installed
-/// (made when missing; pip runs once per test process, under the tests' install lock); its
-/// folder.
-fn venv(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../clients")
-        .join(name);
-    let python = dir.join(".venv/bin/python");
-    installing(|| {
-        if !python.exists() {
-            let made = Command::new("python3")
-                .args(["-m", "venv", ".venv"])
-                .current_dir(&dir)
-                .status()
-                .expect("python3 is needed for the client tests");
-            assert!(
-                made.success(),
-                "python3 -m venv in {} failed ({made}): install Debian's python3-venv",
-                dir.display()
-            );
-        }
-        let installed = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["-r", "requirements.txt"])
-            .current_dir(&dir)
-            .status()
-            .expect("pip");
-        assert!(
-            installed.success(),
-            "pip install in {} failed ({installed}): run `.venv/bin/python -m pip install -r requirements.txt` there to see why",
-            dir.display()
-        );
-    });
-    dir
-}
-
 /// `clients/py`'s Python (postgrest-py).
 fn py_clients() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();

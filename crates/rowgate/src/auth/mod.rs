@@ -107,7 +107,7 @@ impl Auth {
     /// Loads the secret, keys and grants of `config` (no database access yet).
     pub fn new(config: &Config) -> anyhow::Result<Auth> {
         let secrets = secret::load(config)?;
-        let tokens = Tokens::new(&secrets.jwt_key, &config.auth, &config.dir)?;
+        let tokens = Tokens::new(&secrets.jwt_key, config)?;
         Ok(Auth {
             config: config.auth.clone(),
             tokens,
@@ -331,9 +331,11 @@ pub fn spawn_client_refresher(auth: Arc<Auth>, db: Arc<Database>) {
     });
 }
 
-/// Counts failed token requests per key (a client id, an address) in one-minute windows.
+/// Counts failed attempts per key (a client id, an email, an address) in windows of a fixed
+/// length (a minute for token requests).
 pub struct FailureLimiter {
     max: u32,
+    window: Duration,
     windows: Mutex<HashMap<String, (Instant, u32)>>,
 }
 
@@ -345,8 +347,14 @@ const WINDOW: Duration = Duration::from_secs(60);
 
 impl FailureLimiter {
     fn new(max: u32) -> FailureLimiter {
+        FailureLimiter::with_window(max, WINDOW)
+    }
+
+    /// A limiter of `max` failures per key in each `window`.
+    pub fn with_window(max: u32, window: Duration) -> FailureLimiter {
         FailureLimiter {
             max,
+            window,
             windows: Mutex::new(HashMap::new()),
         }
     }
@@ -362,8 +370,8 @@ impl FailureLimiter {
         };
         let windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         match windows.get(key) {
-            Some((start, n)) if *n >= max && start.elapsed() < WINDOW => {
-                Some(WINDOW.saturating_sub(start.elapsed()))
+            Some((start, n)) if *n >= max && start.elapsed() < self.window => {
+                Some(self.window.saturating_sub(start.elapsed()))
             }
             _ => None,
         }
@@ -373,12 +381,12 @@ impl FailureLimiter {
     pub fn fail(&self, key: &str) {
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         if windows.len() > 100_000 {
-            windows.retain(|_, (start, _)| start.elapsed() < WINDOW);
+            windows.retain(|_, (start, _)| start.elapsed() < self.window);
         }
         let entry = windows
             .entry(key.to_string())
             .or_insert((Instant::now(), 0));
-        if entry.0.elapsed() >= WINDOW {
+        if entry.0.elapsed() >= self.window {
             *entry = (Instant::now(), 0);
         }
         entry.1 += 1;

@@ -5,7 +5,10 @@
 //! `nbf` with at most 60 s of clock skew, `iss`, `aud`; own tokens also need their client to be
 //! known, not revoked, and the secret generation still accepted. [`crate::auth::Auth`] remembers
 //! verified tokens (keys only change with a restart) and re-checks expiry and the client on each
-//! use.
+//! use. People's tokens (`[accounts]`, [`crate::accounts`]) are signed here too: with the shared
+//! secret of the outside issuer they are named after (Supabase's JWT secret), or with the
+//! server's own key under their own issuer, and checked as the outside issuers' are (the role
+//! from their `role` claim).
 
 use std::collections::HashMap;
 
@@ -16,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 use super::clients::Client;
-use crate::config::{AuthConfig, ConfigDir};
+use crate::config::Config;
 
 /// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (PostgREST's 30).
 pub const LEEWAY_S: u64 = 30;
@@ -136,11 +139,15 @@ pub struct Tokens {
     issuer: String,
     audience: String,
     external: Vec<External>,
+    /// With `[accounts]`: the key people's tokens are signed with (an outside issuer's shared
+    /// secret, or the server's own key, whose issuer is then checked as an outside one).
+    accounts: Option<EncodingKey>,
 }
 
 impl Tokens {
-    /// Keys from the derived HS256 key and the configured outside issuers.
-    pub fn new(jwt_key: &[u8; 32], config: &AuthConfig, dir: &ConfigDir) -> anyhow::Result<Tokens> {
+    /// Keys from the derived HS256 key, the configured outside issuers and people's accounts.
+    pub fn new(jwt_key: &[u8; 32], whole: &Config) -> anyhow::Result<Tokens> {
+        let (config, dir) = (&whole.auth, &whole.dir);
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = LEEWAY_S;
         validation.validate_nbf = true;
@@ -210,7 +217,32 @@ impl Tokens {
                 require_exp: e.require_exp,
             });
         }
+        let accounts = if whole.accounts.enabled {
+            let issuer = whole.accounts.token_issuer(config);
+            match external.iter().find(|e| e.issuer == issuer) {
+                Some(External {
+                    keys: IssuerKeys::Shared(secret),
+                    ..
+                }) => Some(EncodingKey::from_secret(secret)),
+                Some(_) => anyhow::bail!(
+                    "accounts.issuer {issuer:?} is an [[auth.external]] issuer with a JWKS: people's tokens need its shared secret to be signed"
+                ),
+                None => {
+                    external.push(External {
+                        issuer,
+                        audience: whole.accounts.audience.clone(),
+                        keys: IssuerKeys::Shared(jwt_key.to_vec()),
+                        role_claim: role_claim_path("role"),
+                        require_exp: true,
+                    });
+                    Some(EncodingKey::from_secret(jwt_key))
+                }
+            }
+        } else {
+            None
+        };
         Ok(Tokens {
+            accounts,
             encoding: EncodingKey::from_secret(jwt_key),
             decoding: DecodingKey::from_secret(jwt_key),
             validation,
@@ -240,6 +272,16 @@ impl Tokens {
             scope,
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .context("signing the token")
+    }
+
+    /// A person's access token of `claims` (HS256), when `[accounts]` are on.
+    pub fn sign_account(&self, claims: &Map<String, Json>) -> anyhow::Result<String> {
+        let key = self
+            .accounts
+            .as_ref()
+            .context("accounts are off: no key signs people's tokens")?;
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, key)
             .context("signing the token")
     }
 

@@ -55,6 +55,9 @@ pub struct Config {
     pub cache: CacheConfig,
     /// The admin console at `/_/` (`[console]`), see [`crate::console`].
     pub console: ConsoleConfig,
+    /// People's accounts with Supabase Auth's API at `/auth/v1` (`[accounts]`), see
+    /// [`crate::accounts`].
+    pub accounts: AccountsConfig,
     /// Where files the configuration names (templates, `resources_dir`) are read from: the
     /// config file's folder (or the working directory), or the files built into the binary
     /// for `--demo`.
@@ -425,6 +428,126 @@ impl Default for ConsoleConfig {
     }
 }
 
+/// `[accounts]`: people's accounts (sign-up, sign-in, sessions) with Supabase Auth's API at
+/// `/auth/v1`, stored in the database (`auth.users` and its siblings on PostgreSQL, in
+/// Supabase's shapes; `_rowgate_auth_*` tables on SQLite).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccountsConfig {
+    /// Serve `/auth/v1` at all.
+    pub enabled: bool,
+    /// `iss` of the access tokens issued to people. When an `[[auth.external]]` issuer of that
+    /// name has a shared secret (Supabase's JWT secret), tokens are signed with it, so that the
+    /// project's anon and service-role keys and its other services keep working; otherwise
+    /// with this server's own key. Empty: `auth.issuer` followed by `/auth/v1`.
+    pub issuer: String,
+    /// `aud` of those tokens (Supabase's `authenticated`).
+    pub audience: String,
+    /// The role a new account's tokens carry (Supabase's `authenticated`).
+    pub role: String,
+    /// Roles (from a bearer token) that may use the admin endpoints (`/auth/v1/admin/…`).
+    pub admin_roles: Vec<String>,
+    /// Lifetime of an access token, in seconds.
+    pub jwt_exp_s: u64,
+    /// Where the app lives: links in emails and redirects lead there.
+    pub site_url: String,
+    /// Whether anyone may sign up (`POST /auth/v1/signup`); admins can always create accounts.
+    pub signup: bool,
+    /// New accounts are confirmed at once, without an email (Supabase's `mailer_autoconfirm`);
+    /// `false` sends a confirmation link and code (needs `smtp_url`).
+    pub autoconfirm: bool,
+    /// Shortest password accepted (Supabase's default is 6; NIST SP 800-63B asks for 8).
+    pub min_password_length: usize,
+    /// Character classes a password must contain, as Supabase's setting:
+    /// `""`, `"letters_digits"`, `"lower_upper_letters_digits"` or
+    /// `"lower_upper_letters_digits_symbols"`.
+    pub password_requirements: String,
+    /// A refresh token already used may be used again within this many seconds (two tabs
+    /// refreshing at once, an answer lost on the way): it gets the same new token. Later, its
+    /// reuse is taken for theft and revokes every token of its session.
+    pub refresh_reuse_interval_s: u64,
+    /// Argon2id memory cost in KiB (OWASP's 19 MiB by default).
+    pub argon2_memory_kib: u32,
+    /// Argon2id passes.
+    pub argon2_iterations: u32,
+    /// Threads per worker that hash passwords (off the threads that serve requests, at the
+    /// lowest priority).
+    pub password_workers: usize,
+    /// Password checks that may wait for a hashing thread; past it, 429.
+    pub password_queue: usize,
+    /// Failed sign-ins allowed per email address a minute (ten times as many per client
+    /// address), then 429.
+    pub max_failed_sign_ins_per_minute: u32,
+    /// Sign-ups allowed per client address an hour, then 429.
+    pub max_sign_ups_per_hour: u32,
+    /// Largest `user_metadata` (and `app_metadata`), in bytes of JSON.
+    pub max_metadata_bytes: usize,
+    /// The SMTP server email is sent through (`smtp://host:25` plain, `smtp://host:587?tls=required`
+    /// with STARTTLS, `smtps://user:password@host:465`); empty: no email (accounts are then
+    /// confirmed at once, and recovery, magic links and one-time codes are off).
+    pub smtp_url: String,
+    /// The sender of those emails.
+    pub email_from: String,
+    /// A folder of templates replacing the built-in emails (`confirmation.html`,
+    /// `magic_link.html`, `recovery.html`; minijinja, first line `Subject: …`), relative to
+    /// the configuration's folder.
+    pub email_templates_dir: PathBuf,
+    /// This server's address as the people's browsers reach it, for the links in emails;
+    /// empty: `http://` and the request's `Host`.
+    pub external_url: String,
+    /// Where links may send people after they are followed, besides `site_url` (URLs; a `*` at
+    /// the end takes any path under one).
+    pub redirect_urls: Vec<String>,
+    /// How long a link or one-time code in an email is valid, in seconds.
+    pub otp_exp_s: u64,
+    /// The least time between two emails of one kind to one account, in seconds.
+    pub email_every_s: u64,
+}
+
+impl Default for AccountsConfig {
+    fn default() -> Self {
+        AccountsConfig {
+            enabled: false,
+            issuer: String::new(),
+            audience: "authenticated".into(),
+            role: "authenticated".into(),
+            admin_roles: vec!["service_role".into()],
+            jwt_exp_s: 3600,
+            site_url: "http://localhost:3000".into(),
+            signup: true,
+            autoconfirm: true,
+            min_password_length: 8,
+            password_requirements: String::new(),
+            refresh_reuse_interval_s: 10,
+            argon2_memory_kib: 19_456,
+            argon2_iterations: 2,
+            password_workers: 1,
+            password_queue: 64,
+            max_failed_sign_ins_per_minute: 10,
+            max_sign_ups_per_hour: 30,
+            max_metadata_bytes: 16 * 1024,
+            smtp_url: String::new(),
+            email_from: "Rowgate <no-reply@localhost>".into(),
+            email_templates_dir: PathBuf::new(),
+            external_url: String::new(),
+            redirect_urls: Vec::new(),
+            otp_exp_s: 3600,
+            email_every_s: 60,
+        }
+    }
+}
+
+impl AccountsConfig {
+    /// The `iss` of people's tokens (`issuer`, or the server's own followed by `/auth/v1`).
+    pub fn token_issuer(&self, auth: &AuthConfig) -> String {
+        if self.issuer.is_empty() {
+            format!("{}/auth/v1", auth.issuer.trim_end_matches('/'))
+        } else {
+            self.issuer.clone()
+        }
+    }
+}
+
 /// `[access_log]`: one line per answered request.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -715,6 +838,7 @@ impl Default for Config {
             cors: CorsConfig::default(),
             cache: CacheConfig::default(),
             console: ConsoleConfig::default(),
+            accounts: AccountsConfig::default(),
             dir: ConfigDir::default(),
         }
     }
@@ -964,6 +1088,32 @@ impl Config {
                 "ords.sql_roles and ords.sql_write_roles may not name the anonymous role {anon:?}: REST-enabled SQL runs with the database's privileges"
             );
         }
+        if self.accounts.enabled {
+            let accounts = &self.accounts;
+            if !accounts.autoconfirm && accounts.smtp_url.is_empty() {
+                bail!("accounts.autoconfirm = false sends confirmation emails: it needs accounts.smtp_url");
+            }
+            if accounts.token_issuer(&self.auth) == self.auth.issuer {
+                bail!("accounts.issuer must differ from auth.issuer (the OAuth clients' tokens)");
+            }
+            if accounts.jwt_exp_s == 0 || accounts.password_workers == 0 {
+                bail!("accounts.jwt_exp_s and accounts.password_workers must be at least 1");
+            }
+            if accounts.argon2_memory_kib < 8 || accounts.argon2_iterations == 0 {
+                bail!("accounts.argon2_memory_kib must be at least 8 and argon2_iterations at least 1");
+            }
+            if !matches!(
+                accounts.password_requirements.as_str(),
+                "" | "letters_digits"
+                    | "lower_upper_letters_digits"
+                    | "lower_upper_letters_digits_symbols"
+            ) {
+                bail!(
+                    "accounts.password_requirements must be \"\", \"letters_digits\", \"lower_upper_letters_digits\" or \"lower_upper_letters_digits_symbols\", got {:?}",
+                    accounts.password_requirements
+                );
+            }
+        }
         if self.auth.database_roles && matches!(self.db.target(), DbTarget::Sqlite(_)) {
             bail!(
                 "auth.database_roles switches PostgreSQL roles per request; a SQLite database has no roles: its [[grants]] decide (turn database_roles off, or use a postgres:// URL)"
@@ -1161,6 +1311,11 @@ mod tests {
                     toml::Value::Array(vec!["a".into(), "b".into()]),
                 ),
                 // (PostgreSQL's: auth.database_roles, flipped on, needs it)
+                // (accounts.autoconfirm, flipped off, needs one)
+                toml::Value::String(_) if key.name == "accounts.smtp_url" => {
+                    let url = "smtp://127.0.0.1:25";
+                    (url.to_string(), toml::Value::String(url.to_string()))
+                }
                 toml::Value::String(_) if key.name == "db.path" => {
                     let url = "postgres://app@db:5432/app";
                     (url.to_string(), toml::Value::String(url.to_string()))

@@ -47,6 +47,8 @@ pub enum RouteKind {
     Metrics,
     /// The admin console at `/_/`: its pages and its API.
     Console,
+    /// People's accounts at `/auth/v1`.
+    Accounts,
     /// No route: refused before routing, or a path nothing serves.
     Unmatched,
 }
@@ -65,6 +67,7 @@ impl RouteKind {
             RouteKind::Health => "health",
             RouteKind::Metrics => "metrics",
             RouteKind::Console => "console",
+            RouteKind::Accounts => "accounts",
             RouteKind::Unmatched => "unmatched",
         }
     }

@@ -654,6 +654,48 @@ pub fn run_client_with(
     serde_json::from_slice(&out.stdout).expect("the script prints JSON")
 }
 
+/// The virtual environment of `clients/{name}` with its pinned `requirements.txt` installed
+/// (made when missing; pip runs once per test process, under the tests' install lock); its
+/// folder.
+pub fn venv(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../clients")
+        .join(name);
+    let python = dir.join(".venv/bin/python");
+    installing(|| {
+        if !python.exists() {
+            let made = std::process::Command::new("python3")
+                .args(["-m", "venv", ".venv"])
+                .current_dir(&dir)
+                .status()
+                .expect("python3 is needed for the client tests");
+            assert!(
+                made.success(),
+                "python3 -m venv in {} failed ({made}): install Debian's python3-venv",
+                dir.display()
+            );
+        }
+        let installed = std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["-r", "requirements.txt"])
+            .current_dir(&dir)
+            .status()
+            .expect("pip");
+        assert!(
+            installed.success(),
+            "pip install in {} failed ({installed}): run `.venv/bin/python -m pip install -r requirements.txt` there to see why",
+            dir.display()
+        );
+    });
+    dir
+}
+
 /// `clients/js`, with its dependencies installed (`npm ci` from its lock file, once per test
 /// process, when one of them is missing, under [`installing`]'s lock): the PostgREST and
 /// Supabase clients, playwright-core, wscat (the README's realtime example).
