@@ -132,6 +132,27 @@ results.signInNew = failure(
 )
 results.recoverUnknown = failure((await client().auth.resetPasswordForEmail('nobody@example.com')).error)
 
+// a new address, confirmed by the code sent to it
+const moving = await recovering.auth.updateUser({ email: 'Kat@example.com' })
+results.emailChange = {
+  error: failure(moving.error),
+  email: moving.data.user?.email,
+  newEmail: moving.data.user?.new_email,
+}
+const change = await nextMail('kat@example.com')
+results.changeMail = { subject: change?.subject, code: /^\d{6}$/.test(change?.code ?? '') }
+const moved = await recovering.auth.verifyOtp({ email: 'kat@example.com', token: change?.code, type: 'email_change' })
+results.moved = { error: failure(moved.error), email: moved.data.user?.email }
+results.signInMoved = failure(
+  (await client().auth.signInWithPassword({ email: 'kat@example.com', password: 'cat password 2' })).error
+)
+results.signInOld = failure(
+  (await client().auth.signInWithPassword({ email: 'cat@example.com', password: 'cat password 2' })).error
+)
+await recovering.auth.updateUser({ email: 'cat@example.com' })
+const back = await nextMail('cat@example.com')
+await recovering.auth.verifyOtp({ email: 'cat@example.com', token: back?.code, type: 'email_change' })
+
 // a sign-up with an address that has a confirmed account: an answer like a new account's, no email
 const taken = await client().auth.signUp({ email: 'cat@example.com', password: 'another password 1' })
 results.signUpTaken = {

@@ -586,6 +586,23 @@ async fn emails(backend: Backend) {
     assert_eq!(r["signInNew"], Value::Null, "{r}");
     assert_eq!(r["recoverUnknown"], Value::Null, "the same answer: {r}");
     assert_eq!(
+        r["emailChange"],
+        json!({"error": null, "email": "cat@example.com", "newEmail": "kat@example.com"}),
+        "{r}"
+    );
+    assert_eq!(
+        r["changeMail"],
+        json!({"subject": "Confirm Change Of Email", "code": true}),
+        "{r}"
+    );
+    assert_eq!(
+        r["moved"],
+        json!({"error": null, "email": "kat@example.com"}),
+        "{r}"
+    );
+    assert_eq!(r["signInMoved"], Value::Null, "{r}");
+    assert_eq!(r["signInOld"]["code"], json!("invalid_credentials"), "{r}");
+    assert_eq!(
         r["signUpTaken"],
         json!({"error": null, "session": null, "identities": []}),
         "{r}"
@@ -595,10 +612,10 @@ async fn emails(backend: Backend) {
         (&json!(403), &json!("otp_expired")),
         "{r}"
     );
-    // the confirmation, the magic link, the recovery and the late code: no email for an
-    // unknown or taken address
-    assert_eq!(r["mails"], json!({"sent": 4, "afterMagicLink": 3}), "{r}");
-    assert_eq!(sink.count(), 4);
+    // the confirmation, the magic link, the recovery, two changes of address and the late
+    // code: no email for an unknown or taken address
+    assert_eq!(r["mails"], json!({"sent": 6, "afterMagicLink": 5}), "{r}");
+    assert_eq!(sink.count(), 6);
     let events: Vec<&str> = r["events"]
         .as_array()
         .expect("events")

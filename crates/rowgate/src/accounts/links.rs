@@ -1,7 +1,8 @@
 //! What goes through an email, as GoTrue does it: a six-digit code and a link carrying the
 //! code's hash (SHA-224 of the email and the code, kept in `confirmation_token` or
-//! `recovery_token`), sent for a new account's confirmation, a magic link (`POST /otp`) and a
-//! password recovery (`POST /recover`); `POST /verify` takes the code with the email, or the
+//! `recovery_token`), sent for a new account's confirmation, a magic link (`POST /otp`), a
+//! password recovery (`POST /recover`) and a change of address (`PUT /user`, to the new one,
+//! kept in `email_change_token_new` until it is confirmed); `POST /verify` takes the code with the email, or the
 //! hash, and `GET /verify` (the link) redirects to the app with the session in the URL's
 //! fragment. A code is good once, for `accounts.otp_exp_s`; one kind of email goes to one
 //! account at most every `accounts.email_every_s`; failed codes count as failed sign-ins.
@@ -25,6 +26,8 @@ enum Verify {
     MagicLink,
     /// A confirmation or a magic link, whichever the code is.
     Email,
+    /// A change of address.
+    EmailChange,
 }
 
 impl Verify {
@@ -34,13 +37,14 @@ impl Verify {
             "recovery" => Ok(Verify::Recovery),
             "magiclink" => Ok(Verify::MagicLink),
             "email" => Ok(Verify::Email),
-            "invite" | "email_change" | "sms" | "phone_change" => Err(AuthError::new(
+            "email_change" => Ok(Verify::EmailChange),
+            "invite" | "sms" | "phone_change" => Err(AuthError::new(
                 StatusCode::NOT_IMPLEMENTED,
                 "not_implemented",
                 format!("verifying type {text:?} is not offered yet"),
             )),
             _ => Err(AuthError::validation(format!(
-                "Verify requires a verification type (signup, recovery, magiclink or email), not {text:?}"
+                "Verify requires a verification type (signup, recovery, magiclink, email or email_change), not {text:?}"
             ))),
         }
     }
@@ -51,6 +55,7 @@ impl Verify {
             Verify::Signup => &[OneTime::Confirmation],
             Verify::Recovery | Verify::MagicLink => &[OneTime::Recovery],
             Verify::Email => &[OneTime::Confirmation, OneTime::Recovery],
+            Verify::EmailChange => &[OneTime::EmailChange],
         }
     }
 
@@ -60,6 +65,7 @@ impl Verify {
             Verify::Recovery => "recovery",
             Verify::MagicLink => "magiclink",
             Verify::Email => "email",
+            Verify::EmailChange => "email_change",
         }
     }
 }
@@ -86,7 +92,8 @@ fn new_code() -> anyhow::Result<String> {
 }
 
 impl Call<'_> {
-    fn mailer(&self) -> Result<&Mailer, AuthError> {
+    /// The mailer (422 without `accounts.smtp_url`).
+    pub(super) fn mailer(&self) -> Result<&Mailer, AuthError> {
         self.accounts.mailer.as_ref().ok_or_else(|| {
             AuthError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -139,22 +146,21 @@ impl Call<'_> {
     }
 
     /// Sends `row` the email `kind` with a new code (kept as its one-time token `which`),
-    /// unless one was sent less than `accounts.email_every_s` ago (429).
+    /// unless one was sent less than `accounts.email_every_s` ago (429); an email change's
+    /// goes to `new_email`.
     pub(super) async fn send_code(
         &self,
         row: &UserRow,
         kind: Kind,
         which: OneTime,
+        new_email: Option<&str>,
     ) -> Result<(), AuthError> {
         let mailer = self.mailer()?;
         let config = &self.accounts.config;
-        let sent = match which {
-            OneTime::Confirmation => &row.confirmation_sent_at,
-            OneTime::Recovery => &row.recovery_sent_at,
-        };
+        let (_, sent) = row.one_time(which);
         let now = now_text();
         let now_s = unix_seconds(&now).unwrap_or(0);
-        if let Some(sent) = sent.as_deref().and_then(unix_seconds) {
+        if let Some(sent) = sent.and_then(unix_seconds) {
             let wait = (sent + config.email_every_s as i64) - now_s;
             if wait > 0 {
                 return Err(AuthError::new(
@@ -166,18 +172,21 @@ impl Call<'_> {
                 ));
             }
         }
-        let email = row.email.clone().unwrap_or_default();
+        let email = new_email
+            .map(str::to_string)
+            .unwrap_or_else(|| row.email.clone().unwrap_or_default());
         let code = new_code().map_err(|e| AuthError::internal(&e))?;
         let hash = code_hash(&email, &code);
         self.accounts
             .store
-            .set_one_time(self.db(), &row.id, which, &hash, &now)
+            .set_one_time(self.db(), &row.id, which, &hash, new_email, &now)
             .await
             .map_err(|e| AuthError::internal(&e))?;
         let link_type = match kind {
             Kind::Confirmation => "signup",
             Kind::MagicLink => "magiclink",
             Kind::Recovery => "recovery",
+            Kind::EmailChange => "email_change",
         };
         let redirect_to = self.redirect_target(self.query("redirect_to").as_deref());
         let link = format!(
@@ -191,6 +200,7 @@ impl Call<'_> {
                 kind,
                 &Letter {
                     to: &email,
+                    email: row.email.as_deref().unwrap_or_default(),
                     confirmation_url: &link,
                     token: &code,
                     token_hash: &hash,
@@ -222,11 +232,18 @@ impl Call<'_> {
         let db = self.db();
         let found = match (email, code, hash) {
             (Some(email), Some(code), None) => {
-                let row = self.account_by_email(email).await?;
+                let row = if kind == Verify::EmailChange {
+                    store
+                        .by_new_email(db, email)
+                        .await
+                        .map_err(|e| AuthError::internal(&e))?
+                } else {
+                    self.account_by_email(email).await?
+                };
                 let hash = code_hash(email, code);
                 row.and_then(|row| {
                     let which = kind.tokens().iter().copied().find(|which| {
-                        let kept = self.kept_token(&row, *which);
+                        let (kept, _) = row.one_time(*which);
                         !kept.is_empty() && bool::from(kept.as_bytes().ct_eq(hash.as_bytes()))
                     })?;
                     Some((row, which, hash))
@@ -254,23 +271,11 @@ impl Call<'_> {
         };
         let now = unix_seconds(&now_text()).unwrap_or(0);
         Ok(found.filter(|(row, which, _)| {
-            let sent = match which {
-                OneTime::Confirmation => &row.confirmation_sent_at,
-                OneTime::Recovery => &row.recovery_sent_at,
-            };
-            sent.as_deref()
+            row.one_time(*which)
+                .1
                 .and_then(unix_seconds)
                 .is_some_and(|at| at + self.accounts.config.otp_exp_s as i64 >= now)
         }))
-    }
-
-    /// The one-time token `which` kept for `row` (read again: the row does not carry it).
-    fn kept_token(&self, row: &UserRow, which: OneTime) -> String {
-        match which {
-            OneTime::Confirmation => row.confirmation_token.clone(),
-            OneTime::Recovery => row.recovery_token.clone(),
-        }
-        .unwrap_or_default()
     }
 
     /// Verifies a code or link of `kind`: a session (signed in by `otp`), or why not.
@@ -422,7 +427,7 @@ pub async fn recover(call: &Call<'_>) -> Result<Json, AuthError> {
     let email = valid_email(Some(email))?;
     call.mailer()?;
     if let Some(row) = call.account_by_email(&email).await? {
-        call.send_code(&row, Kind::Recovery, OneTime::Recovery)
+        call.send_code(&row, Kind::Recovery, OneTime::Recovery, None)
             .await?;
     }
     Ok(json!({}))
@@ -460,10 +465,10 @@ pub async fn one_time_code(call: &Call<'_>) -> Result<Json, AuthError> {
         None => new_account(call, &email, None, data, false).await?,
     };
     if row.email_confirmed_at.is_none() {
-        call.send_code(&row, Kind::Confirmation, OneTime::Confirmation)
+        call.send_code(&row, Kind::Confirmation, OneTime::Confirmation, None)
             .await?;
     } else {
-        call.send_code(&row, Kind::MagicLink, OneTime::Recovery)
+        call.send_code(&row, Kind::MagicLink, OneTime::Recovery, None)
             .await?;
     }
     Ok(json!({}))

@@ -2,7 +2,8 @@
 //! its one-time code) and a password recovery, sent through an SMTP server with lettre, from
 //! templates as Supabase's (built in, or a folder of minijinja files whose first line is
 //! `Subject: …`). A template sees `confirmation_url`, `token` (the six-digit code),
-//! `token_hash`, `site_url`, `redirect_to`, `email` and `data` (the `user_metadata`).
+//! `token_hash`, `site_url`, `redirect_to`, `email`, `new_email` (where the email goes: an
+//! email change's new address) and `data` (the `user_metadata`).
 
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub enum Kind {
     MagicLink,
     /// Reset a forgotten password.
     Recovery,
+    /// Confirm a new address (sent to it).
+    EmailChange,
 }
 
 impl Kind {
@@ -31,6 +34,7 @@ impl Kind {
             Kind::Confirmation => "confirmation.html",
             Kind::MagicLink => "magic_link.html",
             Kind::Recovery => "recovery.html",
+            Kind::EmailChange => "email_change.html",
         }
     }
 }
@@ -58,12 +62,22 @@ const BUILT_IN: &[(&str, &str)] = &[
          <p><a href=\"{{ confirmation_url }}\">Reset Password</a></p>\n\
          <p>Or enter this code: {{ token }}</p>\n",
     ),
+    (
+        "email_change.html",
+        "Subject: Confirm Change Of Email\n<h2>Confirm Change of Email</h2>\n\
+         <p>Follow this link to confirm the update of your email from {{ email }} to \
+         {{ new_email }}:</p>\n\
+         <p><a href=\"{{ confirmation_url }}\">Change Email</a></p>\n\
+         <p>Or enter this code: {{ token }}</p>\n",
+    ),
 ];
 
 /// What a template is given.
 pub struct Letter<'a> {
-    /// The recipient.
+    /// The recipient (for an email change, the new address).
     pub to: &'a str,
+    /// The account's address.
+    pub email: &'a str,
     /// The link to follow.
     pub confirmation_url: &'a str,
     /// The one-time code.
@@ -139,7 +153,8 @@ impl Mailer {
                     token_hash => letter.token_hash,
                     site_url => self.site_url,
                     redirect_to => letter.redirect_to,
-                    email => letter.to,
+                    email => letter.email,
+                    new_email => letter.to,
                     data => minijinja::Value::from_serialize(letter.data),
                 })
             })

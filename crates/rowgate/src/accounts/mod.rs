@@ -661,8 +661,13 @@ async fn sign_up(call: &Call<'_>) -> Result<Json, AuthError> {
         Some(row) => row,
         None => links::new_account(call, &email, Some(hash), data, false).await?,
     };
-    call.send_code(&row, mail::Kind::Confirmation, store::OneTime::Confirmation)
-        .await?;
+    call.send_code(
+        &row,
+        mail::Kind::Confirmation,
+        store::OneTime::Confirmation,
+        None,
+    )
+    .await?;
     let row = call.account_of_token(&row.id, None).await?;
     Ok(session::user_json(&row))
 }
@@ -863,8 +868,8 @@ fn merged(metadata: Json, changes: Map<String, Json>) -> Json {
     Json::Object(merged)
 }
 
-/// `PUT /user`: a new password (every other session ends) or `data` (merged into
-/// `user_metadata`).
+/// `PUT /user`: a new password (every other session ends), `data` (merged into
+/// `user_metadata`) or a new `email` (confirmed by a code sent to it).
 async fn update_user(call: &Call<'_>) -> Result<Json, AuthError> {
     let accounts = call.accounts;
     let (claims, row) = call.person().await?;
@@ -876,15 +881,13 @@ async fn update_user(call: &Call<'_>) -> Result<Json, AuthError> {
             "Updating app_metadata requires admin privileges",
         ));
     }
-    if text_of(&body, "email")?
-        .is_some_and(|e| e.to_lowercase() != row.email.clone().unwrap_or_default())
-    {
-        return Err(AuthError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "changing the email needs a confirmation by email, which this server does not send yet",
-        ));
-    }
+    let new_email = match text_of(&body, "email")?.filter(|e| !e.is_empty()) {
+        Some(email) => {
+            let email = valid_email(Some(email))?;
+            (Some(&email) != row.email.as_ref()).then_some(email)
+        }
+        None => None,
+    };
     let mut changes = UserChanges::default();
     if let Some(password) = text_of(&body, "password")?.filter(|p| !p.is_empty()) {
         acceptable_password(&accounts.config, &password)?;
@@ -912,12 +915,32 @@ async fn update_user(call: &Call<'_>) -> Result<Json, AuthError> {
         }
         changes.user_metadata = Some(whole);
     }
+    if let Some(email) = &new_email {
+        call.mailer()?;
+        if call.account_by_email(email).await?.is_some() {
+            return Err(AuthError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "email_exists",
+                "A user with this email address has already been registered",
+            ));
+        }
+    }
     let db = call.db();
     accounts
         .store
         .update(db, &row.id, &changes, &now_text())
         .await
         .map_err(|e| AuthError::internal(&e))?;
+    // a new address is confirmed from it before it is the account's
+    if let Some(email) = &new_email {
+        call.send_code(
+            &row,
+            mail::Kind::EmailChange,
+            store::OneTime::EmailChange,
+            Some(email),
+        )
+        .await?;
+    }
     if changes.password_hash.is_some() {
         let session = claims
             .get("session_id")

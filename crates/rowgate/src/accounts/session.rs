@@ -42,11 +42,16 @@ pub fn user_json(row: &UserRow) -> Json {
         .email_confirmed_at
         .clone()
         .or_else(|| row.phone_confirmed_at.clone());
+    // (an email change waiting for its confirmation)
+    let new_email = row.email_change.clone().filter(|e| !e.is_empty());
+    let change_sent = new_email.as_ref().and(row.email_change_sent_at.clone());
     let optional = [
         ("phone_confirmed_at", &row.phone_confirmed_at),
         ("confirmation_sent_at", &row.confirmation_sent_at),
         ("confirmed_at", &confirmed),
         ("recovery_sent_at", &row.recovery_sent_at),
+        ("new_email", &new_email),
+        ("email_change_sent_at", &change_sent),
         ("last_sign_in_at", &row.last_sign_in_at),
     ];
     for (key, value) in optional {

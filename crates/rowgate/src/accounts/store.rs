@@ -44,6 +44,12 @@ pub struct UserRow {
     pub recovery_token: Option<String>,
     /// When a recovery was last sent.
     pub recovery_sent_at: Option<String>,
+    /// The address an email change waits to move to (`""` when none).
+    pub email_change: Option<String>,
+    /// The hash of the code sent to that address.
+    pub email_change_token_new: Option<String>,
+    /// When it was sent.
+    pub email_change_sent_at: Option<String>,
     /// The last sign-in.
     pub last_sign_in_at: Option<String>,
     /// Created.
@@ -80,6 +86,16 @@ impl UserRow {
     pub fn anonymous(&self) -> bool {
         matches!(&self.is_anonymous, Some(Json::Bool(true)))
             || self.is_anonymous.as_ref().and_then(Json::as_i64) == Some(1)
+    }
+
+    /// The one-time token `which` kept (`""` when none) and when it was sent.
+    pub fn one_time(&self, which: OneTime) -> (&str, Option<&str>) {
+        let (token, sent) = match which {
+            OneTime::Confirmation => (&self.confirmation_token, &self.confirmation_sent_at),
+            OneTime::Recovery => (&self.recovery_token, &self.recovery_sent_at),
+            OneTime::EmailChange => (&self.email_change_token_new, &self.email_change_sent_at),
+        };
+        (token.as_deref().unwrap_or(""), sent.as_deref())
     }
 
     /// Whether the session the row was read with still exists.
@@ -162,6 +178,8 @@ pub enum OneTime {
     Confirmation,
     /// A password recovery or a magic link (as GoTrue keeps them).
     Recovery,
+    /// A change of address, sent to the new one.
+    EmailChange,
 }
 
 impl OneTime {
@@ -170,6 +188,7 @@ impl OneTime {
         match self {
             OneTime::Confirmation => ("confirmation_token", "confirmation_sent_at"),
             OneTime::Recovery => ("recovery_token", "recovery_sent_at"),
+            OneTime::EmailChange => ("email_change_token_new", "email_change_sent_at"),
         }
     }
 }
@@ -318,6 +337,9 @@ impl Store {
             "u.recovery_token AS recovery_token".into(),
             t("confirmation_sent_at"),
             t("recovery_sent_at"),
+            "u.email_change AS email_change".into(),
+            "u.email_change_token_new AS email_change_token_new".into(),
+            t("email_change_sent_at"),
             t("last_sign_in_at"),
             t("created_at"),
             t("updated_at"),
@@ -361,6 +383,18 @@ impl Store {
     pub async fn by_email(&self, db: &Database, email: &str) -> anyhow::Result<Option<UserRow>> {
         self.first_user(db, |b| {
             format!("lower(u.email) = {}", b.text(email, "text"))
+        })
+        .await
+    }
+
+    /// The account waiting to move to `email` (lowercased), if any.
+    pub async fn by_new_email(
+        &self,
+        db: &Database,
+        email: &str,
+    ) -> anyhow::Result<Option<UserRow>> {
+        self.first_user(db, |b| {
+            format!("lower(u.email_change) = {}", b.text(email, "text"))
         })
         .await
     }
@@ -527,24 +561,27 @@ impl Store {
         }
     }
 
-    /// Keeps `hash` as account `id`'s one-time token `which`, sent `now`.
+    /// Keeps `hash` as account `id`'s one-time token `which`, sent `now` (for an email change,
+    /// to `new_email`, which waits in `email_change`).
     pub async fn set_one_time(
         &self,
         db: &Database,
         id: &str,
         which: OneTime,
         hash: &str,
+        new_email: Option<&str>,
         now: &str,
     ) -> anyhow::Result<()> {
         let (token, sent) = which.columns();
         let mut b = Binder::new(self);
-        let (hash, at, id) = (
-            b.text(hash, "text"),
-            b.text(now, "timestamptz"),
-            b.text(id, "uuid"),
-        );
+        let (hash, at) = (b.text(hash, "text"), b.text(now, "timestamptz"));
+        let waiting = match new_email {
+            Some(email) => format!(", email_change = {}", b.text(email, "text")),
+            None => String::new(),
+        };
+        let id = b.text(id, "uuid");
         let sql = b.sql(format!(
-            "UPDATE {} SET {token} = {hash}, {sent} = {at} WHERE id = {id}",
+            "UPDATE {} SET {token} = {hash}, {sent} = {at}{waiting} WHERE id = {id}",
             self.users
         ));
         db.run(Job::new(Access::Write, vec![Step::Execute(sql)]))
@@ -579,23 +616,55 @@ impl Store {
     ) -> anyhow::Result<bool> {
         let (token, _) = which.columns();
         let mut b = Binder::new(self);
-        let (at, confirmed, id, hash) = (
-            b.text(now, "timestamptz"),
-            b.text(now, "timestamptz"),
-            b.text(id, "uuid"),
-            b.text(hash, "text"),
-        );
+        let (at, confirmed) = (b.text(now, "timestamptz"), b.text(now, "timestamptz"));
+        let moved = if which == OneTime::EmailChange {
+            "email = email_change, email_change = '', "
+        } else {
+            ""
+        };
+        let (user, hash) = (b.text(id, "uuid"), b.text(hash, "text"));
         let sql = b.sql(format!(
-            "UPDATE {} SET {token} = '', updated_at = {at}, \
+            "UPDATE {} SET {moved}{token} = '', updated_at = {at}, \
              email_confirmed_at = coalesce(email_confirmed_at, {confirmed}) \
-             WHERE id = {id} AND {token} = {hash}",
+             WHERE id = {user} AND {token} = {hash}",
             self.users
         ));
-        let out = db
+        let out = match db
             .run(Job::new(Access::Write, vec![Step::Execute(sql)]))
             .await
-            .map_err(|e| failed("use the one-time token", e))?;
-        Ok(out.affected == 1)
+        {
+            Ok(out) => out,
+            // (the new address was taken meanwhile)
+            Err(e) if e.kind == DbErrorKind::UniqueViolation => return Ok(false),
+            Err(e) => return Err(failed("use the one-time token", e)),
+        };
+        if out.affected != 1 {
+            return Ok(false);
+        }
+        if which == OneTime::EmailChange {
+            // the email identity follows (on PostgreSQL its `email` column is generated)
+            let mut b = Binder::new(self);
+            let email = format!(
+                "(SELECT u.email FROM {} u WHERE u.id = {})",
+                self.users,
+                b.text(id, "uuid")
+            );
+            let data = if self.postgres {
+                format!("jsonb_set(identity_data, '{{email}}', to_jsonb({email}))")
+            } else {
+                format!("json_set(identity_data, '$.email', {email}), email = {email}")
+            };
+            let (at, user) = (b.text(now, "timestamptz"), b.text(id, "uuid"));
+            let sql = b.sql(format!(
+                "UPDATE {} SET identity_data = {data}, updated_at = {at} \
+                 WHERE user_id = {user} AND provider = 'email'",
+                self.identities
+            ));
+            db.run(Job::new(Access::Write, vec![Step::Execute(sql)]))
+                .await
+                .map_err(|e| failed("move the email identity", e))?;
+        }
+        Ok(true)
     }
 
     /// Records a sign-in of account `id` now.

@@ -489,8 +489,8 @@ pub struct AccountsConfig {
     /// The sender of those emails.
     pub email_from: String,
     /// A folder of templates replacing the built-in emails (`confirmation.html`,
-    /// `magic_link.html`, `recovery.html`; minijinja, first line `Subject: …`), relative to
-    /// the configuration's folder.
+    /// `magic_link.html`, `recovery.html`, `email_change.html`; minijinja, first line
+    /// `Subject: …`), relative to the configuration's folder.
     pub email_templates_dir: PathBuf,
     /// This server's address as the people's browsers reach it, for the links in emails;
     /// empty: `http://` and the request's `Host`.
