@@ -128,6 +128,25 @@ try {
   await page.click("[data-testid=secret] button:has-text('Done')");
   seen.secretGone = (await page.locator("[data-testid=issued-secret]").count()) === 0;
 
+  // people's accounts: one added, found, banned
+  await page.click("nav a[href='#/users']");
+  await page.fill("input[aria-label=email]", "pat@example.com");
+  await page.fill("input[aria-label=password]", "pat's long password");
+  await page.click("button:has-text('Add user')");
+  await page.waitForSelector("[data-testid=users-notice]:has-text('added')");
+  seen.users = { added: await page.textContent("[data-testid=users-notice]") };
+  await page.fill("input[aria-label='search by email']", "pat@");
+  await page.click("button:has-text('Search')");
+  await page.waitForSelector("[data-testid=users] td:has-text('pat@example.com')");
+  seen.users.found = await page.locator("[data-testid=users] tbody tr").count();
+  await page.click("[data-testid=users] button:has-text('Ban')");
+  await page.click("[data-testid=users] button:has-text('Confirm')");
+  await page.waitForSelector("[data-testid=users-notice]:has-text('banned')");
+  seen.users.banned = await page.textContent("[data-testid=users-notice]");
+  await page.waitForSelector("[data-testid=users] .bad");
+  seen.users.state = await page.textContent("[data-testid=users] .bad");
+  await page.screenshot({ path: `${outDir}/users.png` });
+
   // the configuration and config check's findings
   await page.click("nav a[href='#/config']");
   seen.findings = await page.textContent("[data-testid=findings]");

@@ -529,6 +529,72 @@ function Clients() {
     </table></div>`;
 }
 
+// ---- people's accounts -----------------------------------------------------------------------
+
+function Users() {
+  const [list, setList] = useState({ users: [], total: 0, per_page: 50 });
+  const [filter, setFilter] = useState("");
+  const [page, setPage] = useState(1);
+  const [form, setForm] = useState({ email: "", password: "" });
+  const [notice, setNotice] = useState(null);
+  const [confirm, setConfirm] = useState(null);
+  const [error, run] = useAsync();
+  const load = (p = page, f = filter) => run(async () => {
+    const query = new URLSearchParams({ page: String(p), filter: f });
+    setList((await call(`/_/api/users?${query}`)).body);
+  });
+  useEffect(() => { load(); }, []);
+  const search = (e) => { e.preventDefault(); setPage(1); load(1, filter); };
+  const add = (e) => {
+    e.preventDefault();
+    run(async () => {
+      const made = (await call("/_/api/users", { method: "POST", body: form })).body;
+      setNotice(`Account ${made.email} added.`);
+      setForm({ email: "", password: "" });
+      await load();
+    });
+  };
+  const words = { ban: "Ban", unban: "Lift ban", "sign-out": "Sign out everywhere" };
+  const act = (user, action) => run(async () => {
+    setConfirm(null);
+    await call(`/_/api/users/${user.id}/${action}`, { method: "POST" });
+    setNotice({ ban: `${user.email} is banned.`, unban: `${user.email} may sign in again.`,
+      "sign-out": `${user.email} is signed out everywhere.` }[action]);
+    await load();
+  });
+  const ask = (user, action) => (confirm && confirm.id === user.id && confirm.action === action
+    ? html`<button class="danger" onClick=${() => act(user, action)}>Confirm</button>`
+    : html`<button class=${action === "unban" ? "" : "danger"} onClick=${() => setConfirm({ id: user.id, action })}>${words[action]}</button>`);
+  const when = (t) => (t ? t.slice(0, 16).replace("T", " ") : "never");
+  const pages = Math.max(1, Math.ceil(list.total / list.per_page));
+  const go = (p) => { setPage(p); load(p); };
+  return html`<h2>Users</h2>
+    <${ErrorBox} error=${error} />
+    ${notice && html`<div class="notice" data-testid="users-notice">${notice}</div>`}
+    <form class="panel row" onSubmit=${search} aria-label="search users">
+      <input aria-label="search by email" placeholder="email contains…" value=${filter} onInput=${(e) => setFilter(e.target.value)} />
+      <button type="submit">Search</button>
+    </form>
+    <form class="panel row" onSubmit=${add} aria-label="add a user">
+      <input aria-label="email" type="email" placeholder="email" value=${form.email} onInput=${(e) => setForm({ ...form, email: e.target.value })} required />
+      <input aria-label="password" type="password" placeholder="password" value=${form.password} onInput=${(e) => setForm({ ...form, password: e.target.value })} required />
+      <button class="primary" type="submit">Add user</button>
+    </form>
+    <p class="muted">${list.total} account${list.total === 1 ? "" : "s"}. A ban lasts until it is lifted and ends every
+      session; signing out everywhere ends the sessions (their access tokens run out within <code>accounts.jwt_exp_s</code>).</p>
+    <div class="panel scroll"><table class="grid" data-testid="users">
+      <thead><tr><th>email</th><th>created</th><th>last sign-in</th><th>state</th><th></th></tr></thead>
+      <tbody>${list.users.map((u) => html`<tr>
+        <td>${u.email}</td><td class="mono">${when(u.created_at)}</td><td class="mono">${when(u.last_sign_in_at)}</td>
+        <td>${u.banned_until ? html`<span class="bad">banned</span>`
+          : u.email_confirmed_at ? html`<span class="good">confirmed</span>` : html`<span>unconfirmed</span>`}</td>
+        <td><div class="row">${u.banned_until ? ask(u, "unban") : ask(u, "ban")}${ask(u, "sign-out")}</div></td>
+      </tr>`)}</tbody>
+    </table></div>
+    ${pages > 1 && html`<div class="row"><button disabled=${page <= 1} onClick=${() => go(page - 1)}>Previous</button>
+      <span>page ${page} of ${pages}</span><button disabled=${page >= pages} onClick=${() => go(page + 1)}>Next</button></div>`}`;
+}
+
 // ---- configuration ---------------------------------------------------------------------------
 
 function Config() {
@@ -638,7 +704,7 @@ function Log({ session }) {
 // ---- the page --------------------------------------------------------------------------------
 
 const SECTIONS = [
-  ["dashboard", "Dashboard"], ["data", "Data"], ["clients", "Clients"],
+  ["dashboard", "Dashboard"], ["data", "Data"], ["clients", "Clients"], ["users", "Users"],
   ["config", "Configuration"], ["realtime", "Realtime"], ["log", "Log"],
 ];
 
@@ -661,13 +727,14 @@ function App() {
     dashboard: () => html`<${Dashboard} />`,
     data: () => html`<${Data} session=${session} name=${rest[0]} />`,
     clients: () => html`<${Clients} />`,
+    users: () => html`<${Users} />`,
     config: () => html`<${Config} />`,
     realtime: () => html`<${Realtime} session=${session} />`,
     log: () => html`<${Log} session=${session} />`,
   }[section] || (() => html`<p>No such page. <a href="#/dashboard">Dashboard</a></p>`);
   return html`<header class="top">
       <span class="brand">Rowgate</span>
-      <nav>${SECTIONS.map(([id, label]) => html`<a href=${"#/" + id} class=${id === section ? "on" : ""}>${label}</a>`)}</nav>
+      <nav>${SECTIONS.filter(([id]) => id !== "users" || session.accounts).map(([id, label]) => html`<a href=${"#/" + id} class=${id === section ? "on" : ""}>${label}</a>`)}</nav>
       <span class="who"><span data-testid="who">${session.client || session.client_id} · ${session.role}</span>
         <span>${session.database} · v${session.version}</span>
         <button onClick=${signOut}>Sign out</button></span>

@@ -498,10 +498,132 @@ async fn own_listener(b: Backend) {
     assert_eq!(r.status(), 200);
 }
 
+/// People's accounts from the console: added (confirmed; a taken address or a weak password
+/// refused), listed and searched, signed out everywhere (their refresh token then fails),
+/// banned (their sign-in refused) and let back in; other roles get 403, and with accounts
+/// off the page's API answers 404.
+async fn users_managed(b: Backend) {
+    let s = TestServer::start_with(b, |c: &mut Config| {
+        c.grants = vec![grant_everything("admin"), grant_everything("writer")];
+        c.accounts.enabled = true;
+        c.accounts.argon2_memory_kib = 1024;
+        c.accounts.argon2_iterations = 1;
+    })
+    .await;
+    let (_, admin) = client_token(&s, "admin", "admin").await;
+    let (_, writer) = client_token(&s, "writer", "writer").await;
+    let post = |path: &str| api(&s, reqwest::Method::POST, path, Some(&admin));
+    let list = |query: &str| {
+        api(
+            &s,
+            reqwest::Method::GET,
+            &format!("users{query}"),
+            Some(&admin),
+        )
+        .send()
+    };
+    assert_eq!(
+        json_of(list("").await.expect("list"), 200).await["total"],
+        0
+    );
+    for email in ["ann@example.com", "bob@example.com"] {
+        let made = json_of(
+            post("users")
+                .json(&json!({"email": email, "password": "long enough 1"}))
+                .send()
+                .await
+                .expect("add"),
+            201,
+        )
+        .await;
+        assert_eq!(made["email"], email);
+        assert!(made["email_confirmed_at"].is_string(), "{made}");
+    }
+    let taken = post("users")
+        .json(&json!({"email": "ANN@example.com", "password": "long enough 1"}))
+        .send()
+        .await
+        .expect("add");
+    assert_eq!(taken.status(), 409);
+    let weak = post("users")
+        .json(&json!({"email": "cid@example.com", "password": "short"}))
+        .send()
+        .await
+        .expect("add");
+    assert_eq!(weak.status(), 400);
+    let found = json_of(list("?filter=ann").await.expect("list"), 200).await;
+    assert_eq!(found["total"], 1);
+    let ann = found["users"][0]["id"].as_str().expect("id").to_string();
+    // signed in, then signed out everywhere from the console
+    let sign_in = || {
+        s.client
+            .post(s.root_url("/auth/v1/token?grant_type=password"))
+            .json(&json!({"email": "ann@example.com", "password": "long enough 1"}))
+            .send()
+    };
+    let session = json_of(sign_in().await.expect("sign in"), 200).await;
+    json_of(
+        post(&format!("users/{ann}/sign-out"))
+            .send()
+            .await
+            .expect("sign out"),
+        200,
+    )
+    .await;
+    let refresh = s
+        .client
+        .post(s.root_url("/auth/v1/token?grant_type=refresh_token"))
+        .json(&json!({"refresh_token": session["refresh_token"]}))
+        .send()
+        .await
+        .expect("refresh");
+    assert_eq!(
+        json_of(refresh, 400).await["error_code"],
+        "refresh_token_not_found"
+    );
+    // banned, then let back in
+    json_of(
+        post(&format!("users/{ann}/ban")).send().await.expect("ban"),
+        200,
+    )
+    .await;
+    let listed = json_of(list("?filter=ann").await.expect("list"), 200).await;
+    assert!(listed["users"][0]["banned_until"].is_string(), "{listed}");
+    assert_eq!(
+        json_of(sign_in().await.expect("sign in"), 400).await["error_code"],
+        "user_banned"
+    );
+    json_of(
+        post(&format!("users/{ann}/unban"))
+            .send()
+            .await
+            .expect("unban"),
+        200,
+    )
+    .await;
+    json_of(sign_in().await.expect("sign in"), 200).await;
+    let nothing = post("users/not-a-uuid/ban").send().await.expect("ban");
+    assert_eq!(nothing.status(), 404);
+    let other = api(&s, reqwest::Method::GET, "users", Some(&writer))
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(other.status(), 403);
+    // accounts off: the page's API says so
+    let off = server(b).await;
+    let (_, admin) = client_token(&off, "admin", "admin").await;
+    let r = api(&off, reqwest::Method::GET, "users", Some(&admin))
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(r.status(), 404);
+}
+
 backend_tests!(
     own_listener,
     who_may_use_it,
     clients_managed,
+    users_managed,
     configuration_and_statistics,
     recent_requests,
     pages
@@ -528,7 +650,8 @@ async fn console_in_a_browser() {
     let chromium = chromium();
     let log = tempfile::NamedTempFile::new().expect("log file");
     let toml = format!(
-        "{}\n[access_log]\nformat = \"json\"\npath = {:?}\n",
+        "{}\n[access_log]\nformat = \"json\"\npath = {:?}\n\
+         [accounts]\nenabled = true\nargon2_memory_kib = 1024\nargon2_iterations = 1\n",
         rowgate::demo::CONFIG,
         log.path().display().to_string()
     );
@@ -595,6 +718,12 @@ async fn console_in_a_browser() {
     assert_eq!(seen["deleted"], true);
     assert_eq!(seen["documents"], 10);
     assert_eq!(seen["secretGone"], true);
+    assert_eq!(
+        seen["users"],
+        json!({"added": "Account pat@example.com added.", "found": 1,
+               "banned": "pat@example.com is banned.", "state": "banned"}),
+        "{seen:#}"
+    );
     assert!(
         seen["findings"]
             .as_str()
@@ -641,6 +770,7 @@ async fn console_in_a_browser() {
         "dashboard",
         "data",
         "clients",
+        "users",
         "realtime",
         "log",
         "phone-dashboard",

@@ -13,8 +13,9 @@ use super::error::{json_reply, AuthError};
 use super::store::{NewUser, Scope, UserChanges, UserRow};
 use super::{
     acceptable_password, hashed, is_uuid, merged, metadata_of, new_uuid, now_text, session,
-    text_of, valid_email, Call,
+    text_of, valid_email, Accounts, Call,
 };
+use crate::db::Database;
 use crate::reply::Reply;
 
 /// The caller must hold an admin role.
@@ -58,18 +59,7 @@ pub async fn list(call: &Call<'_>) -> Result<Reply, AuthError> {
     let per_page = number("per_page", 50)?.min(1000);
     let filter = call.query("filter").filter(|f| !f.is_empty());
     let accounts = call.accounts;
-    let (users, total) = accounts
-        .store
-        .list(
-            call.db(),
-            &accounts.config.audience,
-            filter.as_deref(),
-            page,
-            per_page,
-        )
-        .await
-        .map_err(|e| AuthError::internal(&e))?;
-    let users: Vec<Json> = users.iter().map(session::user_json).collect();
+    let (users, total) = page_of(accounts, call.db(), filter.as_deref(), page, per_page).await?;
     let path = call.parts.uri.path();
     let last = total.div_ceil(per_page).max(1);
     let mut links = Vec::new();
@@ -200,10 +190,33 @@ pub async fn create(call: &Call<'_>) -> Result<Json, AuthError> {
         ));
     }
     let changes = changes_of(call, &body, None).await?;
-    let email = changes.email.clone().unwrap_or_default();
+    let now = now_text();
+    let row = add_account(accounts, call.db(), &changes, &now).await?;
+    if changes.banned_until.is_some() {
+        let ban = UserChanges {
+            banned_until: changes.banned_until,
+            ..UserChanges::default()
+        };
+        accounts
+            .store
+            .update(call.db(), &row.id, &ban, &now)
+            .await
+            .map_err(|e| AuthError::internal(&e))?;
+        return get(call, &row.id).await;
+    }
+    Ok(session::user_json(&row))
+}
+
+/// Adds the account `changes` describe (an email at least; without a password, one nobody
+/// knows, as GoTrue), as an admin does; 422 `email_exists` for a taken address.
+pub async fn add_account(
+    accounts: &Accounts,
+    db: &Database,
+    changes: &UserChanges,
+    now: &str,
+) -> Result<UserRow, AuthError> {
     let password_hash = match changes.password_hash.clone() {
         Some(hash) => hash,
-        // (no password: one nobody knows, as GoTrue)
         None => {
             let random =
                 crate::auth::secret::random_string(48).map_err(|e| AuthError::internal(&e))?;
@@ -218,7 +231,7 @@ pub async fn create(call: &Call<'_>) -> Result<Json, AuthError> {
     }
     let user = NewUser {
         id: new_uuid(),
-        email,
+        email: changes.email.clone().unwrap_or_default(),
         password_hash: Some(password_hash),
         confirmed: changes.confirm,
         aud: accounts.config.audience.clone(),
@@ -229,10 +242,9 @@ pub async fn create(call: &Call<'_>) -> Result<Json, AuthError> {
         user_metadata: changes.user_metadata.clone().unwrap_or_else(|| json!({})),
         app_metadata,
     };
-    let now = now_text();
-    let row = accounts
+    accounts
         .store
-        .insert(call.db(), &user, &now)
+        .insert(db, &user, now)
         .await
         .map_err(|e| AuthError::internal(&e))?
         .ok_or_else(|| {
@@ -241,20 +253,75 @@ pub async fn create(call: &Call<'_>) -> Result<Json, AuthError> {
                 "email_exists",
                 "A user with this email address has already been registered",
             )
-        })?;
-    if changes.banned_until.is_some() {
-        let ban = UserChanges {
-            banned_until: changes.banned_until,
-            ..UserChanges::default()
-        };
+        })
+}
+
+/// An account of `email` with `password`, confirmed at once (the console's "add").
+pub async fn add_confirmed(
+    accounts: &Accounts,
+    db: &Database,
+    email: &str,
+    password: &str,
+) -> Result<UserRow, AuthError> {
+    let email = valid_email(Some(email.to_string()))?;
+    acceptable_password(&accounts.config, password)?;
+    let changes = UserChanges {
+        email: Some(email),
+        password_hash: Some(hashed(accounts, password).await?),
+        confirm: true,
+        ..UserChanges::default()
+    };
+    add_account(accounts, db, &changes, &now_text()).await
+}
+
+/// A page of accounts (newest first; `filter`: those whose email contains it) as user
+/// objects, and how many there are in all.
+pub async fn page_of(
+    accounts: &Accounts,
+    db: &Database,
+    filter: Option<&str>,
+    page: u64,
+    per_page: u64,
+) -> Result<(Vec<Json>, u64), AuthError> {
+    let (users, total) = accounts
+        .store
+        .list(db, &accounts.config.audience, filter, page, per_page)
+        .await
+        .map_err(|e| AuthError::internal(&e))?;
+    Ok((users.iter().map(session::user_json).collect(), total))
+}
+
+/// Bans account `id` for `length` (`None`: lifts its ban); a ban ends every session.
+pub async fn ban(
+    accounts: &Accounts,
+    db: &Database,
+    id: &str,
+    length: Option<Duration>,
+) -> Result<(), AuthError> {
+    let until = length.map(|length| {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        super::time_text(since_epoch + length)
+    });
+    let changes = UserChanges {
+        banned_until: Some(until.clone()),
+        ..UserChanges::default()
+    };
+    let internal = |e: anyhow::Error| AuthError::internal(&e);
+    accounts
+        .store
+        .update(db, id, &changes, &now_text())
+        .await
+        .map_err(internal)?;
+    if until.is_some() {
         accounts
             .store
-            .update(call.db(), &row.id, &ban, &now)
+            .end_sessions(db, id, Scope::Global)
             .await
-            .map_err(|e| AuthError::internal(&e))?;
-        return get(call, &row.id).await;
+            .map_err(internal)?;
     }
-    Ok(session::user_json(&row))
+    Ok(())
 }
 
 /// `GET /admin/users/{id}`.

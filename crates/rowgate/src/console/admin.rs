@@ -1,6 +1,7 @@
 //! The console's API under `/_/api/`, for the roles in `console.roles` only: who is signed in
 //! and what they may browse, the whole server's statistics, the OAuth clients (add, rotate,
-//! retire, revoke; a secret is in the answer once and nowhere else), the effective
+//! retire, revoke; a secret is in the answer once and nowhere else), people's accounts
+//! ([`super::users`]), the effective
 //! configuration with `config check`'s findings, and the access log's recent lines. Tables are
 //! not here: the console reads and writes them through the REST API with the admin's token, so
 //! the same grants apply.
@@ -68,6 +69,18 @@ pub async fn handle(
         ["clients", _, _] => only(&["POST"]),
         ["config"] if read => json_reply(StatusCode::OK, &configuration(app)?),
         ["config"] => only(&["GET", "HEAD"]),
+        ["users"] if read => {
+            Box::pin(super::users::list(app, parts.uri.query().unwrap_or(""))).await
+        }
+        ["users"] if method == Method::POST => {
+            let body = crate::request_body::read_body(&app.config.limits, parts, body).await?;
+            Box::pin(super::users::add(app, &body)).await
+        }
+        ["users"] => only(&["GET", "HEAD", "POST"]),
+        ["users", id, action] if method == Method::POST => {
+            Box::pin(super::users::act(app, id, action)).await
+        }
+        ["users", _, _] => only(&["POST"]),
         ["requests"] if read => recent_requests(app, parts.uri.query().unwrap_or("")).await,
         ["requests"] => only(&["GET", "HEAD"]),
         _ => Err(ApiError::new(
@@ -166,6 +179,8 @@ fn session(app: &App, principal: &Principal) -> Value {
         "client": app.auth.clients.load().get(claim("sub").as_str().unwrap_or("")).map(|c| c.name.clone()),
         "expires": claim("exp"),
         "version": env!("CARGO_PKG_VERSION"),
+        // (the Users page shows when people's accounts are on)
+        "accounts": app.accounts.is_some(),
         "database": match app.db.dialect().name() { "postgres" => "postgresql", other => other },
         "rest_prefix": app.config.rest.prefix,
         "access_log": app.access_log.is_some(),

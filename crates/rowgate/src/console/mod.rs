@@ -1,6 +1,7 @@
 //! The admin console at `/_/` (`[console]`): one page, written with Preact and htm (vendored
 //! at a pinned version, 13 KB), whose files are compiled into the binary ([`assets`]), and its
-//! API under `/_/api/` ([`admin`]) for the roles in `console.roles`.
+//! API under `/_/api/` ([`admin`], and [`users`] for people's accounts) for the roles in
+//! `console.roles`.
 //!
 //! The page signs in with client credentials at `/oauth/token`, keeps the token for the tab
 //! (`sessionStorage`) and sends it as a bearer token. It browses and edits tables through the
@@ -9,6 +10,7 @@
 
 pub mod admin;
 pub mod assets;
+pub mod users;
 
 /// Where the console's API lives under `/_/`.
 const API: &str = "/_/api/";
