@@ -514,7 +514,8 @@ async fn emails(backend: Backend) {
         backend,
         &format!(
             "autoconfirm = false\nsmtp_url = \"smtp://127.0.0.1:{}\"\n\
-             site_url = \"http://app.example.com/welcome\"\notp_exp_s = 2\nemail_every_s = 0",
+             site_url = \"http://app.example.com/welcome\"\notp_exp_s = 2\nemail_every_s = 0\n\
+             external_url = \"https://api.example.com\"",
             sink.port
         ),
     )
@@ -636,4 +637,65 @@ async fn sqlite_accounts_by_email() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_accounts_by_email() {
     emails(Backend::Postgres).await;
+}
+
+/// Failed sign-ins are counted per email and client address (and per address): ten wrong
+/// passwords from one address block that address for the account, not the account's owner
+/// signing in from another (the addresses told by a trusted proxy's X-Forwarded-For).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_lock_no_one_else_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("jwt.secret"), SECRET).expect("secret");
+    let config =
+        write_config(dir.path(), &format!("{CONFIG}{SQLITE_GRANTS}"), &[]).expect("config");
+    let s = TestServer::start_prepared(Backend::Sqlite, dir, config, SQLITE_SCHEMA, |c| {
+        c.trusted_proxies = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let signed = client
+        .post(s.root_url("/auth/v1/signup"))
+        .json(&json!({"email": "own@example.com", "password": "the right one 1"}))
+        .send()
+        .await
+        .expect("sign up");
+    assert_eq!(signed.status(), 200);
+    let sign_in = |from: &'static str, password: &'static str| {
+        client
+            .post(s.root_url("/auth/v1/token?grant_type=password"))
+            .header("x-forwarded-for", from)
+            .json(&json!({"email": "own@example.com", "password": password}))
+            .send()
+    };
+    for _ in 0..10 {
+        assert_eq!(
+            sign_in("10.0.0.1", "a guess").await.expect("send").status(),
+            400
+        );
+    }
+    let blocked = sign_in("10.0.0.1", "the right one 1").await.expect("send");
+    assert_eq!(blocked.status(), 429);
+    let body: Value = blocked.json().await.expect("json");
+    assert_eq!(body["error_code"], json!("over_request_rate_limit"));
+    // the owner, elsewhere
+    assert_eq!(
+        sign_in("10.0.0.2", "the right one 1")
+            .await
+            .expect("send")
+            .status(),
+        200
+    );
+}
+
+/// Emailed links lead to `accounts.external_url`: a server that sends email refuses to start
+/// without one (a link built from a request's Host header could be pointed elsewhere).
+#[test]
+fn email_needs_an_external_url() {
+    let mut config = rowgate::config::Config::default();
+    config.accounts.enabled = true;
+    config.accounts.smtp_url = "smtp://127.0.0.1:25".into();
+    let refused = config.validate().expect_err("no external_url").to_string();
+    assert!(refused.contains("accounts.external_url"), "{refused}");
+    config.accounts.external_url = "https://api.example.com".into();
+    config.validate().expect("with one");
 }

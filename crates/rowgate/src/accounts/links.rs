@@ -130,19 +130,11 @@ impl Call<'_> {
         }
     }
 
-    /// This server's address for links (`accounts.external_url`, or the request's `Host`).
-    fn external_url(&self) -> String {
-        let configured = &self.accounts.config.external_url;
-        if !configured.is_empty() {
-            return configured.trim_end_matches('/').to_string();
-        }
-        let host = self
-            .parts
-            .headers
-            .get(http::header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("localhost");
-        format!("http://{host}")
+    /// This server's address for links: `accounts.external_url`, never the request's `Host`
+    /// (whoever asks for a recovery could otherwise send the victim a link to their own host,
+    /// and read the code from it).
+    fn external_url(&self) -> &str {
+        self.accounts.config.external_url.trim_end_matches('/')
     }
 
     /// Sends `row` the email `kind` with a new code (kept as its one-time token `which`),

@@ -705,8 +705,10 @@ async fn sign_in(call: &Call<'_>) -> Result<Json, AuthError> {
         return Err(AuthError::validation("missing email or phone"));
     };
     let email = email.trim().to_lowercase();
+    // (per address and email, and per address: someone else's failures never lock a person
+    // out; guesses at one account from many addresses meet the hashing queue)
     let keys = [
-        format!("email:{email}"),
+        format!("email:{email}:{}", call.client),
         crate::auth::address_key(call.client),
     ];
     if keys

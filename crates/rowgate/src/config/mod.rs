@@ -475,8 +475,8 @@ pub struct AccountsConfig {
     pub password_workers: usize,
     /// Password checks that may wait for a hashing thread; past it, 429.
     pub password_queue: usize,
-    /// Failed sign-ins allowed per email address a minute (ten times as many per client
-    /// address), then 429.
+    /// Failed sign-ins allowed per email address from one client address a minute (ten times
+    /// as many per client address), then 429; and failed codes per email address.
     pub max_failed_sign_ins_per_minute: u32,
     /// Sign-ups allowed per client address an hour, then 429.
     pub max_sign_ups_per_hour: u32,
@@ -492,8 +492,8 @@ pub struct AccountsConfig {
     /// `magic_link.html`, `recovery.html`, `email_change.html`; minijinja, first line
     /// `Subject: …`), relative to the configuration's folder.
     pub email_templates_dir: PathBuf,
-    /// This server's address as the people's browsers reach it, for the links in emails;
-    /// empty: `http://` and the request's `Host`.
+    /// This server's address as the people's browsers reach it, for the links in emails
+    /// (needed with `smtp_url`; never taken from a request's `Host`).
     pub external_url: String,
     /// Where links may send people after they are followed, besides `site_url` (URLs; a `*` at
     /// the end takes any path under one).
@@ -1093,6 +1093,11 @@ impl Config {
             if !accounts.autoconfirm && accounts.smtp_url.is_empty() {
                 bail!("accounts.autoconfirm = false sends confirmation emails: it needs accounts.smtp_url");
             }
+            if !accounts.smtp_url.is_empty() && accounts.external_url.is_empty() {
+                bail!(
+                    "accounts.smtp_url needs accounts.external_url, this server's address as browsers reach it (https://api.example.com): the links in emails lead there (built from a request's Host header, a recovery asked for with a forged one would send the victim's code elsewhere)"
+                );
+            }
             if accounts.token_issuer(&self.auth) == self.auth.issuer {
                 bail!("accounts.issuer must differ from auth.issuer (the OAuth clients' tokens)");
             }
@@ -1311,9 +1316,13 @@ mod tests {
                     toml::Value::Array(vec!["a".into(), "b".into()]),
                 ),
                 // (PostgreSQL's: auth.database_roles, flipped on, needs it)
-                // (accounts.autoconfirm, flipped off, needs one)
+                // (accounts.autoconfirm, flipped off, needs one; and then an external_url)
                 toml::Value::String(_) if key.name == "accounts.smtp_url" => {
                     let url = "smtp://127.0.0.1:25";
+                    (url.to_string(), toml::Value::String(url.to_string()))
+                }
+                toml::Value::String(_) if key.name == "accounts.external_url" => {
+                    let url = "https://api.example.com";
                     (url.to_string(), toml::Value::String(url.to_string()))
                 }
                 toml::Value::String(_) if key.name == "db.path" => {
