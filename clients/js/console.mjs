@@ -145,6 +145,9 @@ try {
   seen.users.banned = await page.textContent("[data-testid=users-notice]");
   await page.waitForSelector("[data-testid=users] .bad");
   seen.users.state = await page.textContent("[data-testid=users] .bad");
+  await page.click("[data-testid=users] button:has-text('Sessions')");
+  await page.waitForSelector("[data-testid=sessions]");
+  seen.users.sessions = await page.locator("[data-testid=sessions] tbody tr").count();
   await page.screenshot({ path: `${outDir}/users.png` });
 
   // the configuration and config check's findings

@@ -565,6 +565,16 @@ function Users() {
   const ask = (user, action) => (confirm && confirm.id === user.id && confirm.action === action
     ? html`<button class="danger" onClick=${() => act(user, action)}>Confirm</button>`
     : html`<button class=${action === "unban" ? "" : "danger"} onClick=${() => setConfirm({ id: user.id, action })}>${words[action]}</button>`);
+  const [open, setOpen] = useState(null);
+  const showSessions = (user) => run(async () => {
+    const got = (await call(`/_/api/users/${user.id}/sessions`)).body;
+    setOpen({ user, sessions: got.sessions });
+  });
+  const endSession = (user, session) => run(async () => {
+    await call(`/_/api/users/${user.id}/sessions/${session.id}`, { method: "DELETE" });
+    setNotice(`A session of ${user.email} ended.`);
+    await showSessions(user);
+  });
   const when = (t) => (t ? t.slice(0, 16).replace("T", " ") : "never");
   const pages = Math.max(1, Math.ceil(list.total / list.per_page));
   const go = (p) => { setPage(p); load(p); };
@@ -588,9 +598,21 @@ function Users() {
         <td>${u.email}</td><td class="mono">${when(u.created_at)}</td><td class="mono">${when(u.last_sign_in_at)}</td>
         <td>${u.banned_until ? html`<span class="bad">banned</span>`
           : u.email_confirmed_at ? html`<span class="good">confirmed</span>` : html`<span>unconfirmed</span>`}</td>
-        <td><div class="row">${u.banned_until ? ask(u, "unban") : ask(u, "ban")}${ask(u, "sign-out")}</div></td>
+        <td><div class="row"><button onClick=${() => showSessions(u)}>Sessions</button>
+          ${u.banned_until ? ask(u, "unban") : ask(u, "ban")}${ask(u, "sign-out")}</div></td>
       </tr>`)}</tbody>
     </table></div>
+    ${open && html`<div class="panel scroll"><h3>Sessions of ${open.user.email}</h3>
+      <table class="grid" data-testid="sessions">
+        <thead><tr><th>began</th><th>last refreshed</th><th>how</th><th>from</th><th>client</th><th></th></tr></thead>
+        <tbody>${open.sessions.map((x) => html`<tr>
+          <td class="mono">${when(x.created_at)}</td><td class="mono">${when(x.updated_at)}</td><td>${x.method || ""}</td>
+          <td class="mono">${x.ip || ""}</td><td>${x.user_agent || ""}</td>
+          <td><button class="danger" onClick=${() => endSession(open.user, x)}>End</button></td>
+        </tr>`)}</tbody>
+      </table>
+      ${open.sessions.length === 0 && html`<p class="muted">No session.</p>`}
+      <button onClick=${() => setOpen(null)}>Close</button></div>`}
     ${pages > 1 && html`<div class="row"><button disabled=${page <= 1} onClick=${() => go(page - 1)}>Previous</button>
       <span>page ${page} of ${pages}</span><button disabled=${page >= pages} onClick=${() => go(page + 1)}>Next</button></div>`}`;
 }

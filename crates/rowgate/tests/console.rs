@@ -561,6 +561,70 @@ async fn users_managed(b: Backend) {
             .json(&json!({"email": "ann@example.com", "password": "long enough 1"}))
             .send()
     };
+    // two sessions, listed with their clients; one ended, the other goes on
+    let sign_in_as = |agent: &'static str| {
+        s.client
+            .post(s.root_url("/auth/v1/token?grant_type=password"))
+            .header("user-agent", agent)
+            .json(&json!({"email": "ann@example.com", "password": "long enough 1"}))
+            .send()
+    };
+    let phone = json_of(sign_in_as("ann's phone").await.expect("sign in"), 200).await;
+    let laptop = json_of(sign_in_as("ann's laptop").await.expect("sign in"), 200).await;
+    let sessions = json_of(
+        api(
+            &s,
+            reqwest::Method::GET,
+            &format!("users/{ann}/sessions"),
+            Some(&admin),
+        )
+        .send()
+        .await
+        .expect("sessions"),
+        200,
+    )
+    .await;
+    let listed: Vec<&str> = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|x| x["user_agent"].as_str())
+        .collect();
+    assert_eq!(listed, ["ann's laptop", "ann's phone"], "{sessions}");
+    assert_eq!(sessions["sessions"][0]["method"], "password");
+    let phone_session = sessions["sessions"][1]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    json_of(
+        api(
+            &s,
+            reqwest::Method::DELETE,
+            &format!("users/{ann}/sessions/{phone_session}"),
+            Some(&admin),
+        )
+        .send()
+        .await
+        .expect("end"),
+        200,
+    )
+    .await;
+    let refresh_with = |token: &Value| {
+        s.client
+            .post(s.root_url("/auth/v1/token?grant_type=refresh_token"))
+            .json(&json!({"refresh_token": token["refresh_token"]}))
+            .send()
+    };
+    assert_eq!(
+        refresh_with(&phone).await.expect("refresh").status(),
+        400,
+        "the ended session's token"
+    );
+    assert_eq!(
+        refresh_with(&laptop).await.expect("refresh").status(),
+        200,
+        "the other session's"
+    );
     let session = json_of(sign_in().await.expect("sign in"), 200).await;
     json_of(
         post(&format!("users/{ann}/sign-out"))
@@ -721,7 +785,7 @@ async fn console_in_a_browser() {
     assert_eq!(
         seen["users"],
         json!({"added": "Account pat@example.com added.", "found": 1,
-               "banned": "pat@example.com is banned.", "state": "banned"}),
+               "banned": "pat@example.com is banned.", "state": "banned", "sessions": 0}),
         "{seen:#}"
     );
     assert!(

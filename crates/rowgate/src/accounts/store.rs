@@ -1033,6 +1033,33 @@ impl Store {
         steps
     }
 
+    /// Account `user`'s sessions, newest first.
+    pub async fn sessions(&self, db: &Database, user: &str) -> anyhow::Result<Vec<SessionRow>> {
+        let mut b = Binder::new(self);
+        let user = b.text(user, "uuid");
+        let (id, ip, aal) = if self.postgres {
+            ("s.id::text", "host(s.ip)", "s.aal::text")
+        } else {
+            ("s.id", "s.ip", "s.aal")
+        };
+        let sql = b.sql(format!(
+            "SELECT {id} AS id, {} AS created_at, {} AS updated_at, s.user_agent AS user_agent, \
+             {ip} AS ip, {aal} AS aal, \
+             (SELECT a.authentication_method FROM {amr} a WHERE a.session_id = s.id \
+              ORDER BY a.updated_at DESC LIMIT 1) AS method \
+             FROM {} s WHERE s.user_id = {user} ORDER BY s.created_at DESC",
+            self.time("s.created_at"),
+            self.time("s.updated_at"),
+            self.sessions,
+            amr = self.amr,
+        ));
+        let out = db
+            .run(Job::new(Access::Read, vec![Step::Rows { sql, shape: None }]).on_primary())
+            .await
+            .map_err(|e| failed("read the sessions", e))?;
+        Ok(serde_json::from_slice(&out.rows)?)
+    }
+
     /// Ends account `user`'s sessions of `scope`.
     pub async fn end_sessions(
         &self,
@@ -1048,6 +1075,25 @@ impl Store {
         .map_err(|e| failed("end the sessions", e))?;
         Ok(())
     }
+}
+
+/// One session as the console lists it.
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+pub struct SessionRow {
+    /// Its id.
+    pub id: String,
+    /// When it began.
+    pub created_at: Option<String>,
+    /// When it was last changed.
+    pub updated_at: Option<String>,
+    /// The client's `User-Agent` when it began.
+    pub user_agent: Option<String>,
+    /// The client's address when it began.
+    pub ip: Option<String>,
+    /// Its assurance level.
+    pub aal: Option<String>,
+    /// How it signed in (`password`, `otp`).
+    pub method: Option<String>,
 }
 
 /// What starts a session.

@@ -80,6 +80,12 @@ pub async fn handle(
         ["users", id, action] if method == Method::POST => {
             Box::pin(super::users::act(app, id, action)).await
         }
+        ["users", id, "sessions"] if read => Box::pin(super::users::sessions(app, id)).await,
+        ["users", _, "sessions"] => only(&["GET", "HEAD"]),
+        ["users", id, "sessions", session] if method == Method::DELETE => {
+            Box::pin(super::users::end_session(app, id, session)).await
+        }
+        ["users", _, "sessions", _] => only(&["DELETE"]),
         ["users", _, _] => only(&["POST"]),
         ["requests"] if read => recent_requests(app, parts.uri.query().unwrap_or("")).await,
         ["requests"] => only(&["GET", "HEAD"]),

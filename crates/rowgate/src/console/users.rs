@@ -1,6 +1,7 @@
 //! The console's Users page API under `/_/api/users` (with `[accounts]` on): people's
 //! accounts listed newest first and searched by email, added (confirmed at once), banned (until
-//! lifted: every session ends), their ban lifted, and signed out everywhere. The same
+//! lifted: every session ends), their ban lifted, signed out everywhere, and their sessions
+//! listed (when, from where, with what) and ended one by one. The same
 //! operations as `/auth/v1/admin/users` ([`crate::accounts::admin`]), for the console's roles.
 
 use http::StatusCode;
@@ -89,15 +90,49 @@ pub async fn add(app: &App, body: &[u8]) -> Result<Reply, ApiError> {
     ))
 }
 
+/// Account `id` checked to be a UUID (404 otherwise).
+fn account_id(id: &str) -> Result<&str, ApiError> {
+    if crate::accounts::is_uuid(id) {
+        Ok(id)
+    } else {
+        Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no account {id:?}: an account's id is a UUID"),
+        ))
+    }
+}
+
+/// `GET /_/api/users/{id}/sessions`: the account's sessions, newest first.
+pub async fn sessions(app: &App, id: &str) -> Result<Reply, ApiError> {
+    let accounts = accounts(app)?;
+    let sessions = accounts
+        .store
+        .sessions(&app.db, account_id(id)?)
+        .await
+        .map_err(|e| refused(AuthError::internal(&e)))?;
+    Ok(json_reply(StatusCode::OK, &json!({"sessions": sessions})))
+}
+
+/// `DELETE /_/api/users/{id}/sessions/{session}`: ends one session (its refresh tokens
+/// with it).
+pub async fn end_session(app: &App, id: &str, session: &str) -> Result<Reply, ApiError> {
+    let accounts = accounts(app)?;
+    let session = account_id(session)?;
+    accounts
+        .store
+        .end_sessions(&app.db, account_id(id)?, Scope::Local(session))
+        .await
+        .map_err(|e| refused(AuthError::internal(&e)))?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"id": id, "ended": session}),
+    ))
+}
+
 /// `POST /_/api/users/{id}/{ban|unban|sign-out}`.
 pub async fn act(app: &App, id: &str, action: &str) -> Result<Reply, ApiError> {
     let accounts = accounts(app)?;
-    if !crate::accounts::is_uuid(id) {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!("no account {id:?}: an account's id is a UUID"),
-        ));
-    }
+    let id = account_id(id)?;
     match action {
         "ban" => admin::ban(accounts, &app.db, id, Some(BAN)).await,
         "unban" => admin::ban(accounts, &app.db, id, None).await,
