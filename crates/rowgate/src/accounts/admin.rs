@@ -169,10 +169,7 @@ async fn changes_of(
                 let length = go_duration(&ban).ok_or_else(|| {
                     AuthError::validation(format!("invalid format for ban duration: {ban:?}"))
                 })?;
-                let since_epoch = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                Some(super::time_text(since_epoch + length))
+                Some(super::later_text(length))
             }
         });
     }
@@ -298,12 +295,7 @@ pub async fn ban(
     id: &str,
     length: Option<Duration>,
 ) -> Result<(), AuthError> {
-    let until = length.map(|length| {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        super::time_text(since_epoch + length)
-    });
+    let until = length.map(super::later_text);
     let changes = UserChanges {
         banned_until: Some(until.clone()),
         ..UserChanges::default()

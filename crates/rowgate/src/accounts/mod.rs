@@ -687,7 +687,7 @@ async fn token(call: &Call<'_>) -> Result<Json, AuthError> {
 
 /// Whether `row` is banned now.
 fn banned(row: &UserRow) -> bool {
-    let now = unix_seconds(&now_text()).unwrap_or(0);
+    let now = jsonwebtoken::get_current_timestamp() as i64;
     row.banned_until
         .as_deref()
         .and_then(unix_seconds)
@@ -980,14 +980,19 @@ fn refresh_token() -> anyhow::Result<String> {
 
 /// Now, as stored: RFC 3339 in UTC with microseconds.
 pub fn now_text() -> String {
+    later_text(Duration::ZERO)
+}
+
+/// `length` from now, as stored.
+pub fn later_text(length: Duration) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    time_text(now)
+    time_text(now + length)
 }
 
 /// `since_epoch` as stored.
-pub fn time_text(since_epoch: Duration) -> String {
+fn time_text(since_epoch: Duration) -> String {
     chrono::DateTime::from_timestamp(
         i64::try_from(since_epoch.as_secs()).unwrap_or(0),
         since_epoch.subsec_nanos(),
