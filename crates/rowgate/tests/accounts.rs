@@ -38,10 +38,19 @@ role = "authenticated"
 tables = ["notes"]
 ops = ["select", "insert"]
 filter = "owner=eq.@sub"
+
+[[grants]]
+role = "authenticated"
+tables = ["vault"]
+ops = ["select"]
+filter = "level=eq.@aal"
 "#;
 
+/// (`vault` is read only by a session that passed a second factor)
 const SQLITE_SCHEMA: &str =
-    "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL);";
+    "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL);
+     CREATE TABLE vault (id INTEGER PRIMARY KEY, level TEXT NOT NULL, body TEXT NOT NULL);
+     INSERT INTO vault VALUES (1, 'aal2', 'after a second factor');";
 
 const POSTGRES_SCHEMA: &str = r#"
 CREATE TABLE notes (id int PRIMARY KEY, owner uuid NOT NULL, body text NOT NULL);
@@ -49,6 +58,11 @@ ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own ON notes TO authenticated
   USING (owner = auth.uid()) WITH CHECK (owner = auth.uid());
 GRANT SELECT, INSERT ON notes TO authenticated;
+CREATE TABLE vault (id int PRIMARY KEY, level text NOT NULL, body text NOT NULL);
+INSERT INTO vault VALUES (1, 'aal2', 'after a second factor');
+ALTER TABLE vault ENABLE ROW LEVEL SECURITY;
+CREATE POLICY second_factor ON vault TO authenticated USING (auth.jwt() ->> 'aal' = 'aal2');
+GRANT SELECT ON vault TO authenticated;
 "#;
 
 /// A key of the project for `role` (Supabase's anon and service-role keys carry no `sub`).
@@ -108,14 +122,19 @@ async fn node<const N: usize>(script: &'static str, env: [(&'static str, String)
 /// The whole supabase-js run on `backend`; its results.
 async fn supabase_js(backend: Backend) -> (TestServer, Value) {
     let s = server(backend).await;
-    let env = [
+    let results = node("supabase_auth.mjs", client_env(&s)).await;
+    (s, results)
+}
+
+/// What the supabase-js scripts are told: the server and the project's two keys.
+fn client_env(s: &TestServer) -> [(&'static str, String); 4] {
+    [
         // (supabase-js builds its realtime client, which wants Node's WebSocket)
         ("NODE_OPTIONS", "--experimental-websocket".to_string()),
         ("ROWGATE_ROOT", s.root_url("")),
         ("ROWGATE_ANON_KEY", key("anon")),
         ("ROWGATE_SERVICE_KEY", key("service_role")),
-    ];
-    (s, node("supabase_auth.mjs", env).await)
+    ]
 }
 
 /// What supabase-js must see on either backend.
@@ -300,6 +319,150 @@ async fn postgres_supabase_js_accounts() {
         0,
         "refresh tokens kept as hashes"
     );
+}
+
+/// A second factor (TOTP) through supabase-js on `backend`: what it must see.
+async fn second_factor(backend: Backend) {
+    let s = server(backend).await;
+    let r = node("supabase_mfa.mjs", client_env(&s)).await;
+    let level = |current: &str, next: &str, methods: &[&str]| json!({"error": null, "current": current, "next": next, "methods": methods});
+    let refusal = |status: u16, code: &str| (json!(status), json!(code));
+    let refused = |v: &Value| (v["status"].clone(), v["code"].clone());
+    assert_eq!(
+        r["before"],
+        json!({"level": level("aal1", "aal1", &["password"]), "vault": []}),
+        "{r}"
+    );
+    assert_eq!(
+        r["enroll"],
+        json!({"error": null, "type": "totp", "name": "phone", "qr": true,
+               "issuer": "localhost", "label": "carol@example.com", "secretMatches": true,
+               "period": 30, "digits": 6, "algorithm": "SHA1"}),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["sameName"]),
+        refusal(422, "mfa_factor_name_conflict"),
+        "{r}"
+    );
+    assert_eq!(
+        r["unverifiedListed"],
+        json!({"all": [["phone", "unverified"]], "totp": 0}),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["wrongCode"]),
+        refusal(422, "mfa_verification_failed"),
+        "{r}"
+    );
+    assert_eq!(r["challenge"]["type"], "totp", "{r}");
+    let expires_in = r["challenge"]["expiresIn"].as_i64().unwrap_or(0);
+    assert!((298..=301).contains(&expires_in), "{r}");
+    assert_eq!(
+        r["verify"],
+        json!({"error": null, "aal": "aal2", "amr": ["totp", "password"]}),
+        "{r}"
+    );
+    assert_eq!(
+        r["after"],
+        json!({"level": level("aal2", "aal2", &["totp", "password"]),
+               "vault": ["after a second factor"]}),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["replay"]),
+        refusal(422, "mfa_verification_failed"),
+        "{r}"
+    );
+    assert_eq!(
+        r["refreshed"],
+        json!({"error": null, "aal": "aal2", "vault": ["after a second factor"]}),
+        "{r}"
+    );
+    assert_eq!(
+        r["secondSignIn"],
+        json!({"level": level("aal1", "aal2", &["password"]), "vault": []}),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["enrollAtAal1"]),
+        refusal(403, "insufficient_aal"),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["unenrollAtAal1"]),
+        refusal(422, "insufficient_aal"),
+        "{r}"
+    );
+    assert_eq!(
+        r["secondVerify"],
+        json!({"error": null, "level": level("aal2", "aal2", &["totp", "password"])}),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["badChallenge"]),
+        refusal(400, "validation_failed"),
+        "{r}"
+    );
+    assert_eq!(
+        r["adminList"],
+        json!({"error": null, "factors": [[true, "totp", "verified"]]}),
+        "{r}"
+    );
+    assert_eq!(r["unenroll"], json!({"error": null, "id": true}), "{r}");
+    assert_eq!(
+        r["afterUnenroll"],
+        json!({"level": level("aal1", "aal1", &["password"]), "vault": []}),
+        "{r}"
+    );
+    assert_eq!(r["factorsLeft"], json!([]), "{r}");
+    assert_eq!(
+        refused(&r["unknownFactor"]),
+        refusal(404, "mfa_factor_not_found"),
+        "{r}"
+    );
+    assert_eq!(
+        refused(&r["phone"]),
+        refusal(422, "mfa_phone_enroll_not_enabled"),
+        "{r}"
+    );
+    // what is left in the tables: no factor, no challenge (SQLite has no cascades), and every
+    // session back at aal1
+    let (factors, challenges, sessions) = match backend {
+        Backend::Postgres => ("auth.mfa_factors", "auth.mfa_challenges", "auth.sessions"),
+        Backend::Sqlite => (
+            "_rowgate_auth_mfa_factors",
+            "_rowgate_auth_mfa_challenges",
+            "_rowgate_auth_sessions",
+        ),
+    };
+    for table in [factors, challenges] {
+        assert_eq!(
+            s.int(&format!("SELECT count(*) FROM {table}")),
+            0,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        s.int(&format!(
+            "SELECT count(*) FROM {sessions} WHERE aal <> 'aal1' OR factor_id IS NOT NULL"
+        )),
+        0,
+        "every session fell back to aal1 with the factor gone"
+    );
+}
+
+/// TOTP second factors on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_second_factor() {
+    second_factor(Backend::Sqlite).await;
+}
+
+/// TOTP second factors on PostgreSQL, in Supabase's `auth.mfa_factors` and
+/// `auth.mfa_challenges`, a row-level security policy reading the token's `aal`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_second_factor() {
+    second_factor(Backend::Postgres).await;
 }
 
 /// An existing Supabase project's people sign in with the passwords they have (bcrypt hashes

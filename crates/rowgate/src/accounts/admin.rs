@@ -100,6 +100,12 @@ async fn account(call: &Call<'_>, id: &str) -> Result<UserRow, AuthError> {
         .ok_or_else(|| AuthError::new(StatusCode::NOT_FOUND, "user_not_found", "User not found"))
 }
 
+/// Account `id`, for a caller holding an admin role.
+pub(super) async fn admitted_account(call: &Call<'_>, id: &str) -> Result<UserRow, AuthError> {
+    admit(call)?;
+    account(call, id).await
+}
+
 /// A Go duration (`"24h"`, `"1h30m"`, `"90s"`, `"876000h"`), as `ban_duration` takes it.
 fn go_duration(text: &str) -> Option<Duration> {
     let mut total = 0f64;
@@ -318,8 +324,7 @@ pub async fn ban(
 
 /// `GET /admin/users/{id}`.
 pub async fn get(call: &Call<'_>, id: &str) -> Result<Json, AuthError> {
-    admit(call)?;
-    Ok(session::user_json(&account(call, id).await?))
+    Ok(session::user_json(&admitted_account(call, id).await?))
 }
 
 /// `PUT /admin/users/{id}`.

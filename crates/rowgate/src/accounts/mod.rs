@@ -15,11 +15,13 @@
 //! `refresh_reuse_interval_s` ends its whole session (taken for theft).
 //!
 //! With `accounts.smtp_url`, email carries codes and links ([`links`], [`mail`]): a new
-//! account's confirmation, magic links and password recovery. Not yet: an email change,
-//! multi-factor, phone and anonymous sign-ins; those endpoints answer 501 with what is missing.
+//! account's confirmation, magic links, password recovery and email changes. A second factor
+//! (TOTP) raises a session to `aal2` ([`factors`]). Not yet: phone and anonymous sign-ins,
+//! invitations; those endpoints answer 501 with what is missing.
 
 pub mod admin;
 pub mod error;
+pub mod factors;
 pub mod links;
 pub mod mail;
 pub mod password;
@@ -98,6 +100,18 @@ enum Endpoint {
     Otp,
     AdminUsers,
     AdminUser(String),
+    /// `factors`: enroll a second factor.
+    Factors,
+    /// `factors/{id}`: remove it.
+    Factor(String),
+    /// `factors/{id}/challenge`.
+    FactorChallenge(String),
+    /// `factors/{id}/verify`.
+    FactorVerify(String),
+    /// `admin/users/{id}/factors`.
+    AdminUserFactors(String),
+    /// `admin/users/{id}/factors/{factor}`.
+    AdminUserFactor(String, String),
     /// Built by GoTrue, not here yet (email, multi-factor, …).
     NotYet(&'static str),
     Unknown,
@@ -120,15 +134,26 @@ impl Endpoint {
             "resend" | "invite" | "admin/generate_link" | "reauthenticate" => {
                 Endpoint::NotYet("is not offered yet")
             }
-            _ if rest == "factors" || rest.starts_with("factors/") => {
-                Endpoint::NotYet("multi-factor authentication is not offered yet")
-            }
-            _ => match rest.strip_prefix("admin/users/") {
-                Some(id) if !id.is_empty() && !id.contains('/') => {
-                    Endpoint::AdminUser(id.to_string())
+            "factors" => Endpoint::Factors,
+            _ => {
+                let parts: Vec<&str> = rest.split('/').collect();
+                let id = |i: usize| parts[i].to_string();
+                match parts.as_slice() {
+                    ["factors", f] if !f.is_empty() => Endpoint::Factor(id(1)),
+                    ["factors", f, "challenge"] if !f.is_empty() => {
+                        Endpoint::FactorChallenge(id(1))
+                    }
+                    ["factors", f, "verify"] if !f.is_empty() => Endpoint::FactorVerify(id(1)),
+                    ["admin", "users", u] if !u.is_empty() => Endpoint::AdminUser(id(2)),
+                    ["admin", "users", u, "factors"] if !u.is_empty() => {
+                        Endpoint::AdminUserFactors(id(2))
+                    }
+                    ["admin", "users", u, "factors", f] if !u.is_empty() && !f.is_empty() => {
+                        Endpoint::AdminUserFactor(id(2), id(4))
+                    }
+                    _ => Endpoint::Unknown,
                 }
-                _ => Endpoint::Unknown,
-            },
+            }
         }
     }
 
@@ -140,7 +165,12 @@ impl Endpoint {
             | Endpoint::Token
             | Endpoint::Logout
             | Endpoint::Recover
-            | Endpoint::Otp => &["POST"],
+            | Endpoint::Otp
+            | Endpoint::Factors
+            | Endpoint::FactorChallenge(_)
+            | Endpoint::FactorVerify(_) => &["POST"],
+            Endpoint::Factor(_) | Endpoint::AdminUserFactor(..) => &["DELETE"],
+            Endpoint::AdminUserFactors(_) => &["GET"],
             Endpoint::Verify => &["GET", "POST"],
             Endpoint::User => &["GET", "PUT"],
             Endpoint::AdminUsers => &["GET", "POST"],
@@ -332,29 +362,24 @@ impl Call<'_> {
         let mut row = row.clone();
         row.last_sign_in_at = Some(now.clone());
         let signed_in = unix_seconds(&now).unwrap_or(0);
-        self.answer(&row, &session_id, method, signed_in, &refresh)
+        let session = session::Assurance {
+            session_id,
+            aal: "aal1",
+            methods: vec![(method.to_string(), signed_in)],
+        };
+        self.answer(&row, &session, &refresh)
     }
 
-    /// The session answer for `row`'s session with `refresh` as its refresh token.
+    /// The session answer for `row`'s `session` with `refresh` as its refresh token.
     fn answer(
         &self,
         row: &UserRow,
-        session_id: &str,
-        method: &str,
-        signed_in: i64,
+        session: &session::Assurance,
         refresh: &str,
     ) -> Result<Json, AuthError> {
         let now = jsonwebtoken::get_current_timestamp();
         let accounts = self.accounts;
-        let claims = session::claims(
-            &accounts.config,
-            &accounts.issuer,
-            row,
-            session_id,
-            method,
-            signed_in,
-            now,
-        );
+        let claims = session::claims(&accounts.config, &accounts.issuer, row, session, now);
         let exp = now + accounts.config.jwt_exp_s;
         let token = self
             .server
@@ -474,6 +499,14 @@ async fn serve(
         (Endpoint::AdminUser(id), &Method::GET) => ok(admin::get(&call, id).await?),
         (Endpoint::AdminUser(id), &Method::PUT) => ok(admin::update(&call, id).await?),
         (Endpoint::AdminUser(id), _) => ok(admin::delete(&call, id).await?),
+        (Endpoint::Factors, _) => ok(factors::enroll(&call).await?),
+        (Endpoint::FactorChallenge(id), _) => ok(factors::challenge(&call, id).await?),
+        (Endpoint::FactorVerify(id), _) => ok(factors::verify(&call, id).await?),
+        (Endpoint::Factor(id), _) => ok(factors::unenroll(&call, id).await?),
+        (Endpoint::AdminUserFactors(user), _) => ok(factors::admin_list(&call, user).await?),
+        (Endpoint::AdminUserFactor(user, id), _) => {
+            ok(factors::admin_remove(&call, user, id).await?)
+        }
         _ => Err(AuthError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -825,9 +858,7 @@ async fn refresh(call: &Call<'_>) -> Result<Json, AuthError> {
     if banned(&row) {
         return Err(refused("user_banned", "Invalid Refresh Token: User Banned"));
     }
-    let method = row.amr_method.clone().unwrap_or_else(|| "password".into());
-    let signed_in = row.amr_at.as_deref().and_then(unix_seconds).unwrap_or(0);
-    call.answer(&row, &session_id, &method, signed_in, &fresh)
+    call.answer(&row, &session::Assurance::of_row(&row, &session_id), &fresh)
 }
 
 /// `POST /logout?scope=global|local|others`.
@@ -985,10 +1016,19 @@ pub fn now_text() -> String {
 
 /// `length` from now, as stored.
 pub fn later_text(length: Duration) -> String {
-    let now = std::time::SystemTime::now()
+    time_text(since_epoch() + length)
+}
+
+/// `length` ago, as stored.
+pub fn earlier_text(length: Duration) -> String {
+    time_text(since_epoch().saturating_sub(length))
+}
+
+/// The time since the Unix epoch.
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    time_text(now + length)
+        .unwrap_or_default()
 }
 
 /// `since_epoch` as stored.

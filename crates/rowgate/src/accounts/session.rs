@@ -87,18 +87,52 @@ pub fn user_json(row: &UserRow) -> Json {
         put("banned_until", text(&row.banned_until));
     }
     put("is_anonymous", json!(row.anonymous()));
+    // (GoTrue leaves them out when there are none)
+    let factors = row.factor_list();
+    if !factors.is_empty() {
+        put("factors", json!(factors));
+    }
     Json::Object(user)
 }
 
-/// The claims of an access token of `row`'s session `session_id`, signed in by `method` at
-/// `signed_in_at` (Unix seconds), issued `now`.
+/// A session as its access tokens tell it: its id, assurance level and how it was
+/// authenticated.
+pub struct Assurance {
+    /// The session's id.
+    pub session_id: String,
+    /// `aal1`, or `aal2` after a second factor.
+    pub aal: &'static str,
+    /// Its methods (`password`, `otp`, `totp`) with when each was used (Unix seconds),
+    /// newest first.
+    pub methods: Vec<(String, i64)>,
+}
+
+impl Assurance {
+    /// The session `row` was read with (its session columns).
+    pub fn of_row(row: &UserRow, session_id: &str) -> Assurance {
+        let methods: Vec<(String, i64)> = row
+            .session_methods()
+            .into_iter()
+            .map(|(method, at)| (method, super::unix_seconds(&at).unwrap_or(0)))
+            .collect();
+        Assurance {
+            session_id: session_id.to_string(),
+            aal: if row.session_aal2() { "aal2" } else { "aal1" },
+            methods: if methods.is_empty() {
+                vec![("password".into(), 0)]
+            } else {
+                methods
+            },
+        }
+    }
+}
+
+/// The claims of an access token of `row`'s session, issued `now`.
 pub fn claims(
     config: &AccountsConfig,
     issuer: &str,
     row: &UserRow,
-    session_id: &str,
-    method: &str,
-    signed_in_at: i64,
+    session: &Assurance,
     now: u64,
 ) -> Map<String, Json> {
     let role = row
@@ -122,9 +156,13 @@ pub fn claims(
         "app_metadata": metadata(row.app_metadata.as_deref()),
         "user_metadata": metadata(row.user_metadata.as_deref()),
         "role": role,
-        "aal": "aal1",
-        "amr": [{"method": method, "timestamp": signed_in_at}],
-        "session_id": session_id,
+        "aal": session.aal,
+        "amr": session
+            .methods
+            .iter()
+            .map(|(method, at)| json!({"method": method, "timestamp": at}))
+            .collect::<Vec<_>>(),
+        "session_id": session.session_id,
         "is_anonymous": row.anonymous(),
     });
     match claims {

@@ -502,6 +502,13 @@ pub struct AccountsConfig {
     pub otp_exp_s: u64,
     /// The least time between two emails of one kind to one account, in seconds.
     pub email_every_s: u64,
+    /// Whether people may enroll and verify TOTP second factors (`/auth/v1/factors`).
+    pub mfa_totp: bool,
+    /// Most factors one account may have (verified or not).
+    pub mfa_max_factors: usize,
+    /// How long a second-factor challenge may be answered, in seconds (and how long an
+    /// unverified factor is kept).
+    pub mfa_challenge_exp_s: u64,
 }
 
 impl Default for AccountsConfig {
@@ -533,6 +540,9 @@ impl Default for AccountsConfig {
             redirect_urls: Vec::new(),
             otp_exp_s: 3600,
             email_every_s: 60,
+            mfa_totp: true,
+            mfa_max_factors: 10,
+            mfa_challenge_exp_s: 300,
         }
     }
 }

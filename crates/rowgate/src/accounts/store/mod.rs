@@ -16,6 +16,8 @@ use serde_json::Value as Json;
 use crate::db::{Database, DbErrorKind};
 use crate::job::{Access, Job, Step};
 
+pub mod factors;
+
 /// GoTrue's `instance_id` for every row it reads.
 const INSTANCE: &str = "00000000-0000-0000-0000-000000000000";
 
@@ -70,12 +72,16 @@ pub struct UserRow {
     pub user_metadata: Option<String>,
     /// Anonymous account (true/false, or 1/0 on SQLite).
     pub is_anonymous: Option<Json>,
-    /// With a session: its sign-in method (`password`, …).
+    /// Its multi-factor factors, as a JSON array (text; `[]` or none when it has none).
     #[serde(default)]
-    pub amr_method: Option<String>,
-    /// With a session: when it signed in.
+    pub factors: Option<String>,
+    /// With a session: how it was authenticated, newest first, as a JSON array of
+    /// `{"method", "at"}` (text).
     #[serde(default)]
-    pub amr_at: Option<String>,
+    pub session_amr: Option<String>,
+    /// With a session: its assurance level (`aal1`, `aal2`).
+    #[serde(default)]
+    pub session_aal: Option<String>,
     /// With a session: whether it still exists (1 or 0).
     #[serde(default)]
     pub session_live: Option<Json>,
@@ -101,6 +107,35 @@ impl UserRow {
     /// Whether the session the row was read with still exists.
     pub fn session_exists(&self) -> bool {
         self.session_live.as_ref().and_then(Json::as_i64) == Some(1)
+    }
+
+    /// The session's authentication methods, newest first: `(method, when)`.
+    pub fn session_methods(&self) -> Vec<(String, String)> {
+        #[derive(Deserialize)]
+        struct Method {
+            method: String,
+            at: Option<String>,
+        }
+        self.session_amr
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Vec<Method>>(text).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| (m.method, m.at.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Whether the session signed in with a second factor.
+    pub fn session_aal2(&self) -> bool {
+        self.session_aal.as_deref() == Some("aal2")
+    }
+
+    /// Its factors.
+    pub fn factor_list(&self) -> Vec<factors::FactorRow> {
+        self.factors
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -201,6 +236,8 @@ pub struct Store {
     refresh_tokens: &'static str,
     identities: &'static str,
     amr: &'static str,
+    factors: &'static str,
+    challenges: &'static str,
 }
 
 /// Collects one statement's parameters.
@@ -248,6 +285,12 @@ impl Binder {
     }
 }
 
+/// A [`Step::Value`] read of a count, as a number.
+fn counted(value: Option<Vec<u8>>) -> Option<u64> {
+    let text = String::from_utf8(value?).ok()?;
+    text.trim_matches('"').parse().ok()
+}
+
 /// A database failure, worded for the log.
 fn failed(what: &str, e: crate::db::DbError) -> anyhow::Error {
     anyhow::anyhow!("accounts: cannot {what}: {}", e.message)
@@ -264,6 +307,8 @@ impl Store {
                 refresh_tokens: "auth.refresh_tokens",
                 identities: "auth.identities",
                 amr: "auth.mfa_amr_claims",
+                factors: "auth.mfa_factors",
+                challenges: "auth.mfa_challenges",
             }
         } else {
             Store {
@@ -273,6 +318,8 @@ impl Store {
                 refresh_tokens: "_rowgate_auth_refresh_tokens",
                 identities: "_rowgate_auth_identities",
                 amr: "_rowgate_auth_amr_claims",
+                factors: "_rowgate_auth_mfa_factors",
+                challenges: "_rowgate_auth_mfa_challenges",
             }
         }
     }
@@ -280,11 +327,12 @@ impl Store {
     /// Creates the tables that are missing (on PostgreSQL in Supabase Auth's shapes; an
     /// existing Supabase database's are used as they are).
     pub async fn ensure_tables(&self, db: &Database) -> anyhow::Result<()> {
-        let statements: Vec<String> = if self.postgres {
-            POSTGRES_TABLES.iter().map(|s| s.to_string()).collect()
+        let tables = if self.postgres {
+            [POSTGRES_TABLES, factors::POSTGRES_TABLES]
         } else {
-            SQLITE_TABLES.iter().map(|s| s.to_string()).collect()
+            [SQLITE_TABLES, factors::SQLITE_TABLES]
         };
+        let statements: Vec<String> = tables.concat().iter().map(|s| s.to_string()).collect();
         let steps = statements
             .into_iter()
             .map(|text| {
@@ -297,6 +345,29 @@ impl Store {
         db.run(Job::new(Access::Write, steps))
             .await
             .map_err(|e| failed("create the account tables", e))?;
+        if !self.postgres {
+            // (sessions made before second factors lack their column)
+            let has_column = Sql {
+                text: format!(
+                    "SELECT count(*) FROM pragma_table_info('{}') WHERE name = 'factor_id'",
+                    self.sessions
+                ),
+                params: vec![],
+            };
+            let out = db
+                .run(Job::new(Access::Read, vec![Step::Value(has_column)]).on_primary())
+                .await
+                .map_err(|e| failed("read the sessions' columns", e))?;
+            if counted(out.value) == Some(0) {
+                let add = Sql {
+                    text: format!("ALTER TABLE {} ADD COLUMN factor_id TEXT", self.sessions),
+                    params: vec![],
+                };
+                db.run(Job::new(Access::Write, vec![Step::Execute(add)]))
+                    .await
+                    .map_err(|e| failed("add the sessions' factor column", e))?;
+            }
+        }
         Ok(())
     }
 
@@ -350,6 +421,7 @@ impl Store {
             app.into(),
             user.into(),
             "u.is_anonymous AS is_anonymous".into(),
+            format!("{} AS factors", self.factors_of_user()),
         ]
         .join(", ")
     }
@@ -414,14 +486,30 @@ impl Store {
             let s1 = b.text(session, "uuid");
             let s2 = b.text(session, "uuid");
             let s3 = b.text(session, "uuid");
+            let methods = if self.postgres {
+                format!(
+                    "(SELECT json_agg(json_build_object('method', a.authentication_method, 'at', {at}) \
+                     ORDER BY a.created_at DESC)::text FROM {amr} a WHERE a.session_id = {s1})",
+                    amr = self.amr,
+                    at = self.time("a.created_at"),
+                )
+            } else {
+                format!(
+                    "(SELECT json_group_array(json_object('method', m.authentication_method, 'at', m.created_at)) \
+                     FROM (SELECT a.authentication_method, a.created_at FROM {amr} a \
+                     WHERE a.session_id = {s1} ORDER BY a.created_at DESC) m)",
+                    amr = self.amr,
+                )
+            };
+            let aal = if self.postgres {
+                "s.aal::text"
+            } else {
+                "s.aal"
+            };
             columns.push_str(&format!(
-                ", (SELECT a.authentication_method FROM {amr} a WHERE a.session_id = {s1} \
-                 ORDER BY a.updated_at DESC LIMIT 1) AS amr_method, \
-                 (SELECT {at} FROM {amr} a WHERE a.session_id = {s2} \
-                 ORDER BY a.updated_at DESC LIMIT 1) AS amr_at, \
+                ", {methods} AS session_amr, \
+                 (SELECT {aal} FROM {sessions} s WHERE s.id = {s2} AND s.user_id = u.id) AS session_aal, \
                  (SELECT count(*) FROM {sessions} s WHERE s.id = {s3} AND s.user_id = u.id) AS session_live",
-                amr = self.amr,
-                at = self.time("a.created_at"),
                 sessions = self.sessions,
             ));
         }
@@ -685,6 +773,7 @@ impl Store {
     /// Removes account `id` with its sessions, tokens and identities; whether it existed.
     pub async fn delete(&self, db: &Database, id: &str) -> anyhow::Result<bool> {
         let mut steps = self.end_sessions_steps(id, Scope::Global);
+        steps.extend(self.remove_factors_steps(id).into_iter().map(Step::Execute));
         let mut b = Binder::new(self);
         let user = b.text(id, "uuid");
         steps.push(Step::Execute(b.sql(format!(
@@ -754,11 +843,7 @@ impl Store {
             .run(Job::new(Access::Read, vec![Step::Value(count)]).on_primary())
             .await
             .map_err(|e| failed("count the accounts", e))?;
-        let total = out
-            .value
-            .and_then(|v| String::from_utf8(v).ok())
-            .and_then(|v| v.trim_matches('"').parse().ok())
-            .unwrap_or(0);
+        let total = counted(out.value).unwrap_or(0);
         Ok((users, total))
     }
 
@@ -1225,7 +1310,7 @@ const SQLITE_TABLES: &[&str] = &[
      )",
     "CREATE TABLE IF NOT EXISTS _rowgate_auth_sessions (
        id TEXT NOT NULL PRIMARY KEY, user_id TEXT NOT NULL, created_at TEXT, updated_at TEXT,
-       aal TEXT, not_after TEXT, refreshed_at TEXT, user_agent TEXT, ip TEXT
+       aal TEXT, not_after TEXT, refreshed_at TEXT, user_agent TEXT, ip TEXT, factor_id TEXT
      )",
     "CREATE INDEX IF NOT EXISTS _rowgate_auth_sessions_user ON _rowgate_auth_sessions (user_id)",
     "CREATE TABLE IF NOT EXISTS _rowgate_auth_refresh_tokens (
