@@ -621,7 +621,9 @@ fn serve_worker(args: &CommonArgs, supervisor: &str) -> anyhow::Result<()> {
         let feeds = app.realtime.as_ref().map(|r| crate::worker::ChangeFeeds {
             elsewhere: r.elsewhere.clone(),
             committed_here: r.committed_here.clone(),
-            channels: r.channels.clone(),
+            // (on PostgreSQL the database's bus carries them, to every node)
+            channels: (!matches!(app.config.db.target(), crate::config::DbTarget::Postgres(_)))
+                .then(|| r.channels.clone() as Arc<dyn crate::worker::Relayed>),
         });
         let reporter = app.clone();
         let report: crate::worker::Report = Arc::new(move |subject| reporter.report(subject));
@@ -743,6 +745,7 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             prepared_statements: config.db.prepared_statements,
             replicas: config.db.replicas.clone(),
             replica_max_lag: Duration::from_millis(config.db.replica_max_lag_ms),
+            replica_wait: Duration::from_millis(config.db.replica_wait_ms),
             privileges: config.auth.database_roles,
         };
         // (its errors name the server, the database and the user)

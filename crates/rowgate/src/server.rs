@@ -436,8 +436,8 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     }
     if app.db.has_replicas() {
         // read-your-writes: where this request's writes committed
-        if let Some(lsn) = crate::db::request::take_committed() {
-            if let Ok(value) = HeaderValue::from_str(&crate::db::replicas::format_lsn(lsn)) {
+        if let Some(position) = crate::db::request::take_committed() {
+            if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
                 response.headers_mut().insert(
                     http::HeaderName::from_static(crate::db::replicas::POSITION_HEADER),
                     value,
@@ -636,21 +636,23 @@ async fn through_cache(
 
 /// The position a read must see (`Rowgate-Position`, as a write answered it), if the request
 /// sent one.
-fn read_position(headers: &http::HeaderMap) -> Result<Option<crate::db::replicas::Lsn>, ApiError> {
+fn read_position(
+    headers: &http::HeaderMap,
+) -> Result<Option<crate::db::replicas::Position>, ApiError> {
     let Some(value) = headers.get(crate::db::replicas::POSITION_HEADER) else {
         return Ok(None);
     };
     value
         .to_str()
         .ok()
-        .and_then(crate::db::replicas::parse_lsn)
+        .and_then(crate::db::replicas::Position::parse)
         .map(Some)
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::PositionInvalid,
                 "Rowgate-Position is not a WAL position",
             )
-            .hint("send back the Rowgate-Position a write answered, such as 0/16B3748")
+            .hint("send back the Rowgate-Position a write answered, such as 1:0/16B3748")
         })
 }
 

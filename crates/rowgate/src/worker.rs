@@ -161,9 +161,15 @@ pub struct ChangeFeeds {
     pub elsewhere: Arc<Notify>,
     /// Woken by this worker's tailer when it dispatched changes this worker committed.
     pub committed_here: Arc<Notify>,
-    /// The channels, whose broadcasts and presences span the workers.
-    pub channels: Arc<dyn Relayed>,
+    /// The channels, whose broadcasts and presences span the workers through the supervisor
+    /// (`None`: through the database's bus, [`crate::realtime::bus`], which spans the nodes
+    /// too).
+    pub channels: Option<Arc<dyn Relayed>>,
 }
+
+/// Where a worker puts what the others did: the wake-up of its tailer, and the channels when
+/// the supervisor relays them.
+type Heard = (Arc<Notify>, Option<Arc<dyn Relayed>>);
 
 /// The worker's two pipes to its supervisor.
 pub struct Link {
@@ -219,9 +225,11 @@ impl Link {
         }
         if let Some(feeds) = feeds {
             let speaker = link.clone();
-            feeds.channels.connect_outlet(Box::new(move |relay| {
-                speaker.say(&format!("{RELAY} {relay}"))
-            }));
+            if let Some(channels) = &feeds.channels {
+                channels.connect_outlet(Box::new(move |relay| {
+                    speaker.say(&format!("{RELAY} {relay}"))
+                }));
+            }
             let speaker = link.clone();
             tokio::spawn(async move {
                 loop {
@@ -328,7 +336,7 @@ fn inherited(name: &str, write: bool) -> Option<std::fs::File> {
 async fn listen(
     down: tokio::net::unix::pipe::Receiver,
     metrics: Arc<Metrics>,
-    heard: Option<(Arc<Notify>, Arc<dyn Relayed>)>,
+    heard: Option<Heard>,
     link: Arc<Link>,
     report: Report,
 ) {
@@ -376,7 +384,7 @@ async fn listen(
                 Err(_) => tracing::debug!(line, "a bad restart count from the supervisor"),
             },
             (CHANGED, Some((elsewhere, _))) => elsewhere.notify_one(),
-            (RELAY, Some((_, channels))) => {
+            (RELAY, Some((_, Some(channels)))) => {
                 let received = match (origin(), rest.split_once(' ')) {
                     (Some(origin), Some((_, json))) => channels.receive_text(origin, json),
                     _ => false,
@@ -385,13 +393,13 @@ async fn listen(
                     tracing::debug!(line, "a bad relay from the supervisor");
                 }
             }
-            (GONE, Some((_, channels))) => {
+            (GONE, Some((_, Some(channels)))) => {
                 if let Some(origin) = origin() {
                     channels.gone(origin);
                 }
             }
-            (HELLO, Some((_, channels))) => channels.announce(),
-            (CHANGED | RELAY | GONE | HELLO, None) => {}
+            (HELLO, Some((_, Some(channels)))) => channels.announce(),
+            (CHANGED | RELAY | GONE | HELLO, None) | (RELAY | GONE | HELLO, Some((_, None))) => {}
             _ => tracing::debug!(line, "unknown message from the supervisor"),
         }
     }

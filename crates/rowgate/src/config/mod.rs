@@ -147,6 +147,9 @@ pub struct DbConfig {
     pub replicas: Vec<String>,
     /// A replica further behind the primary than this takes no reads until it catches up.
     pub replica_max_lag_ms: u64,
+    /// A read that must see a write (`Rowgate-Position`) waits up to this long for a replica
+    /// to replay it, then runs on the primary (0: at once).
+    pub replica_wait_ms: u64,
     /// How often the replicas' health and lag are checked.
     pub replica_check_ms: u64,
     /// Number of reader threads (each owns a read-only connection); 0 = number of CPUs.
@@ -861,6 +864,7 @@ impl Default for DbConfig {
             url: String::new(),
             replicas: Vec::new(),
             replica_max_lag_ms: 5_000,
+            replica_wait_ms: 20,
             replica_check_ms: 1_000,
             readers: 0,
             statement_timeout_ms: 10_000,

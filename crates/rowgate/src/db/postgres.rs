@@ -21,7 +21,7 @@ use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
 use super::postgres_connect;
-use super::replicas::{Lsn, Replicas};
+use super::replicas::{Lsn, Position, Replicas};
 use super::request;
 use super::tally::Tally;
 use crate::error::database::DbError;
@@ -104,6 +104,24 @@ pub async fn listen(url: &str, channel: &str, mut on: impl FnMut(&str)) -> anyho
     }
 }
 
+/// Listens on `channel` of the database at `location` for as long as the process lives,
+/// reconnecting a second after the connection ends (to the primary wherever it is now, when
+/// the URL follows it): `wake` is woken by every notification, and after each reconnect (what
+/// was notified meanwhile is for the waker's poll to find).
+pub fn spawn_listener(location: &str, channel: &'static str, wake: Arc<tokio::sync::Notify>) {
+    let location = location.to_string();
+    tokio::spawn(async move {
+        loop {
+            let listened = listen(&location, channel, |_| wake.notify_one()).await;
+            if let Err(e) = listened {
+                tracing::debug!(error = %e, channel, "notifications: reconnecting");
+            }
+            wake.notify_one();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
 /// Settings for [`Postgres::open`].
 #[derive(Debug, Clone)]
 pub struct PgOptions {
@@ -126,6 +144,9 @@ pub struct PgOptions {
     pub replicas: Vec<String>,
     /// How far behind the primary a replica may be and still take reads.
     pub replica_max_lag: Duration,
+    /// How long a read carrying a position may wait for a replica to replay it before it goes
+    /// to the primary.
+    pub replica_wait: Duration,
     /// Read each role's privileges with the schema (requests run as their role).
     pub privileges: bool,
 }
@@ -138,6 +159,8 @@ pub struct Postgres {
     target: String,
     /// The read replicas (none: every job runs on the primary).
     replicas: Replicas,
+    /// [`PgOptions::replica_wait`].
+    replica_wait: Duration,
     /// Whether statements are prepared and kept ([`PgOptions::prepared_statements`]).
     prepared: bool,
     /// Without prepared statements (a pooler in transaction mode, which keeps no session
@@ -318,13 +341,19 @@ fn transaction_settings(opts: &PgOptions) -> String {
 /// otherwise, the search path, the statement timeout, the size and lifetime bounds; and where
 /// it connects, for messages ([`postgres_connect::target`]).
 fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<(Pool, String)> {
-    let mut config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+    let config: tokio_postgres::Config = url.parse().context("invalid PostgreSQL URL")?;
+    let mut config = postgres_connect::with_failover_defaults(config, url, opts.acquire_timeout);
     let target = postgres_connect::target(&config);
     // Every transaction is read-only unless it says otherwise (writes run in `BEGIN READ
     // WRITE`), so a read whose SQL would write (a custom resource calling a function that
-    // writes) fails instead of committing.
+    // writes) fails instead of committing. Following the primary among several hosts
+    // (`target_session_attrs=read-write`), the connection first tells whether its server is
+    // read-write, so read-only is set once it is made.
+    let follows_primary = postgres_connect::follows_primary(&config);
     let mut options = config.get_options().unwrap_or_default().to_string();
-    options.push_str(" -c default_transaction_read_only=on");
+    if !follows_primary {
+        options.push_str(" -c default_transaction_read_only=on");
+    }
     // The exposed schemas then `db.extra_search_path` (public) are the search path, as
     // PostgREST sets it, so that functions and views naming tables unqualified find them,
     // and extensions' operators theirs (unless the URL sets one).
@@ -348,12 +377,23 @@ fn pool(url: &str, opts: &PgOptions) -> anyhow::Result<(Pool, String)> {
             recycling_method: RecyclingMethod::Fast,
         },
     );
-    let pool = Pool::builder(manager)
+    let mut builder = Pool::builder(manager)
         .max_size(opts.pool_size.max(1))
         .wait_timeout(Some(opts.acquire_timeout))
         .create_timeout(Some(opts.acquire_timeout))
         .runtime(deadpool_postgres::Runtime::Tokio1)
-        .pre_recycle(max_lifetime_hook(opts.max_lifetime))
+        .pre_recycle(max_lifetime_hook(opts.max_lifetime));
+    if follows_primary {
+        builder = builder.post_create(deadpool_postgres::Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute("SET default_transaction_read_only = on")
+                    .await
+                    .map_err(deadpool_postgres::HookError::Backend)
+            })
+        }));
+    }
+    let pool = builder
         .build()
         .context("cannot build the connection pool")?;
     Ok((pool, target))
@@ -392,6 +432,7 @@ impl Postgres {
             pool,
             target,
             replicas,
+            replica_wait: opts.replica_wait,
             prepared: opts.prepared_statements,
             transaction_settings: transaction_settings(opts),
             schemas: opts.schemas.clone(),
@@ -483,24 +524,30 @@ impl Postgres {
     /// Runs a job on one pooled connection, in a transaction when it writes or has several
     /// steps (reads then see one snapshot). A read goes to a replica in the rotation unless the
     /// job needs the primary, or the request carries a position ([`request::required`]) the
-    /// replica has not replayed; a replica that fails it leaves the rotation and the read runs
-    /// on the primary. With replicas, a write notes the position it committed at
+    /// replica has not replayed; a replica that fails it leaves the rotation and the next
+    /// replica, or else the primary, runs it. With replicas, a write notes the position it committed at
     /// ([`request::committed`]).
     pub async fn run(&self, job: Job) -> Result<Output, DbError> {
         if job.access == Access::Read && !job.primary {
-            if let Some(replica) = self.replicas.pick() {
-                if has_replayed(replica, request::required()).await {
-                    match self.run_on(&replica.pool, &replica.name, &job).await {
-                        // the replica went away, or cancelled the read for a conflict with
-                        // its recovery: the primary answers
-                        Err(e)
-                            if e.kind == crate::error::database::Kind::Unavailable
-                                || e.sqlstate.as_deref() == Some("40001") =>
-                        {
-                            replica.failed();
-                        }
-                        done => return done,
+            // a replica that fails the read leaves the rotation and the next one takes it (the
+            // primary may be the one that is gone)
+            for _ in 0..self.replicas.list().len() {
+                let Some(replica) = self.replicas.pick() else {
+                    break;
+                };
+                if !has_replayed(replica, request::required(), self.replica_wait).await {
+                    break;
+                }
+                match self.run_on(&replica.pool, &replica.name, &job).await {
+                    // the replica went away, or cancelled the read for a conflict with its
+                    // recovery
+                    Err(e)
+                        if e.kind == crate::error::database::Kind::Unavailable
+                            || e.sqlstate.as_deref() == Some("40001") =>
+                    {
+                        replica.failed();
                     }
+                    done => return done,
                 }
             }
         }
@@ -517,7 +564,7 @@ impl Postgres {
         let waiting = (job.access == Access::Read).then(|| self.waits.wait());
         let client = connection(pool, target).await;
         drop(waiting);
-        let client = client?;
+        let client = client.map_err(|e| self.gone(pool, e))?;
         let session = Session {
             client: &client,
             prepared: self.prepared,
@@ -541,7 +588,7 @@ impl Postgres {
                 begin.to_string()
             }
         });
-        let result = match begin {
+        let result: Result<Output, DbError> = match begin {
             // A read sends BEGIN and its first statement in one flight (the statement is sent
             // when first polled, after BEGIN; each later one after the one before answered):
             // a round trip less. A read only: should BEGIN fail, what ran without it wrote
@@ -549,13 +596,12 @@ impl Postgres {
             Some(begin) if job.access == Access::Read => {
                 let (begun, result) =
                     tokio::join!(client.batch_execute(&begin), run_steps(&session, job));
-                begun?;
-                result
+                begun.map_err(DbError::from).and(result)
             }
-            Some(begin) => {
-                client.batch_execute(&begin).await?;
-                run_steps(&session, job).await
-            }
+            Some(begin) => match client.batch_execute(&begin).await {
+                Ok(()) => run_steps(&session, job).await,
+                Err(e) => Err(e.into()),
+            },
             None => run_steps(&session, job).await,
         };
         if transaction.is_some() {
@@ -563,20 +609,33 @@ impl Postgres {
             let end = if commit { "COMMIT" } else { "ROLLBACK" };
             let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
-                return Err(e);
+                return Err(self.gone(pool, e));
             }
             if commit && job.access == Access::Write && !self.replicas.is_empty() {
-                // the insert position is past this transaction's commit record
-                let row = client
-                    .query_one(
-                        "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint",
-                        &[],
-                    )
-                    .await?;
-                request::committed(Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0));
+                // the insert position is past this transaction's commit record (committed
+                // whatever this tells: unknown, the write is answered without its position)
+                if let Ok(row) = client
+                    .query_one(super::replicas::COMMITTED_AT_SQL, &[])
+                    .await
+                {
+                    let (lsn, timeline): (i64, i32) = (row.get(0), row.get(1));
+                    request::committed(Position {
+                        timeline: u32::try_from(timeline).unwrap_or(0),
+                        lsn: Lsn::try_from(lsn).unwrap_or(0),
+                    });
+                }
             }
         }
-        result
+        result.map_err(|e| self.gone(pool, e))
+    }
+
+    /// `e`, after dropping the idle connections of `pool` when it says the server is gone or
+    /// no longer the primary: a failover leaves nothing pooled that points at the old one.
+    fn gone(&self, pool: &Pool, e: DbError) -> DbError {
+        if e.kind == crate::error::database::Kind::Unavailable {
+            pool.retain(|_, _| false);
+        }
+        e
     }
 
     /// Whether read replicas are configured.
@@ -589,8 +648,17 @@ impl Postgres {
         &self.replicas
     }
 
-    /// Checks the replicas against the primary's position now ([`Replicas::check`]).
+    /// Checks the replicas against the primary's position now ([`Replicas::check`]); with
+    /// the primary gone (a failover under way) they are checked all the same, so that reads
+    /// go on from those that answer.
     pub async fn check_replicas(&self) -> Result<(), DbError> {
+        let primary = self.primary_position().await;
+        self.replicas.check(primary.as_ref().ok().copied()).await;
+        primary.map(|_| ())
+    }
+
+    /// The primary's WAL insert position now.
+    async fn primary_position(&self) -> Result<Lsn, DbError> {
         let client = self.client().await?;
         let row = client
             .query_one(
@@ -598,10 +666,7 @@ impl Postgres {
                 &[],
             )
             .await?;
-        drop(client);
-        let primary = Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-        self.replicas.check(primary).await;
-        Ok(())
+        Ok(Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 }
 
@@ -615,9 +680,15 @@ async fn connection(pool: &Pool, target: &str) -> Result<deadpool_postgres::Obje
     })
 }
 
-/// Whether `replica` has replayed `required` (no position: yes): known from its last check, or
-/// asked now.
-async fn has_replayed(replica: &super::replicas::Replica, required: Option<Lsn>) -> bool {
+/// Whether `replica` has replayed the write at `required` (no position: yes): known from its
+/// last check, or asked now, and again every millisecond for up to `wait` when the replica
+/// keeps up (its lag at the last check within `wait`: one that lags further would make every
+/// such read wait in vain).
+async fn has_replayed(
+    replica: &super::replicas::Replica,
+    required: Option<Position>,
+    wait: Duration,
+) -> bool {
     let Some(required) = required else {
         return true;
     };
@@ -627,13 +698,27 @@ async fn has_replayed(replica: &super::replicas::Replica, required: Option<Lsn>)
     let Ok(client) = replica.pool.get().await else {
         return false;
     };
-    let asked = client
-        .query_one(
-            "SELECT coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint >= $1::bigint, true)",
-            &[&AsText(Some(required.to_string()))],
-        )
-        .await;
-    asked.is_ok_and(|row| row.get::<_, bool>(0))
+    let wait = if replica.lag() <= wait {
+        wait
+    } else {
+        Duration::ZERO
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let Ok(row) = client
+            .query_one(super::replicas::REPLAY_STATE_SQL, &[])
+            .await
+        else {
+            return false;
+        };
+        if super::replicas::replay_state_of(&row).covers(required) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 async fn run_steps(client: &Session<'_>, job: &Job) -> Result<Output, DbError> {

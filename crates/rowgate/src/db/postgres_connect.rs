@@ -12,15 +12,59 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
 
-/// Where `config` points: `host:port`, or a Unix socket's folder and port.
+/// Where `config` points: `host:port`, or a Unix socket's folder and port; the hosts of a
+/// multi-host URL comma-separated (`a:5432,b:5432`).
 pub fn address(config: &Config) -> String {
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(host)) => host.clone(),
-        Some(Host::Unix(path)) => path.display().to_string(),
-        None => "localhost".into(),
+    let ports = config.get_ports();
+    let port = |i: usize| {
+        ports
+            .get(i)
+            .or_else(|| (ports.len() == 1).then(|| &ports[0]))
+            .copied()
+            .unwrap_or(5432)
     };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("{host}:{port}")
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            Host::Tcp(host) => format!("{host}:{}", port(i)),
+            Host::Unix(path) => format!("{}:{}", path.display(), port(i)),
+        })
+        .collect();
+    if hosts.is_empty() {
+        format!("localhost:{}", port(0))
+    } else {
+        hosts.join(",")
+    }
+}
+
+/// `config` with what following a primary among several hosts needs when the URL leaves it
+/// out: a connect timeout per host (a host that answers nothing must not use up the whole
+/// wait before the next is tried) and TCP keepalives that notice a vanished server within
+/// seconds rather than the system's two hours. `wait` is the whole wait for a connection.
+pub fn with_failover_defaults(mut config: Config, url: &str, wait: Duration) -> Config {
+    let given = |key: &str| url.contains(key);
+    let hosts = config.get_hosts().len().max(1) as u32;
+    if hosts > 1 && !given("connect_timeout") {
+        config.connect_timeout((wait / hosts).max(Duration::from_millis(250)));
+    }
+    if !given("keepalives_idle") {
+        config.keepalives_idle(Duration::from_secs(10));
+    }
+    if !given("keepalives_interval") {
+        config.keepalives_interval(Duration::from_secs(3));
+    }
+    if !given("keepalives_retries") {
+        config.keepalives_retries(3);
+    }
+    config
+}
+
+/// Whether `config` asks for the read-write server of its hosts (`target_session_attrs=
+/// read-write`: the primary, wherever it is now).
+pub fn follows_primary(config: &Config) -> bool {
+    config.get_target_session_attrs() == tokio_postgres::config::TargetSessionAttrs::ReadWrite
 }
 
 /// Where and as whom `config` connects: `host:port (database "d", user "u")`.
@@ -93,6 +137,7 @@ pub async fn connect(url: &str) -> anyhow::Result<(Client, Connection<Socket, No
     let config: Config = url
         .parse()
         .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {}", reason(&e)))?;
+    let config = with_failover_defaults(config, url, Duration::from_secs(5));
     config
         .connect(NoTls)
         .await

@@ -63,6 +63,14 @@ impl From<tokio_postgres::Error> for DbError {
             c if c.starts_with("08") || c.starts_with("57P") || c == "53300" => {
                 return DbError::unavailable("the database is unavailable; retry")
             }
+            // a write reached a standby: the server was the primary and is no more (a
+            // failover), or is not yet (a promotion under way)
+            "0A000" if message.contains("during recovery") => {
+                tracing::warn!(%message, "a write reached a standby: following the primary");
+                return DbError::unavailable(
+                    "the database is read-only for now (a failover is under way); retry",
+                );
+            }
             _ => {
                 let mut err = DbError::sqlstate(code, message);
                 err.detail = db.detail().map(str::to_string);

@@ -7,7 +7,7 @@
 //! leaves the rotation until its next good check, and the read runs on the primary.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,100 @@ pub fn parse_lsn(text: &str) -> Option<Lsn> {
 /// An LSN as PostgreSQL writes it (`16/B374D848`).
 pub fn format_lsn(lsn: Lsn) -> String {
     format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// Where a write committed: the primary's timeline then and its WAL position. A failover
+/// starts a new timeline, so a position tells which history it belongs to: a standby that
+/// follows another timeline may have replayed past the same LSN without the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    /// The timeline (0: not told, as in a header of an older Rowgate).
+    pub timeline: u32,
+    /// The WAL position.
+    pub lsn: Lsn,
+}
+
+impl Position {
+    /// `2:16/B374D848` (timeline, then the LSN), or an LSN alone (`16/B374D848`, no
+    /// timeline); `None` when it is neither.
+    pub fn parse(text: &str) -> Option<Position> {
+        let (timeline, lsn) = match text.trim().split_once(':') {
+            Some((timeline, lsn)) => {
+                let timeline = (!timeline.is_empty()
+                    && timeline.len() <= 10
+                    && timeline.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| timeline.parse::<u32>().ok())
+                .flatten()
+                .filter(|t| *t > 0)?;
+                (timeline, lsn)
+            }
+            None => (0, text),
+        };
+        Some(Position {
+            timeline,
+            lsn: parse_lsn(lsn)?,
+        })
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.timeline > 0 {
+            write!(f, "{}:", self.timeline)?;
+        }
+        f.write_str(&format_lsn(self.lsn))
+    }
+}
+
+/// What a server says of its replay: whether it is a standby, the position it has replayed,
+/// and the timeline it follows (0: unknown, a standby not streaming).
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayState {
+    /// A standby (in recovery).
+    pub standby: bool,
+    /// The position replayed (a primary: its insert position).
+    pub replayed: Lsn,
+    /// Its timeline.
+    pub timeline: u32,
+}
+
+impl ReplayState {
+    /// Whether a read there sees the write at `position`: a primary sees every committed
+    /// write; a standby one of its own timeline that it has replayed. A position of another
+    /// timeline (a failover happened between the write and the read) is never taken as
+    /// replayed by a standby: its history may have forked before the write.
+    pub fn covers(&self, position: Position) -> bool {
+        if !self.standby {
+            return true;
+        }
+        let same_history = position.timeline == 0 || position.timeline == self.timeline;
+        same_history && self.replayed >= position.lsn
+    }
+}
+
+/// The SQL that reads a server's [`ReplayState`]: in recovery, replayed position, timeline
+/// (a standby's from its WAL receiver, a primary's from its current WAL file's name).
+pub const REPLAY_STATE_SQL: &str = "SELECT pg_is_in_recovery(), \
+     (coalesce(pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::bigint, \
+     coalesce(CASE WHEN pg_is_in_recovery() \
+       THEN (SELECT received_tli FROM pg_stat_wal_receiver) \
+       ELSE ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int \
+     END, 0)";
+
+/// The SQL a write's transaction reads after COMMIT: the primary's insert position (past the
+/// commit record) and its timeline.
+pub const COMMITTED_AT_SQL: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, \
+     ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int";
+
+/// A [`ReplayState`] from a row of [`REPLAY_STATE_SQL`].
+pub fn replay_state_of(row: &tokio_postgres::Row) -> ReplayState {
+    let replayed: i64 = row.get(1);
+    let timeline: i32 = row.get(2);
+    ReplayState {
+        standby: row.get(0),
+        replayed: Lsn::try_from(replayed).unwrap_or(0),
+        timeline: u32::try_from(timeline).unwrap_or(0),
+    }
 }
 
 /// Where a PostgreSQL URL points (host, port and database; never a password), for the log and
@@ -64,6 +158,10 @@ pub struct Replica {
     replayed: AtomicU64,
     /// How far behind the primary it was at the last check, in milliseconds.
     lag_ms: AtomicU64,
+    /// The timeline it followed at the last check (0: unknown).
+    timeline: AtomicU32,
+    /// Whether it was a standby at the last check.
+    standby: AtomicBool,
 }
 
 impl Replica {
@@ -75,6 +173,8 @@ impl Replica {
             healthy: AtomicBool::new(false),
             replayed: AtomicU64::new(0),
             lag_ms: AtomicU64::new(0),
+            timeline: AtomicU32::new(0),
+            standby: AtomicBool::new(true),
         }
     }
 
@@ -88,9 +188,15 @@ impl Replica {
         Duration::from_millis(self.lag_ms.load(Ordering::Relaxed))
     }
 
-    /// Whether it had replayed `position` at its last check.
-    pub fn replayed(&self, position: Lsn) -> bool {
-        self.replayed.load(Ordering::Relaxed) >= position
+    /// Whether, at its last check, it had replayed the write at `position`
+    /// ([`ReplayState::covers`]).
+    pub fn replayed(&self, position: Position) -> bool {
+        ReplayState {
+            standby: self.standby.load(Ordering::Relaxed),
+            replayed: self.replayed.load(Ordering::Relaxed),
+            timeline: self.timeline.load(Ordering::Relaxed),
+        }
+        .covers(position)
     }
 
     /// A read failed on it: out of the rotation until its next good check.
@@ -153,12 +259,13 @@ impl Replicas {
             .find(|r| r.healthy())
     }
 
-    /// One check, against the primary's position `primary` read just now.
-    pub async fn check(&self, primary: Lsn) {
+    /// One check, against the primary's position `primary` read just now (`None`: the
+    /// primary did not answer; the lags are told from the positions known).
+    pub async fn check(&self, primary: Option<Lsn>) {
         let now = Instant::now();
         let history: Vec<(Instant, Lsn)> = {
             let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
-            history.push_back((now, primary));
+            history.extend(primary.map(|at| (now, at)));
             // enough to tell any lag up to the bound (and one sample beyond it)
             while history.len() > 2
                 && history
@@ -171,13 +278,19 @@ impl Replicas {
         };
         for replica in &self.list {
             let state = tokio::time::timeout(CHECK_TIMEOUT, replay_state(&replica.pool)).await;
-            let Ok(Ok((in_recovery, replayed))) = state else {
+            let Ok(Ok(state)) = state else {
                 replica.set_health(false, "it does not answer");
                 continue;
             };
             // a server that is not a standby (a primary listed as a replica) is always current
-            let replayed = if in_recovery { replayed } else { Lsn::MAX };
+            let replayed = if state.standby {
+                state.replayed
+            } else {
+                Lsn::MAX
+            };
             replica.replayed.store(replayed, Ordering::Relaxed);
+            replica.timeline.store(state.timeline, Ordering::Relaxed);
+            replica.standby.store(state.standby, Ordering::Relaxed);
             let lag = lag_of(replayed, &history, now);
             replica.lag_ms.store(
                 u64::try_from(lag.as_millis()).unwrap_or(u64::MAX),
@@ -188,18 +301,14 @@ impl Replicas {
     }
 }
 
-/// Whether the server is a standby, and the position it has replayed.
-async fn replay_state(pool: &Pool) -> Result<(bool, Lsn), String> {
+/// What the server of `pool` says of its replay now.
+pub async fn replay_state(pool: &Pool) -> Result<ReplayState, String> {
     let client = pool.get().await.map_err(|e| e.to_string())?;
     let row = client
-        .query_one(
-            "SELECT pg_is_in_recovery(), (coalesce(pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::bigint",
-            &[],
-        )
+        .query_one(REPLAY_STATE_SQL, &[])
         .await
         .map_err(|e| e.to_string())?;
-    let replayed: i64 = row.get(1);
-    Ok((row.get(0), Lsn::try_from(replayed).unwrap_or(0)))
+    Ok(replay_state_of(&row))
 }
 
 /// How far behind a replica that replayed `replayed` is: the age of the oldest primary
@@ -234,6 +343,58 @@ mod tests {
         ] {
             assert_eq!(parse_lsn(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn positions_tell_their_timeline() {
+        let p = Position::parse("2:16/B374D848").expect("position");
+        assert_eq!((p.timeline, p.lsn), (2, (0x16 << 32) | 0xB374_D848));
+        assert_eq!(p.to_string(), "2:16/B374D848");
+        let old = Position::parse("0/16B3748").expect("an LSN alone");
+        assert_eq!((old.timeline, old.to_string().as_str()), (0, "0/16B3748"));
+        for bad in [
+            "0:0/1",
+            ":0/1",
+            "x:0/1",
+            "1:",
+            "1:x/1",
+            "99999999999:0/1",
+            "-1:0/1",
+        ] {
+            assert_eq!(Position::parse(bad), None, "{bad:?}");
+        }
+        // a later timeline is later, whatever the LSN
+        assert!(Position::parse("3:0/1") > Position::parse("2:FF/0"));
+    }
+
+    #[test]
+    fn a_standby_covers_only_writes_of_its_own_timeline() {
+        let standby = ReplayState {
+            standby: true,
+            replayed: 1000,
+            timeline: 2,
+        };
+        let at = |timeline, lsn| Position { timeline, lsn };
+        assert!(standby.covers(at(2, 1000)));
+        assert!(!standby.covers(at(2, 1001)), "not replayed yet");
+        assert!(
+            !standby.covers(at(1, 10)),
+            "an older timeline: its history may differ"
+        );
+        assert!(!standby.covers(at(3, 10)), "a newer timeline");
+        assert!(
+            standby.covers(at(0, 10)),
+            "a position without its timeline: the LSN decides"
+        );
+        let primary = ReplayState {
+            standby: false,
+            replayed: 0,
+            timeline: 3,
+        };
+        assert!(
+            primary.covers(at(1, u64::MAX)),
+            "the primary has every committed write"
+        );
     }
 
     #[test]

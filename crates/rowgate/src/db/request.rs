@@ -14,13 +14,13 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use super::replicas::Lsn;
+use super::replicas::Position;
 
 /// The request being served, as the database layer sees it.
 struct Served {
     time: Cell<Duration>,
-    required: Cell<Option<Lsn>>,
-    committed: Cell<Option<Lsn>>,
+    required: Cell<Option<Position>>,
+    committed: Cell<Option<Position>>,
 }
 
 tokio::task_local! {
@@ -55,7 +55,7 @@ pub fn add_time(took: Duration) {
 }
 
 /// A request starts (with replicas): its reads must see `required`; it has committed nothing.
-pub fn begin(required: Option<Lsn>) {
+pub fn begin(required: Option<Position>) {
     let _ = SERVED.try_with(|s| {
         s.required.set(required);
         s.committed.set(None);
@@ -63,19 +63,17 @@ pub fn begin(required: Option<Lsn>) {
 }
 
 /// The position the request's reads must see, if it sent one.
-pub fn required() -> Option<Lsn> {
+pub fn required() -> Option<Position> {
     SERVED.try_with(|s| s.required.get()).ok().flatten()
 }
 
-/// The request's write committed at `lsn` (the request keeps the latest of its writes').
-pub fn committed(lsn: Lsn) {
-    let _ = SERVED.try_with(|s| {
-        s.committed
-            .set(Some(lsn.max(s.committed.get().unwrap_or(0))))
-    });
+/// The request's write committed at `position` (the request keeps the latest of its
+/// writes').
+pub fn committed(position: Position) {
+    let _ = SERVED.try_with(|s| s.committed.set(Some(position).max(s.committed.get())));
 }
 
 /// The position the request's writes committed at, if it wrote.
-pub fn take_committed() -> Option<Lsn> {
+pub fn take_committed() -> Option<Position> {
     SERVED.try_with(|s| s.committed.take()).ok().flatten()
 }

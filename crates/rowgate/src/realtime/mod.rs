@@ -11,6 +11,7 @@
 //! `realtime.retention_s` / `retention_rows` every `realtime.prune_ms`.
 
 pub mod addresses;
+pub mod bus;
 pub mod capture;
 pub mod channels;
 pub mod documents;
@@ -48,23 +49,14 @@ pub fn spawn(app: &Arc<App>) {
         return;
     };
     if let crate::config::DbTarget::Postgres(location) = app.config.db.target() {
+        // Supabase channels' broadcasts and presences reach every process through the database
+        bus::spawn(&app.db, &location, realtime.channels.clone());
         // every node's tailer is woken by the capture trigger's NOTIFY
-        let elsewhere = realtime.elsewhere.clone();
-        tokio::spawn(async move {
-            loop {
-                let listened =
-                    crate::db::postgres::listen(&location, capture::postgres::CHANNEL, |_| {
-                        elsewhere.notify_one();
-                    })
-                    .await;
-                if let Err(e) = listened {
-                    tracing::debug!(error = %e, "realtime notifications: reconnecting");
-                }
-                // changes committed while the connection was down are found by the poll
-                elsewhere.notify_one();
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
+        crate::db::postgres::spawn_listener(
+            &location,
+            capture::postgres::CHANNEL,
+            realtime.elsewhere.clone(),
+        );
     }
     if app.config.realtime.ping_s > 0 {
         // One sweeper pings the connections silent for a round, a slice at a time so that a

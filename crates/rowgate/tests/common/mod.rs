@@ -3,6 +3,8 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod nodes;
+pub mod patroni;
 pub mod postgres;
 pub mod process;
 pub mod ws;

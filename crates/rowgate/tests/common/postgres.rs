@@ -114,13 +114,7 @@ fn watched(command: &str, port: u16, log: &Path, what: &str) -> std::process::Ch
          kill -INT $server 2>/dev/null; wait $server",
         parent = std::process::id(),
     );
-    let watchdog = as_server_user(Path::new("/bin/sh"))
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let watchdog = shell_as_server_user(&script).unwrap_or_else(|e| panic!("starting {what}: {e}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ready(port) {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -156,8 +150,9 @@ fn ready(port: u16) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Runs one SQL command with psql (setup, not the code under test).
-pub fn psql(port: u16, db: &str, sql: &str) {
+/// Runs one SQL command with psql (setup, not the code under test); what it printed (unaligned,
+/// tuples only).
+pub fn psql(port: u16, db: &str, sql: &str) -> String {
     let out = Command::new(bin("psql"))
         .args([
             "-h",
@@ -169,7 +164,7 @@ pub fn psql(port: u16, db: &str, sql: &str) {
             "-d",
             db,
         ])
-        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+        .args(["-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
         .output()
         .expect("psql");
     assert!(
@@ -177,10 +172,11 @@ pub fn psql(port: u16, db: &str, sql: &str) {
         "psql {sql}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The directory of the PostgreSQL server binaries.
-fn bindir() -> Option<PathBuf> {
+pub fn bindir() -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()
@@ -192,7 +188,7 @@ fn bindir() -> Option<PathBuf> {
     found.pop()
 }
 
-fn bin(name: &str) -> PathBuf {
+pub fn bin(name: &str) -> PathBuf {
     match bindir() {
         Some(dir) if dir.join(name).exists() => dir.join(name),
         _ => PathBuf::from(name),
@@ -200,7 +196,7 @@ fn bin(name: &str) -> PathBuf {
 }
 
 /// `cmd`, run as the postgres user when we are root.
-fn as_server_user(program: &Path) -> Command {
+pub fn as_server_user(program: &Path) -> Command {
     if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -208,6 +204,29 @@ fn as_server_user(program: &Path) -> Command {
     } else {
         Command::new(program)
     }
+}
+
+/// `path` and what is under it made the server user's when the tests run as root (the servers
+/// run as that user).
+pub fn give_to_server_user(path: &Path) {
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(path)
+            .status()
+            .expect("chown");
+        assert!(ok.success(), "chown {} to postgres", path.display());
+    }
+}
+
+/// `script` run by `/bin/sh` as the server user, detached from the test's standard streams.
+pub fn shell_as_server_user(script: &str) -> std::io::Result<std::process::Child> {
+    as_server_user(Path::new("/bin/sh"))
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
 }
 
 fn free_port() -> Result<u16, String> {
@@ -275,13 +294,7 @@ fn start() -> Result<PgCluster, String> {
         base = base.display(),
         parent = std::process::id(),
     );
-    as_server_user(Path::new("/bin/sh"))
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting postgres: {e}"))?;
+    shell_as_server_user(&script).map_err(|e| format!("starting postgres: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if ready(port) {
@@ -442,14 +455,7 @@ pub fn new_pgbouncer(server_pool: u32) -> PgBouncer {
         ),
     )
     .expect("pgbouncer.ini");
-    if is_root() {
-        let ok = Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(&dir)
-            .status()
-            .expect("chown");
-        assert!(ok.success(), "chown pgbouncer dir");
-    }
+    give_to_server_user(&dir);
     let program =
         super::debian_program(&["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"], "pgbouncer");
     let command = format!("{} {}/pgbouncer.ini", program.display(), dir.display());
