@@ -199,6 +199,21 @@ async fn failover_loses_no_acknowledged_write() {
         "{before} writes acknowledged before the failover"
     );
 
+    // a write before the failover, and the position it committed at (timeline 1)
+    let client = reqwest::Client::new();
+    let written = client
+        .post(format!("http://127.0.0.1:{}/api/team", ports[0]))
+        .json(&json!({"name": "before the failover", "points": 1}))
+        .send()
+        .await
+        .expect("write");
+    assert_eq!(written.status(), 201);
+    let position = written.headers()["rowgate-position"]
+        .to_str()
+        .expect("position")
+        .to_string();
+    assert!(position.starts_with("1:"), "{position}");
+
     // the primary's machine dies
     let old_leader = ha.leader().expect("a leader");
     ha.kill_member(old_leader);
@@ -217,6 +232,36 @@ async fn failover_loses_no_acknowledged_write() {
         "writes resumed only after {:?}",
         resumed.duration_since(killed)
     );
+
+    // read-your-writes across the failover: a read carrying the old timeline's position sees
+    // the write (no standby is taken to have it: the new primary answers), and writes now
+    // answer positions of the new timeline
+    let read = client
+        .get(format!(
+            "http://127.0.0.1:{}/api/team?name=eq.before%20the%20failover&select=points",
+            ports[2]
+        ))
+        .header("Rowgate-Position", &position)
+        .send()
+        .await
+        .expect("read");
+    assert_eq!(read.status(), 200);
+    assert_eq!(
+        read.json::<Value>().await.expect("json"),
+        json!([{"points": 1}])
+    );
+    let after = client
+        .post(format!("http://127.0.0.1:{}/api/team", ports[2]))
+        .json(&json!({"name": "after the failover", "points": 2}))
+        .send()
+        .await
+        .expect("write");
+    assert_eq!(after.status(), 201);
+    let newer = after.headers()["rowgate-position"]
+        .to_str()
+        .expect("position")
+        .to_string();
+    assert!(newer.starts_with("2:"), "{newer} after {position}");
 
     // a Rowgate node dies
     drop(nodes[1].take());
