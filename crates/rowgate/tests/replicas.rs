@@ -24,6 +24,11 @@ sql = "SELECT pg_is_in_recovery()"
 /// A server on a fresh demo database whose reads go to `replica` (checked every 50 ms, in the
 /// rotation while no more than `max_lag_ms` behind).
 async fn server(replica: &PgReplica, max_lag_ms: u64) -> TestServer {
+    server_waiting(replica, max_lag_ms, 0).await
+}
+
+/// [`server`] whose reads carrying a position wait up to `wait_ms` for the replica.
+async fn server_waiting(replica: &PgReplica, max_lag_ms: u64, wait_ms: u64) -> TestServer {
     let port = replica.port;
     let resources = toml::from_str::<Config>(WHERE)
         .expect("resources")
@@ -34,6 +39,7 @@ async fn server(replica: &PgReplica, max_lag_ms: u64) -> TestServer {
         c.db.replicas = vec![format!("postgres://postgres@127.0.0.1:{port}/{name}")];
         c.db.replica_check_ms = 50;
         c.db.replica_max_lag_ms = max_lag_ms;
+        c.db.replica_wait_ms = wait_ms;
         c.resources = resources;
     })
     .await;
@@ -172,6 +178,29 @@ async fn a_read_carrying_the_write_position_sees_the_write() {
     wait_for(&s, true, Some(&position)).await;
     let (_, fresh) = get_json(&s, "/team?name=eq.Mine&select=points").await;
     assert_eq!(fresh, json!([{"points": 7}]));
+}
+
+/// With `db.replica_wait_ms`, a read carrying a position the replica has not replayed yet
+/// waits for it: the replica, replaying again a moment later, answers it (not the primary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_may_wait_for_the_replica_to_catch_up() {
+    let replica = new_replica();
+    let s = server_waiting(&replica, 600_000, 10_000).await;
+    wait_for(&s, true, None).await;
+    replica.pause_replay();
+    let position = add_team(&s, "Awaited", 3).await;
+    // replay resumes 300 ms into the read's wait
+    let port = replica.port;
+    let resuming = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        common::postgres::psql(port, "postgres", "SELECT pg_wal_replay_resume()");
+    });
+    let answered_on_standby = on_standby(&s, Some(&position)).await;
+    resuming.join().expect("resumed");
+    assert!(
+        answered_on_standby,
+        "the primary answered: the read did not wait for the replica"
+    );
 }
 
 /// A replica further behind than `db.replica_max_lag_ms` leaves the rotation (the primary

@@ -864,7 +864,7 @@ impl Default for DbConfig {
             url: String::new(),
             replicas: Vec::new(),
             replica_max_lag_ms: 5_000,
-            replica_wait_ms: 20,
+            replica_wait_ms: 0,
             replica_check_ms: 1_000,
             readers: 0,
             statement_timeout_ms: 10_000,

@@ -681,9 +681,9 @@ async fn connection(pool: &Pool, target: &str) -> Result<deadpool_postgres::Obje
 }
 
 /// Whether `replica` has replayed the write at `required` (no position: yes): known from its
-/// last check, or asked now, and again every millisecond for up to `wait` when the replica
-/// keeps up (its lag at the last check within `wait`: one that lags further would make every
-/// such read wait in vain).
+/// last check, or, when it then followed the write's timeline, its replay position asked now,
+/// and again every millisecond for up to `wait` when the replica keeps up (its lag at the last
+/// check within `wait`: one that lags further would make every such read wait in vain).
 async fn has_replayed(
     replica: &super::replicas::Replica,
     required: Option<Position>,
@@ -695,6 +695,9 @@ async fn has_replayed(
     if replica.replayed(required) {
         return true;
     }
+    if !replica.follows(required) {
+        return false;
+    }
     let Ok(client) = replica.pool.get().await else {
         return false;
     };
@@ -705,14 +708,17 @@ async fn has_replayed(
     };
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let Ok(row) = client
-            .query_one(super::replicas::REPLAY_STATE_SQL, &[])
-            .await
-        else {
-            return false;
-        };
-        if super::replicas::replay_state_of(&row).covers(required) {
-            return true;
+        // (a primary has no replay position: it has every committed write)
+        let asked = client
+            .query_one(
+                "SELECT coalesce((pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint >= $1::bigint, true)",
+                &[&AsText(Some(required.lsn.to_string()))],
+            )
+            .await;
+        match asked {
+            Ok(row) if row.get::<_, bool>(0) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
         }
         if tokio::time::Instant::now() >= deadline {
             return false;

@@ -107,7 +107,7 @@ impl ReplayState {
 
 /// The SQL that reads a server's [`ReplayState`]: in recovery, replayed position, timeline
 /// (a standby's from its WAL receiver, a primary's from its current WAL file's name).
-pub const REPLAY_STATE_SQL: &str = "SELECT pg_is_in_recovery(), \
+const REPLAY_STATE_SQL: &str = "SELECT pg_is_in_recovery(), \
      (coalesce(pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::bigint, \
      coalesce(CASE WHEN pg_is_in_recovery() \
        THEN (SELECT received_tli FROM pg_stat_wal_receiver) \
@@ -120,7 +120,7 @@ pub const COMMITTED_AT_SQL: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0':
      ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int";
 
 /// A [`ReplayState`] from a row of [`REPLAY_STATE_SQL`].
-pub fn replay_state_of(row: &tokio_postgres::Row) -> ReplayState {
+fn replay_state_of(row: &tokio_postgres::Row) -> ReplayState {
     let replayed: i64 = row.get(1);
     let timeline: i32 = row.get(2);
     ReplayState {
@@ -191,12 +191,22 @@ impl Replica {
     /// Whether, at its last check, it had replayed the write at `position`
     /// ([`ReplayState::covers`]).
     pub fn replayed(&self, position: Position) -> bool {
+        self.last_state().covers(position)
+    }
+
+    /// Whether, at its last check, it followed the history of `position` (its timeline, or
+    /// none told), so that its replay position alone tells whether it has the write.
+    pub fn follows(&self, position: Position) -> bool {
+        let state = self.last_state();
+        !state.standby || position.timeline == 0 || position.timeline == state.timeline
+    }
+
+    fn last_state(&self) -> ReplayState {
         ReplayState {
             standby: self.standby.load(Ordering::Relaxed),
             replayed: self.replayed.load(Ordering::Relaxed),
             timeline: self.timeline.load(Ordering::Relaxed),
         }
-        .covers(position)
     }
 
     /// A read failed on it: out of the rotation until its next good check.
@@ -302,7 +312,7 @@ impl Replicas {
 }
 
 /// What the server of `pool` says of its replay now.
-pub async fn replay_state(pool: &Pool) -> Result<ReplayState, String> {
+async fn replay_state(pool: &Pool) -> Result<ReplayState, String> {
     let client = pool.get().await.map_err(|e| e.to_string())?;
     let row = client
         .query_one(REPLAY_STATE_SQL, &[])

@@ -15,11 +15,11 @@
 //!   [`GONE_AFTER_MS`] of the bus's time is gone, and its presences leave. The bus's time is
 //!   the database's clock on the rows, so a failover, which stops every process's rows alike,
 //!   ends no one's presence. A process that starts says `hello`, and the others relay their
-//!   presences again.
+//!   presences again; so does one that hears again from a process it took for gone.
 //! - Rows older than [`KEEP_S`] are deleted, every [`PRUNE_EVERY`], by whichever process
 //!   gets there.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -232,6 +232,8 @@ impl Bus {
     async fn read_loop(self: Arc<Self>, channels: Arc<dyn Relayed>) {
         let mut last = self.ensure().await;
         let mut heard: HashMap<u32, i64> = HashMap::new();
+        // those taken for gone: one heard again (it was only slow) is asked for its presences
+        let mut silent: HashSet<u32> = HashSet::new();
         let mut now_ms = 0i64;
         loop {
             tokio::select! {
@@ -265,6 +267,13 @@ impl Bus {
                         continue;
                     }
                     heard.insert(origin, row.at_ms);
+                    if silent.remove(&origin) {
+                        tracing::info!(
+                            origin,
+                            "realtime bus: a process taken for gone speaks again"
+                        );
+                        self.push(HELLO.to_string());
+                    }
                     match row.body.as_str() {
                         ALIVE => {}
                         HELLO => channels.announce(),
@@ -287,6 +296,7 @@ impl Bus {
                         "realtime bus: a process went silent; its presences leave"
                     );
                     channels.gone(*origin);
+                    silent.insert(*origin);
                 }
                 alive
             });
