@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use arc_swap::ArcSwap;
 use bytes::BytesMut;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, TimeoutType};
 use rowgate_query::stmt::Sql;
 use rowgate_query::Value;
 use tokio_postgres::types::{Format as WireFormat, IsNull, ToSql, Type};
@@ -564,7 +564,7 @@ impl Postgres {
         let waiting = (job.access == Access::Read).then(|| self.waits.wait());
         let client = connection(pool, target).await;
         drop(waiting);
-        let client = client.map_err(|e| self.gone(pool, e))?;
+        let client = client?;
         let session = Session {
             client: &client,
             prepared: self.prepared,
@@ -676,6 +676,11 @@ async fn connection(pool: &Pool, target: &str) -> Result<deadpool_postgres::Obje
     pool.get().await.map_err(|e| {
         let wait = pool.timeouts().wait.unwrap_or_default();
         tracing::warn!("{}", postgres_connect::pool_failure(target, &e, wait));
+        // no connection could be made: those kept point at a server gone (a busy pool, whose
+        // connections are all lent, keeps them)
+        if !matches!(e, deadpool_postgres::PoolError::Timeout(TimeoutType::Wait)) {
+            pool.retain(|_, _| false);
+        }
         DbError::unavailable("the database is unavailable; retry")
     })
 }
