@@ -19,7 +19,7 @@
 //! - Rows older than [`KEEP_S`] are deleted, every [`PRUNE_EVERY`], by whichever process
 //!   gets there.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,9 @@ const BATCH: usize = 500;
 pub const ALIVE_EVERY: Duration = Duration::from_secs(2);
 /// A process not heard of for this long (of the bus's time) is gone.
 pub const GONE_AFTER_MS: i64 = 6_000;
+/// How long a process taken for gone is remembered (to ask it for its presences should it
+/// speak again).
+const FORGET_MS: i64 = 600_000;
 /// How long relays are kept.
 pub const KEEP_S: u64 = 60;
 /// How often old relays are deleted.
@@ -232,8 +235,9 @@ impl Bus {
     async fn read_loop(self: Arc<Self>, channels: Arc<dyn Relayed>) {
         let mut last = self.ensure().await;
         let mut heard: HashMap<u32, i64> = HashMap::new();
-        // those taken for gone: one heard again (it was only slow) is asked for its presences
-        let mut silent: HashSet<u32> = HashSet::new();
+        // those taken for gone, and when: one heard again (it was only slow) is asked for its
+        // presences; forgotten after FORGET_MS (the ended processes of a long life add up)
+        let mut silent: HashMap<u32, i64> = HashMap::new();
         let mut now_ms = 0i64;
         loop {
             tokio::select! {
@@ -267,7 +271,7 @@ impl Bus {
                         continue;
                     }
                     heard.insert(origin, row.at_ms);
-                    if silent.remove(&origin) {
+                    if silent.remove(&origin).is_some() {
                         tracing::info!(
                             origin,
                             "realtime bus: a process taken for gone speaks again"
@@ -296,10 +300,11 @@ impl Bus {
                         "realtime bus: a process went silent; its presences leave"
                     );
                     channels.gone(*origin);
-                    silent.insert(*origin);
+                    silent.insert(*origin, now_ms);
                 }
                 alive
             });
+            silent.retain(|_, at| now_ms - *at <= FORGET_MS);
         }
     }
 
