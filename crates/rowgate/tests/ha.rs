@@ -78,6 +78,21 @@ fn keys(state: &Value) -> Vec<String> {
     keys
 }
 
+/// Adds a team through the node at `port`; the position its write committed at.
+async fn add_team(client: &reqwest::Client, port: u16, name: &str, points: i64) -> String {
+    let written = client
+        .post(format!("http://127.0.0.1:{port}/api/team"))
+        .json(&json!({"name": name, "points": points}))
+        .send()
+        .await
+        .expect("write");
+    assert_eq!(written.status(), 201);
+    written.headers()["rowgate-position"]
+        .to_str()
+        .expect("position")
+        .to_string()
+}
+
 /// The acknowledged writes of `seen` sent after `since`: their count and the first one's
 /// sending time.
 fn acked_after(seen: &Mutex<Seen>, since: Instant) -> (usize, Option<Instant>) {
@@ -201,17 +216,7 @@ async fn failover_loses_no_acknowledged_write() {
 
     // a write before the failover, and the position it committed at (timeline 1)
     let client = reqwest::Client::new();
-    let written = client
-        .post(format!("http://127.0.0.1:{}/api/team", ports[0]))
-        .json(&json!({"name": "before the failover", "points": 1}))
-        .send()
-        .await
-        .expect("write");
-    assert_eq!(written.status(), 201);
-    let position = written.headers()["rowgate-position"]
-        .to_str()
-        .expect("position")
-        .to_string();
+    let position = add_team(&client, ports[0], "before the failover", 1).await;
     assert!(position.starts_with("1:"), "{position}");
 
     // the primary's machine dies
@@ -250,17 +255,7 @@ async fn failover_loses_no_acknowledged_write() {
         read.json::<Value>().await.expect("json"),
         json!([{"points": 1}])
     );
-    let after = client
-        .post(format!("http://127.0.0.1:{}/api/team", ports[2]))
-        .json(&json!({"name": "after the failover", "points": 2}))
-        .send()
-        .await
-        .expect("write");
-    assert_eq!(after.status(), 201);
-    let newer = after.headers()["rowgate-position"]
-        .to_str()
-        .expect("position")
-        .to_string();
+    let newer = add_team(&client, ports[2], "after the failover", 2).await;
     assert!(newer.starts_with("2:"), "{newer} after {position}");
 
     // a Rowgate node dies

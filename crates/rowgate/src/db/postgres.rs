@@ -609,7 +609,7 @@ impl Postgres {
             let end = if commit { "COMMIT" } else { "ROLLBACK" };
             let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
-                return Err(self.gone(pool, e));
+                return Err(drop_idle_when_gone(pool, e));
             }
             if commit && job.access == Access::Write && !self.replicas.is_empty() {
                 // the insert position is past this transaction's commit record (committed
@@ -626,16 +626,7 @@ impl Postgres {
                 }
             }
         }
-        result.map_err(|e| self.gone(pool, e))
-    }
-
-    /// `e`, after dropping the idle connections of `pool` when it says the server is gone or
-    /// no longer the primary: a failover leaves nothing pooled that points at the old one.
-    fn gone(&self, pool: &Pool, e: DbError) -> DbError {
-        if e.kind == crate::error::database::Kind::Unavailable {
-            pool.retain(|_, _| false);
-        }
-        e
+        result.map_err(|e| drop_idle_when_gone(pool, e))
     }
 
     /// Whether read replicas are configured.
@@ -668,6 +659,15 @@ impl Postgres {
             .await?;
         Ok(Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
+}
+
+/// `e`, after dropping the idle connections of `pool` when it says the server is gone or
+/// no longer the primary: a failover leaves nothing pooled that points at the old one.
+fn drop_idle_when_gone(pool: &Pool, e: DbError) -> DbError {
+    if e.kind == crate::error::database::Kind::Unavailable {
+        pool.retain(|_, _| false);
+    }
+    e
 }
 
 /// A connection of `pool`, which connects to `target` (503 when none comes within the acquire

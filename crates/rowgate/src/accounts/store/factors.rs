@@ -421,8 +421,8 @@ impl Store {
     }
 
     /// Removes factor `id` of account `user` with its challenges; the sessions it raised fall
-    /// back to `aal1` (their `totp` method forgotten). Whether it existed.
-    pub async fn remove_factor(&self, db: &Database, user: &str, id: &str) -> anyhow::Result<bool> {
+    /// back to `aal1` (their `totp` method forgotten).
+    pub async fn remove_factor(&self, db: &Database, user: &str, id: &str) -> anyhow::Result<()> {
         let aal1 = if self.postgres {
             "'aal1'::auth.aal_level"
         } else {
@@ -453,19 +453,18 @@ impl Store {
             "DELETE FROM {} WHERE id = {factor} AND user_id = {user}",
             self.factors
         ));
-        let out = db
-            .run(Job::new(
-                Access::Write,
-                vec![
-                    Step::Execute(remove),
-                    Step::Execute(forget_method),
-                    Step::Execute(lower),
-                    Step::Execute(challenges),
-                ],
-            ))
-            .await
-            .map_err(|e| failed("remove the factor", e))?;
-        Ok(out.affected > 0)
+        db.run(Job::new(
+            Access::Write,
+            vec![
+                Step::Execute(remove),
+                Step::Execute(forget_method),
+                Step::Execute(lower),
+                Step::Execute(challenges),
+            ],
+        ))
+        .await
+        .map_err(|e| failed("remove the factor", e))?;
+        Ok(())
     }
 
     /// The steps that remove every factor of account `user` (SQLite has no cascades).
