@@ -174,6 +174,15 @@ pub struct Postgres {
     fingerprint: ArcSwap<String>,
     /// Notified after commits (unused until realtime capture runs on PostgreSQL).
     pub(crate) commits: Arc<tokio::sync::Notify>,
+    /// The database is a Citus coordinator (distributed PostgreSQL): Citus runs a CTE over
+    /// distributed tables as a subquery whose rows come back in shard order, so the rows of a
+    /// statement are aggregated from a materialized CTE, which keeps the statement's order (the
+    /// coordinator reads its stored rows in order).
+    citus: bool,
+    /// Notified after this process commits a write job: what wakes the gatherer of a Citus
+    /// cluster's workers' captured changes (`realtime::capture::citus`); nobody waits on it
+    /// otherwise.
+    pub(crate) written: Arc<tokio::sync::Notify>,
     /// Reads waiting for a pooled connection.
     waits: Arc<super::waits::ReadWaits>,
 }
@@ -427,6 +436,14 @@ impl Postgres {
             .await
             .with_context(|| format!("cannot read the schema of PostgreSQL at {target}"))?;
         schema.version = schema_version(&fingerprint);
+        let citus: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+                &[],
+            )
+            .await
+            .with_context(|| format!("cannot read the extensions of PostgreSQL at {target}"))?
+            .get(0);
         drop(client);
         Ok(Postgres {
             pool,
@@ -439,7 +456,9 @@ impl Postgres {
             privileges: opts.privileges,
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
+            citus,
             commits: Arc::new(tokio::sync::Notify::new()),
+            written: Arc::new(tokio::sync::Notify::new()),
             waits: Arc::default(),
         })
     }
@@ -568,6 +587,8 @@ impl Postgres {
         let session = Session {
             client: &client,
             prepared: self.prepared,
+            // (not a write's: Citus would run it as a subplan, whose errors lose their SQLSTATE)
+            materialize: self.citus && job.access == Access::Read,
         };
         // (CSV names its columns from a statement prepared for the while: in a transaction,
         // where a pooler keeps the connection, when statements are not kept)
@@ -610,6 +631,9 @@ impl Postgres {
             let ended = client.batch_execute(end).await.map_err(DbError::from);
             if let (Ok(_), Err(e)) = (&result, ended) {
                 return Err(drop_idle_when_gone(pool, e));
+            }
+            if commit && job.access == Access::Write {
+                self.written.notify_one();
             }
             if commit && job.access == Access::Write && !self.replicas.is_empty() {
                 // the insert position is past this transaction's commit record (committed
@@ -903,8 +927,13 @@ async fn json_rows(
             format!(" ORDER BY {}", terms.join(", "))
         }
     };
+    let materialized = if client.materialize {
+        "MATERIALIZED "
+    } else {
+        ""
+    };
     let text = format!(
-        "WITH _r AS ({}) SELECT coalesce('[' || string_agg({row}::text, ','{order}) || ']', '[]'), count(*) FROM _r",
+        "WITH _r AS {materialized}({}) SELECT coalesce('[' || string_agg({row}::text, ','{order}) || ']', '[]'), count(*) FROM _r",
         sql.text
     );
     let row = client.query_one(&text, &sql.params).await?;
@@ -936,6 +965,8 @@ fn refs(params: &[AsText]) -> Vec<&(dyn ToSql + Sync)> {
 struct Session<'c> {
     client: &'c deadpool_postgres::Object,
     prepared: bool,
+    /// The rows a statement gives are aggregated from a materialized CTE ([`Postgres::citus`]).
+    materialize: bool,
 }
 
 impl Session<'_> {

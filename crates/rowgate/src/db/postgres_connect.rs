@@ -137,9 +137,42 @@ pub async fn connect(url: &str) -> anyhow::Result<(Client, Connection<Socket, No
     let config: Config = url
         .parse()
         .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {}", reason(&e)))?;
-    let config = with_failover_defaults(config, url, Duration::from_secs(5));
-    config
-        .connect(NoTls)
-        .await
-        .map_err(|e| failure(&config, &e))
+    connect_with(&with_failover_defaults(config, url, Duration::from_secs(5))).await
+}
+
+/// One connection as `config` says.
+pub async fn connect_with(
+    config: &Config,
+) -> anyhow::Result<(Client, Connection<Socket, NoTlsStream>)> {
+    config.connect(NoTls).await.map_err(|e| failure(config, &e))
+}
+
+/// The connection settings of `url` (user, password, database, options, TLS mode, timeouts)
+/// for another server of the same cluster, at `host:port`: a Citus worker, as the coordinator
+/// names it.
+pub fn at_node(url: &str, host: &str, port: u16) -> anyhow::Result<Config> {
+    let base: Config = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {}", reason(&e)))?;
+    let mut node = Config::new();
+    node.host(host).port(port).ssl_mode(base.get_ssl_mode());
+    if let Some(user) = base.get_user() {
+        node.user(user);
+    }
+    if let Some(password) = base.get_password() {
+        node.password(password);
+    }
+    if let Some(dbname) = base.get_dbname() {
+        node.dbname(dbname);
+    }
+    if let Some(options) = base.get_options() {
+        node.options(options);
+    }
+    if let Some(name) = base.get_application_name() {
+        node.application_name(name);
+    }
+    if let Some(timeout) = base.get_connect_timeout() {
+        node.connect_timeout(*timeout);
+    }
+    Ok(with_failover_defaults(node, url, Duration::from_secs(5)))
 }

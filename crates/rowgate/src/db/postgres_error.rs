@@ -11,8 +11,11 @@ impl From<tokio_postgres::Error> for DbError {
             tracing::warn!(error = %e, "PostgreSQL connection error");
             return DbError::unavailable("the database is unavailable; retry");
         };
-        let code = db.code().code();
         let message = db.message().to_string();
+        let code = match db.code().code() {
+            "XX000" => copied_sqlstate(&message).unwrap_or("XX000"),
+            code => code,
+        };
         let kind = match code {
             "23505" => Kind::UniqueViolation,
             "23503" => Kind::ForeignKeyViolation,
@@ -61,7 +64,26 @@ impl From<tokio_postgres::Error> for DbError {
                 return DbError::new(Kind::TooComplex, "the query is too large for the database")
             }
             c if c.starts_with("08") || c.starts_with("57P") || c == "53300" => {
-                return DbError::unavailable("the database is unavailable; retry")
+                // Citus: a worker holding shards the statement needs
+                if let Some(node) = citus_node(&message) {
+                    tracing::warn!(%message, "a node of the Citus cluster is unavailable");
+                    return DbError::unavailable(format!(
+                        "a node of the distributed database is unavailable ({node}); retry"
+                    ));
+                }
+                return DbError::unavailable("the database is unavailable; retry");
+            }
+            "0A000" | "XX000" if citus_refusal(&message) => {
+                let mut err = DbError::sqlstate(
+                    "0A000",
+                    format!("the distributed database (Citus) cannot run this request: {message}"),
+                );
+                err.detail = db.detail().map(str::to_string);
+                err.hint = Some(db.hint().map_or_else(
+                    || CITUS_HINT.to_string(),
+                    |hint| format!("{hint} ({CITUS_HINT})"),
+                ));
+                return err;
             }
             // a write reached a standby: the server was the primary and is no more (a
             // failover), or is not yet (a promotion under way)
@@ -86,4 +108,51 @@ impl From<tokio_postgres::Error> for DbError {
         err.detail = db.detail().map(str::to_string);
         err
     }
+}
+
+/// What a request Citus refuses can do instead.
+const CITUS_HINT: &str = "embed between tables co-located and joined on their distribution \
+     column, or with reference tables; see docs/deployment.md, section Citus";
+
+/// Whether `message` is Citus refusing a statement's shape (a join needing repartitioning, a
+/// correlated subquery over a reference table, a subquery in a distributed INSERT, …): the
+/// request's, not the server's fault.
+fn citus_refusal(message: &str) -> bool {
+    const MARKS: [&str; 8] = [
+        "distributed",
+        "reference table",
+        "colocated",
+        "co-located",
+        "repartition",
+        "shard",
+        "subqueries are not supported",
+        "Citus",
+    ];
+    MARKS.iter().any(|mark| message.contains(mark))
+}
+
+/// The worker named in Citus's "connection to the remote node user@host:port failed …".
+fn citus_node(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("connection to the remote node ")?;
+    let node = rest.split_whitespace().next()?;
+    Some(node.rsplit_once('@').map_or(node, |(_, address)| address))
+}
+
+/// The SQLSTATE of a constraint or value error Citus reports as XX000: rows it copies to the
+/// shards (a multi-row INSERT … SELECT) fail with the worker's message but not its code
+/// (`ReportCopyError`). Known by PostgreSQL's own words for each.
+fn copied_sqlstate(message: &str) -> Option<&'static str> {
+    const WORDS: [(&str, &str); 7] = [
+        ("duplicate key value violates unique constraint", "23505"),
+        ("violates foreign key constraint", "23503"),
+        ("violates not-null constraint", "23502"),
+        ("violates check constraint", "23514"),
+        ("violates exclusion constraint", "23P01"),
+        ("invalid input syntax for type", "22P02"),
+        ("out of range for type", "22003"),
+    ];
+    WORDS
+        .iter()
+        .find(|(words, _)| message.contains(words))
+        .map(|(_, code)| *code)
 }

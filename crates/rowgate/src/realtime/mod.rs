@@ -54,9 +54,19 @@ pub fn spawn(app: &Arc<App>) {
         // every node's tailer is woken by the capture trigger's NOTIFY
         crate::db::postgres::spawn_listener(
             &location,
-            capture::postgres::CHANNEL,
+            capture::CHANNEL,
             realtime.elsewhere.clone(),
         );
+        // on a Citus cluster, the changes captured on the workers are moved into the log
+        let (app, poll) = (
+            app.clone(),
+            Duration::from_millis(app.config.realtime.poll_ms.max(10)),
+        );
+        tokio::spawn(async move {
+            if let crate::db::Database::Postgres(db) = &*app.db {
+                capture::citus::gather_forever(db, &location, poll).await;
+            }
+        });
     }
     if app.config.realtime.ping_s > 0 {
         // One sweeper pings the connections silent for a round, a slice at a time so that a

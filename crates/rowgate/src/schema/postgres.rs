@@ -25,6 +25,10 @@ pub async fn introspect(
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname::text = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
                AND NOT c.relispartition
+               -- Citus's own views of the cluster (citus_tables, citus_schemas in public)
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                               WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                 AND d.deptype = 'e' AND e.extname = 'citus')
              ORDER BY 4, c.relname",
             &[&schemas],
         )

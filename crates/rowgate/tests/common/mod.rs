@@ -3,6 +3,7 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod citus;
 pub mod nodes;
 pub mod patroni;
 pub mod postgres;
@@ -123,6 +124,15 @@ impl TestServer {
         adjust: impl FnOnce(&mut Config),
     ) -> TestServer {
         Self::start_prepared(backend, dir, config, "", adjust).await
+    }
+
+    /// Starts a server with `config` (its folder `dir`) on the PostgreSQL database at `url`,
+    /// which the test made.
+    pub async fn start_at(url: &str, dir: tempfile::TempDir, mut config: Config) -> TestServer {
+        let db_path = std::path::PathBuf::from(url);
+        config.db.path = db_path.clone();
+        config.db.pool_size = 8;
+        Self::launch(dir, config, |_| {}, db_path).await
     }
 
     /// A second server (another node) on `other`'s database, with `config`.

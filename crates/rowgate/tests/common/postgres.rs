@@ -107,7 +107,7 @@ impl PgCluster {
 /// Runs `command` (a server) as the server user under a shell that stops it (SIGINT) when the
 /// test process is gone, and waits until it accepts connections on `port` (its `log` in the
 /// failure); the shell's process.
-fn watched(command: &str, port: u16, log: &Path, what: &str) -> std::process::Child {
+pub fn watched(command: &str, port: u16, log: &Path, what: &str) -> std::process::Child {
     let script = format!(
         "{command} & server=$!; \
          while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 0.1; done; \
@@ -126,7 +126,7 @@ fn watched(command: &str, port: u16, log: &Path, what: &str) -> std::process::Ch
 
 /// Stops the server of data directory `dir` (fast shutdown, as `pg_ctl stop -m fast` does);
 /// returns once it is gone.
-fn stop_server(dir: &Path) {
+pub fn stop_server(dir: &Path) {
     let pidfile = std::fs::read_to_string(dir.join("postmaster.pid")).expect("pid file");
     let pid = pidfile.lines().next().expect("pid").trim().to_string();
     let ok = Command::new("kill")
@@ -142,7 +142,7 @@ fn stop_server(dir: &Path) {
 }
 
 /// Whether the server on `port` accepts connections.
-fn ready(port: u16) -> bool {
+pub fn ready(port: u16) -> bool {
     Command::new(bin("pg_isready"))
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
         .stdout(Stdio::null())
@@ -229,7 +229,26 @@ pub fn shell_as_server_user(script: &str) -> std::io::Result<std::process::Child
         .spawn()
 }
 
-fn free_port() -> Result<u16, String> {
+/// A new cluster in `data` made by `initdb` (the server user's, trusting local connections of
+/// `postgres`, UTF-8, the C locale).
+pub fn initdb(initdb: &Path, data: &Path) -> Result<(), String> {
+    let out = as_server_user(initdb)
+        .arg("-D")
+        .arg(data)
+        .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"])
+        .arg("--no-sync")
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+pub fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -253,26 +272,7 @@ fn start() -> Result<PgCluster, String> {
             return Err("chown to postgres failed".into());
         }
     }
-    let out = as_server_user(&dir_root.join("initdb"))
-        .args(["-D"])
-        .arg(&data)
-        .args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "--no-sync",
-        ])
-        .output()
-        .map_err(|e| format!("initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    initdb(&dir_root.join("initdb"), &data)?;
     let port = free_port()?;
     // The watchdog: starts postgres, and when this test process is gone (or postgres died),
     // stops it (fast shutdown) and removes the cluster directory. While a `hold` file exists

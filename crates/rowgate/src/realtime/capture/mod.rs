@@ -4,8 +4,24 @@
 //! shell, `psql` — are captured. Ids are monotonic and follow commit order. One module per
 //! backend ([`sqlite`], [`postgres`]); here the shared types and the dispatch.
 
+pub mod citus;
 pub mod postgres;
 pub mod sqlite;
+
+/// The channel PostgreSQL's capture notifies after a change is logged (the tailers' wake-up).
+pub const CHANNEL: &str = "rowgate_changes";
+
+/// PostgreSQL's advisory lock that orders the log's appends by commit (see [`postgres`]).
+pub const CAPTURE_LOCK: i64 = 0x726f_7767_6174_6501;
+
+/// The columns of PostgreSQL's `rowgate.changes` (the log, and a Citus worker's outbox).
+const LOG_COLUMNS: &str = "id bigserial PRIMARY KEY,
+           tbl text NOT NULL,
+           op text NOT NULL,
+           pk jsonb,
+           new jsonb,
+           old jsonb,
+           at bigint NOT NULL";
 
 use serde_json::{Map, Value as Json};
 

@@ -14,35 +14,60 @@ use super::{Change, Head, Op};
 use crate::db::{DbError, Postgres};
 use crate::schema::Table;
 
-/// The channel the capture trigger notifies.
-pub const CHANNEL: &str = "rowgate_changes";
+use super::{CAPTURE_LOCK, CHANNEL, LOG_COLUMNS};
 
-/// Advisory lock keys: capture order, and set-up (several nodes may start together).
-const CAPTURE_LOCK: i64 = 0x726f_7767_6174_6501;
+/// Advisory lock key of set-up (several nodes may start together).
 const SETUP_LOCK: i64 = 0x726f_7767_6174_6502;
 
-fn setup_sql() -> String {
-    format!(
+/// The log, and the capture function: on one PostgreSQL `rowgate.capture()`; on a Citus
+/// cluster (see [`super::citus`]) the same function locks and notifies on the coordinator only,
+/// and `rowgate.capture_reference()`, for reference tables, captures on the coordinator's copy
+/// only.
+fn setup_sql(citus: bool) -> String {
+    let log = format!(
         "CREATE SCHEMA IF NOT EXISTS rowgate;
-         CREATE TABLE IF NOT EXISTS rowgate.changes (
-           id bigserial PRIMARY KEY,
-           tbl text NOT NULL,
-           op text NOT NULL,
-           pk jsonb,
-           new jsonb,
-           old jsonb,
-           at bigint NOT NULL);
+         CREATE TABLE IF NOT EXISTS rowgate.changes ({LOG_COLUMNS});
          CREATE TABLE IF NOT EXISTS rowgate.changes_pruned (through bigint NOT NULL);
          INSERT INTO rowgate.changes_pruned (through)
-           SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM rowgate.changes_pruned);
-         CREATE OR REPLACE FUNCTION rowgate.capture() RETURNS trigger
+           SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM rowgate.changes_pruned);"
+    );
+    if !citus {
+        return format!("{log}\n{}", capture_function("capture", "true", ""));
+    }
+    let here = super::citus::ON_COORDINATOR;
+    format!(
+        "{log}\n{}\n{}",
+        capture_function("capture", "here", ""),
+        capture_function(
+            "capture_reference",
+            "here",
+            "IF NOT here THEN RETURN NULL; END IF;"
+        )
+    )
+    .replace("{here}", here)
+}
+
+/// `CREATE OR REPLACE FUNCTION rowgate.{name}()`: the row's change appended to the log, under
+/// the capture lock and with a `NOTIFY` when `locks` (SQL) is true; `guard` runs first.
+fn capture_function(name: &str, locks: &str, guard: &str) -> String {
+    let here = if locks == "here" {
+        "here boolean := {here};"
+    } else {
+        ""
+    };
+    format!(
+        "CREATE OR REPLACE FUNCTION rowgate.{name}() RETURNS trigger
          LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
          DECLARE
            after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
            before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END;
            key jsonb;
+           {here}
          BEGIN
-           PERFORM pg_advisory_xact_lock({CAPTURE_LOCK});
+           {guard}
+           IF {locks} THEN
+             PERFORM pg_advisory_xact_lock({CAPTURE_LOCK});
+           END IF;
            IF TG_NARGS > 1 THEN
              SELECT jsonb_object_agg(k, coalesce(after, before) -> k) INTO key
                FROM unnest(TG_ARGV[1:TG_NARGS - 1]) AS k;
@@ -50,7 +75,9 @@ fn setup_sql() -> String {
            INSERT INTO rowgate.changes (tbl, op, pk, new, old, at)
              VALUES (TG_ARGV[0], lower(TG_OP), key, after, before,
                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-           PERFORM pg_notify('{CHANNEL}', '');
+           IF {locks} THEN
+             PERFORM pg_notify('{CHANNEL}', '');
+           END IF;
            RETURN NULL;
          END
          $fn$;"
@@ -61,10 +88,19 @@ fn setup_sql() -> String {
 /// tables no longer listed. One node at a time (advisory lock), in one transaction.
 pub async fn ensure(db: &Postgres, tables: &[Table]) -> anyhow::Result<()> {
     let mut client = db.client().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let citus = super::citus::installed(&client).await?;
+    if citus && !tables.is_empty() {
+        super::citus::prepare_nodes(&mut client).await?;
+    }
     let tx = client.build_transaction().read_only(false).start().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
         .await?;
-    tx.batch_execute(&setup_sql()).await?;
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await?;
+    if citus {
+        super::citus::prepare_coordinator(&tx).await?;
+    }
+    tx.batch_execute(&setup_sql(citus)).await?;
     let wanted: Vec<String> = tables.iter().map(qualified).collect();
     let unlisted = tx
         .query(
@@ -82,10 +118,21 @@ pub async fn ensure(db: &Postgres, tables: &[Table]) -> anyhow::Result<()> {
     for table in tables {
         let mut args = vec![literal(&table.name)];
         args.extend(table.primary_key.iter().map(|k| literal(k)));
+        let relation = qualified(table);
+        let function = if citus && super::citus::is_reference(&tx, &relation).await? {
+            anyhow::ensure!(
+                super::citus::coordinator_holds_references(&tx).await?,
+                "realtime on the reference table {relation} needs the coordinator in the Citus \
+                 cluster's metadata (SELECT citus_set_coordinator_host('host', port)): its \
+                 changes are captured on the coordinator's copy"
+            );
+            "capture_reference"
+        } else {
+            "capture"
+        };
         tx.batch_execute(&format!(
-            "CREATE OR REPLACE TRIGGER rowgate_rt AFTER INSERT OR UPDATE OR DELETE ON {} \
-             FOR EACH ROW EXECUTE FUNCTION rowgate.capture({})",
-            qualified(table),
+            "CREATE OR REPLACE TRIGGER rowgate_rt AFTER INSERT OR UPDATE OR DELETE ON {relation} \
+             FOR EACH ROW EXECUTE FUNCTION rowgate.{function}({})",
             args.join(", ")
         ))
         .await?;
