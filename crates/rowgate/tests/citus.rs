@@ -14,9 +14,50 @@ use futures_util::SinkExt as _;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-/// The tenant tables and what reads them, created on both databases (`distribute` adds Citus's
-/// calls, in the order Citus needs: a table distributed before a table referring to it).
+/// The SQL blocks of docs/deployment.md's "Distributing tables" (what this test runs: the
+/// documentation is tested): the demo's layout, and the first tenant tables.
+fn documented(block: usize) -> String {
+    let doc = include_str!("../../../docs/deployment.md");
+    let section = &doc[doc
+        .find("### Distributing tables")
+        .expect("the Citus section")..];
+    let section = &section[..section[4..].find("\n### ").expect("the next section") + 4];
+    let blocks: Vec<&str> = section
+        .split("```sql\n")
+        .skip(1)
+        .map(|b| &b[..b.find("```").expect("the block's end")])
+        .collect();
+    blocks[block].to_string()
+}
+
+/// `sql` without Citus's calls (and the sequences they moved), for one PostgreSQL.
+fn without_citus(sql: &str) -> String {
+    sql.lines()
+        .filter(|l| !l.starts_with("SELECT create_") && !l.starts_with("SELECT setval"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The demo's tables on Citus as the documentation lays them out (the small ones copied to
+/// every node, the big ones spread by their key), or, for one PostgreSQL, its other statements
+/// (the demo's points trigger dropped: on Citus a trigger on a shard cannot write other tables).
+fn demo_layout(distribute: bool) -> String {
+    let sql = documented(0);
+    if distribute {
+        sql
+    } else {
+        without_citus(&sql)
+    }
+}
+
+/// The tenant tables (the documented ones, and ads co-located with them) and their rows, a
+/// view and functions reading them.
 fn tenant_schema(distribute: bool) -> String {
+    let tables = if distribute {
+        documented(1)
+    } else {
+        without_citus(&documented(1))
+    };
     let citus = |call: &str| {
         if distribute {
             call.to_string()
@@ -25,15 +66,7 @@ fn tenant_schema(distribute: bool) -> String {
         }
     };
     format!(
-        "CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL);
-         {}
-         CREATE TABLE companies (id bigint PRIMARY KEY, name text NOT NULL,
-                                 country text REFERENCES countries (code));
-         {}
-         CREATE TABLE campaigns (company_id bigint NOT NULL REFERENCES companies (id),
-                                 id bigint NOT NULL, name text NOT NULL, budget integer,
-                                 PRIMARY KEY (company_id, id));
-         {}
+        "{tables}
          CREATE TABLE ads (company_id bigint NOT NULL, campaign_id bigint NOT NULL,
                            id bigserial, title text NOT NULL, clicks integer NOT NULL DEFAULT 0,
                            PRIMARY KEY (company_id, id),
@@ -58,33 +91,8 @@ fn tenant_schema(distribute: bool) -> String {
            BEGIN RETURN QUERY SELECT p.city, count(*) FROM people p GROUP BY p.city; END $$;
          CREATE FUNCTION cities_sql() RETURNS TABLE (city text, people bigint)
            LANGUAGE sql STABLE AS $$ SELECT city, count(*) FROM people GROUP BY city $$;",
-        citus("SELECT create_reference_table('countries');"),
-        citus("SELECT create_distributed_table('companies', 'id');"),
-        citus("SELECT create_distributed_table('campaigns', 'company_id', colocate_with => 'companies');"),
         citus("SELECT create_distributed_table('ads', 'company_id', colocate_with => 'campaigns');"),
     )
-}
-
-/// The demo's tables on Citus: the small ones copied to every node, the big ones spread by
-/// their key. The demo's points trigger (a result adds points to its driver and team) goes on
-/// both databases: on Citus a trigger on a shard cannot write other tables.
-fn demo_layout(distribute: bool) -> &'static str {
-    if distribute {
-        "DROP TRIGGER driver_race_map_points ON driver_race_map;
-         SELECT create_reference_table('team');
-         SELECT create_reference_table('driver');
-         SELECT create_reference_table('race');
-         SELECT create_reference_table('driver_race_map');
-         SELECT create_distributed_table('people', 'id');
-         SELECT create_distributed_table('posts', 'id');
-         SELECT create_distributed_table('employee', 'emp_no');
-         -- (Citus made driver and race local tables of its metadata on the way, with their
-         -- identities' sequences anew)
-         SELECT setval(pg_get_serial_sequence('driver', 'driver_id'), (SELECT max(driver_id) FROM driver));
-         SELECT setval(pg_get_serial_sequence('race', 'race_id'), (SELECT max(race_id) FROM race));"
-    } else {
-        "DROP TRIGGER driver_race_map_points ON driver_race_map;"
-    }
 }
 
 async fn execute(url: &str, sql: &str) {
@@ -121,7 +129,7 @@ async fn citus_demo(cluster: &CitusCluster) -> String {
     rowgate::demo::postgres::init(&url, 200)
         .await
         .expect("demo init");
-    execute(&url, demo_layout(true)).await;
+    execute(&url, &demo_layout(true)).await;
     execute(&url, &tenant_schema(true)).await;
     url
 }
@@ -229,7 +237,7 @@ fn without_links(mut v: Value) -> Value {
 async fn the_api_answers_on_citus_as_on_postgres() {
     let citus_url = citus_demo(cluster()).await;
     let plain_url = common::postgres::new_demo_database().await;
-    execute(&plain_url, demo_layout(false)).await;
+    execute(&plain_url, &demo_layout(false)).await;
     execute(&plain_url, &tenant_schema(false)).await;
     let realtime = r#"["team", "driver", "race", "driver_race_map", "posts", "people", "companies", "campaigns", "ads"]"#;
     let (dir_c, dir_p) = (
