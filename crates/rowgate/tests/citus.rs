@@ -423,7 +423,24 @@ async fn the_api_answers_on_citus_as_on_postgres() {
             assert_eq!((c.status, c.body), (p.status, p.body), "{method} {path}");
         }
     }
+    // a duality view's document replaced whole, and another's removed with its rows
+    let (_, mut team) = common::get_json(&plain, "/team_dv/3?driver.order=driver_id").await;
+    team["name"] = json!("Red Bull Racing");
+    team["driver"][0]["points"] = json!(1);
+    for (method, path, body) in [
+        ("PUT", "/team_dv/3?driver.order=driver_id", Some(&team)),
+        ("DELETE", "/race_dv/1", None),
+    ] {
+        let (c, p) = (
+            ask(&citus, method, path, body, "").await,
+            ask(&plain, method, path, body, "").await,
+        );
+        assert!(p.status < 300, "{method} {path}: {:?}", p.body);
+        assert_eq!((c.status, c.body), (p.status, p.body), "{method} {path}");
+    }
     for path in [
+        "/team_dv/3?driver.order=driver_id",
+        "/race_dv?order=_id&limit=2",
         "/people?select=id,city&order=id&limit=10",
         "/people?id=eq.5000",
         "/team?order=team_id",

@@ -79,10 +79,7 @@ impl From<tokio_postgres::Error> for DbError {
                     format!("the distributed database (Citus) cannot run this request: {message}"),
                 );
                 err.detail = db.detail().map(str::to_string);
-                err.hint = Some(db.hint().map_or_else(
-                    || CITUS_HINT.to_string(),
-                    |hint| format!("{hint} ({CITUS_HINT})"),
-                ));
+                err.hint = Some(citus_hint(&message, db.hint()));
                 return err;
             }
             // a write reached a standby: the server was the primary and is no more (a
@@ -110,9 +107,26 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
-/// What a request Citus refuses can do instead.
-const CITUS_HINT: &str = "embed between tables co-located and joined on their distribution \
-     column, or with reference tables; see docs/deployment.md, section Citus";
+/// What a request Citus refuses (its `message`) can do instead: Citus's own hint where it
+/// speaks to the request (not its advice on SQL Rowgate writes), else ours by its reason.
+fn citus_hint(message: &str, theirs: Option<&str>) -> String {
+    let ours = if message.contains("subqueries are not supported within INSERT") {
+        "ask for the written rows without embedded ones (Prefer: return=minimal, or a select= \
+         without embeds) and read them after"
+    } else if message.contains("contains a reference table") {
+        "embed the reference table's row in the distributed table's rows instead, or distribute \
+         both tables co-located"
+    } else {
+        "embed between tables co-located and joined on their distribution column, or with \
+         reference tables"
+    };
+    match theirs {
+        Some(hint) if !message.contains("within INSERT") => {
+            format!("{hint} (see docs/deployment.md, section Citus)")
+        }
+        _ => format!("{ours}; see docs/deployment.md, section Citus"),
+    }
+}
 
 /// Whether `message` is Citus refusing a statement's shape (a join needing repartitioning, a
 /// correlated subquery over a reference table, a subquery in a distributed INSERT, …): the
