@@ -1,5 +1,6 @@
 //! The response cache: answers to reads kept as encoded bytes and served again for as long as
-//! nothing has been committed to the database, from anywhere (SQLite).
+//! nothing has been committed to the database, from anywhere (SQLite; PostgreSQL as
+//! [`crate::db::commit_clock`] tells it, opt-in).
 //!
 //! An answer is kept under its request — the role, the URL, and every header that can change
 //! the answer (all of them but those in [`IGNORED_HEADERS`]) — with the database's commit

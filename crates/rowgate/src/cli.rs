@@ -747,6 +747,8 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
             replica_max_lag: Duration::from_millis(config.db.replica_max_lag_ms),
             replica_wait: Duration::from_millis(config.db.replica_wait_ms),
             privileges: config.auth.database_roles,
+            commit_poll: (config.cache.enabled && config.cache.postgres_poll_ms > 0)
+                .then(|| Duration::from_millis(config.cache.postgres_poll_ms)),
         };
         // (its errors name the server, the database and the user)
         Database::open_postgres(&url, &opts).await?

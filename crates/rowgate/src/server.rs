@@ -434,7 +434,7 @@ pub async fn dispatch(app: &Arc<App>, req: Request<impl RequestBody>, peer: IpAd
     if let Some(origin) = &allowed {
         app.cors.decorate(origin, response.headers_mut());
     }
-    if app.db.has_replicas() {
+    if app.db.uses_positions() {
         // read-your-writes: where this request's writes committed
         if let Some(position) = crate::db::request::take_committed() {
             if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
@@ -706,7 +706,7 @@ async fn route(
 ) -> Result<Reply, ApiError> {
     let (mut parts, body) = req.into_parts();
     check_framing(&parts)?;
-    if app.db.has_replicas() {
+    if app.db.uses_positions() {
         crate::db::request::begin(read_position(&parts.headers)?);
     }
     let Ok(matched) = app.router.at(parts.uri.path()) else {

@@ -364,9 +364,10 @@ filter = "owner=eq.@sub"
     assert!(hits >= 6, "{hits} hits of 10");
 }
 
-/// PostgreSQL has no commit epoch to read without a round trip: nothing is kept.
+/// PostgreSQL keeps no answers unless `cache.postgres_poll_ms` says how often to read its
+/// WAL position (commits made elsewhere are seen no sooner).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_answers_are_not_kept() {
+async fn postgres_answers_are_not_kept_by_default() {
     let s = TestServer::start(Backend::Postgres).await;
     for _ in 0..3 {
         assert_eq!(
@@ -376,6 +377,80 @@ async fn postgres_answers_are_not_kept() {
     }
     assert!(s.app.cache.is_none());
     assert_eq!(cache_counts(&s).await, (0, 0));
+}
+
+/// With `cache.postgres_poll_ms`, PostgreSQL's answers are kept: repeated reads are hits with
+/// the same bytes; a write through the API is in the very next read (the clock moves before
+/// the write is answered); a commit made behind the server's back (psql) is in the reads once
+/// the WAL position has been read again; a read naming a `Rowgate-Position` the clock has not
+/// read yet is not answered from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_answers_are_kept_until_the_wal_moves() {
+    let s = TestServer::start_with(Backend::Postgres, |c| c.cache.postgres_poll_ms = 20).await;
+    assert!(s.app.cache.is_some());
+    let path = "/team?select=team_id,points&team_id=eq.1";
+    // the clock is known once the first poll is answered
+    let mut first = body_of(&s, path).await;
+    for _ in 0..50 {
+        if cache_counts(&s).await.1 > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        first = body_of(&s, path).await;
+    }
+    assert_eq!(first.0, 200);
+    let (hits, _) = cache_counts(&s).await;
+    for _ in 0..10 {
+        assert_eq!(body_of(&s, path).await, first);
+    }
+    let (more_hits, _) = cache_counts(&s).await;
+    assert!(more_hits - hits >= 8, "{hits} → {more_hits} hits");
+
+    // a write through the API: the next read has it
+    let r = s
+        .patch("/team?team_id=eq.1", json!({"points": 4321}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(r.status(), 204);
+    // (where it committed, for reads on other nodes to name)
+    assert!(r.headers().contains_key("rowgate-position"));
+    assert_eq!(
+        body_of(&s, path).await,
+        (200, r#"[{"team_id":1,"points":4321}]"#.to_string())
+    );
+    // a commit behind its back: in the reads within a poll or two
+    let url = s.db_path.to_string_lossy().to_string();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .execute("UPDATE team SET points = 99 WHERE team_id = 1", &[])
+        .await
+        .expect("update");
+    let fresh = (200, r#"[{"team_id":1,"points":99}]"#.to_string());
+    let mut seen = body_of(&s, path).await;
+    for _ in 0..50 {
+        if seen == fresh {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        seen = body_of(&s, path).await;
+    }
+    assert_eq!(seen, fresh);
+    // a position past what the clock has read: not from the cache (nor kept)
+    let (hits, misses) = cache_counts(&s).await;
+    for _ in 0..3 {
+        let r = s
+            .get(path)
+            .header("Rowgate-Position", "FFFFFFFF/0")
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(cache_counts(&s).await, (hits, misses));
 }
 
 /// ORDS reads are kept as `/api`'s are: repeated, they are answered from the cache with the

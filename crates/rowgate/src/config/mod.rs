@@ -600,12 +600,17 @@ pub enum AccessLogFormat {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
-    /// Keep answers to GET requests and serve them again until the next commit (SQLite only).
+    /// Keep answers to GET requests and serve them again until the next commit (SQLite; on
+    /// PostgreSQL with `postgres_poll_ms`).
     pub enabled: bool,
     /// The most memory the kept answers may take, in MiB.
     pub max_mb: u64,
     /// Answers larger than this many KiB are not kept.
     pub max_entry_kb: u64,
+    /// PostgreSQL: how often the primary's WAL position is read to end kept answers after
+    /// commits made elsewhere, in milliseconds (0, the default: no cache on PostgreSQL, whose
+    /// commits made elsewhere could otherwise be missed for up to this long).
+    pub postgres_poll_ms: u64,
 }
 
 impl Default for CacheConfig {
@@ -614,6 +619,7 @@ impl Default for CacheConfig {
             enabled: true,
             max_mb: 16,
             max_entry_kb: 256,
+            postgres_poll_ms: 0,
         }
     }
 }

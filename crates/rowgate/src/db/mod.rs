@@ -2,6 +2,7 @@
 //! schema cache, health checks and reloads go through here too. SQLite (bundled) and
 //! PostgreSQL run the same jobs, each with its own interpreter.
 
+pub mod commit_clock;
 pub mod kept_counts;
 pub mod postgres;
 pub mod postgres_connect;
@@ -93,6 +94,15 @@ impl Database {
         }
     }
 
+    /// Whether requests carry WAL positions (`Rowgate-Position`: what a read must see, where a
+    /// write committed): with read replicas, or PostgreSQL's response cache.
+    pub fn uses_positions(&self) -> bool {
+        match self {
+            Database::Sqlite(_) => false,
+            Database::Postgres(db) => db.has_replicas() || db.tells_commits(),
+        }
+    }
+
     /// Checks the read replicas' health and lag (nothing without replicas).
     pub async fn check_replicas(&self) -> Result<(), DbError> {
         match self {
@@ -101,19 +111,22 @@ impl Database {
         }
     }
 
-    /// Whether [`Database::commit_epoch`] tells when anything was committed (SQLite), so that
-    /// answers can be kept until then (`crate::cache`).
+    /// Whether [`Database::commit_epoch`] tells when anything was committed (SQLite; PostgreSQL
+    /// with its commit clock running), so that answers can be kept until then (`crate::cache`).
     pub fn tells_commits(&self) -> bool {
-        matches!(self, Database::Sqlite(_))
+        match self {
+            Database::Sqlite(_) => true,
+            Database::Postgres(db) => db.tells_commits(),
+        }
     }
 
     /// A number that moves on whenever anything is committed to the database
-    /// ([`Sqlite::commit_epoch`]): SQLite only; PostgreSQL cannot tell it without a round
-    /// trip (`None`).
+    /// ([`Sqlite::commit_epoch`]; on PostgreSQL, [`commit_clock`]'s guarantee); `None`: no
+    /// answer may be served from the cache now.
     pub fn commit_epoch(&self) -> Option<u64> {
         match self {
             Database::Sqlite(db) => db.commit_epoch(),
-            Database::Postgres(_) => None,
+            Database::Postgres(db) => db.commit_epoch(),
         }
     }
 

@@ -149,6 +149,9 @@ pub struct PgOptions {
     pub replica_wait: Duration,
     /// Read each role's privileges with the schema (requests run as their role).
     pub privileges: bool,
+    /// How often the commit clock reads the primary's WAL position, for the response cache
+    /// (`None`: no cache on PostgreSQL).
+    pub commit_poll: Option<Duration>,
 }
 
 /// The PostgreSQL database: a connection pool (the primary's), its read replicas, and the
@@ -179,6 +182,11 @@ pub struct Postgres {
     /// statement are aggregated from a materialized CTE, which keeps the statement's order (the
     /// coordinator reads its stored rows in order).
     citus: bool,
+    /// What keeps the response cache fresh ([`super::commit_clock`]); polled only when
+    /// `polls` (the cache is on, and the database is not Citus, whose writes to distributed
+    /// tables leave the coordinator's WAL where it was).
+    clock: Arc<super::commit_clock::CommitClock>,
+    clock_polls: bool,
     /// Notified after this process commits a write job: what wakes the gatherer of a Citus
     /// cluster's workers' captured changes (`realtime::capture::citus`); nobody waits on it
     /// otherwise.
@@ -445,6 +453,14 @@ impl Postgres {
             .with_context(|| format!("cannot read the extensions of PostgreSQL at {target}"))?
             .get(0);
         drop(client);
+        let clock = Arc::new(super::commit_clock::CommitClock::default());
+        let clock_polls = match opts.commit_poll {
+            Some(every) if !citus => {
+                super::commit_clock::spawn_poller(pool.clone(), clock.clone(), every);
+                true
+            }
+            _ => false,
+        };
         Ok(Postgres {
             pool,
             target,
@@ -457,6 +473,8 @@ impl Postgres {
             schema: ArcSwap::from_pointee(schema),
             fingerprint: ArcSwap::from_pointee(fingerprint),
             citus,
+            clock,
+            clock_polls,
             commits: Arc::new(tokio::sync::Notify::new()),
             written: Arc::new(tokio::sync::Notify::new()),
             waits: Arc::default(),
@@ -635,7 +653,14 @@ impl Postgres {
             if commit && job.access == Access::Write {
                 self.written.notify_one();
             }
-            if commit && job.access == Access::Write && !self.replicas.is_empty() {
+            if job.access == Access::Write {
+                // before the write is answered: nothing kept before it is served after it
+                self.clock.written();
+            }
+            if commit
+                && job.access == Access::Write
+                && (!self.replicas.is_empty() || self.clock_polls)
+            {
                 // the insert position is past this transaction's commit record (committed
                 // whatever this tells: unknown, the write is answered without its position)
                 if let Ok(row) = client
@@ -651,6 +676,20 @@ impl Postgres {
             }
         }
         result.map_err(|e| drop_idle_when_gone(pool, e))
+    }
+
+    /// The response cache's commit epoch ([`super::commit_clock`]): `None` when the clock
+    /// does not run, is not known now, or the request names a position it has not read yet.
+    pub fn commit_epoch(&self) -> Option<u64> {
+        if !self.clock_polls {
+            return None;
+        }
+        self.clock.epoch(request::required())
+    }
+
+    /// Whether the commit clock runs (the response cache may keep answers).
+    pub fn tells_commits(&self) -> bool {
+        self.clock_polls
     }
 
     /// Whether read replicas are configured.

@@ -54,7 +54,8 @@ pub fn add_time(took: Duration) {
     let _ = SERVED.try_with(|s| s.time.set(s.time.get() + took));
 }
 
-/// A request starts (with replicas): its reads must see `required`; it has committed nothing.
+/// A request starts (with replicas or PostgreSQL's response cache): its reads must see
+/// `required`; it has committed nothing.
 pub fn begin(required: Option<Position>) {
     let _ = SERVED.try_with(|s| {
         s.required.set(required);
