@@ -453,6 +453,65 @@ async fn postgres_answers_are_kept_until_the_wal_moves() {
     assert_eq!(cache_counts(&s).await, (hits, misses));
 }
 
+/// Two nodes on one PostgreSQL, each keeping answers: a write through one is in the other's
+/// next read when the read names the write's `Rowgate-Position` (not served from a cache that
+/// has not read that position yet), and in every read of it within a poll or two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_nodes_keep_answers_fresh_for_positions_they_are_told() {
+    let first = TestServer::start_with(Backend::Postgres, |c| c.cache.postgres_poll_ms = 20).await;
+    let mut config = rowgate::config::Config::default();
+    config.cache.postgres_poll_ms = 20;
+    config.grants.push(common::grant_everything("anon"));
+    let second = TestServer::start_beside(&first, config).await;
+    let path = "/team?select=points&team_id=eq.2";
+    // the second node keeps its answer (hits once its clock is known)
+    for _ in 0..50 {
+        body_of(&second, path).await;
+        if cache_counts(&second).await.0 > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        cache_counts(&second).await.0 > 0,
+        "the second node answers from its cache"
+    );
+    for points in [11, 12, 13] {
+        let r = first
+            .patch("/team?team_id=eq.2", json!({"points": points}))
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(r.status(), 204);
+        let position = r.headers()["rowgate-position"]
+            .to_str()
+            .expect("position")
+            .to_string();
+        let r = second
+            .get(path)
+            .header("Rowgate-Position", &position)
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.json::<Value>().await.expect("json"),
+            json!([{"points": points}]),
+            "a read naming {position}"
+        );
+    }
+    let fresh = (200, r#"[{"points":13}]"#.to_string());
+    let mut seen = body_of(&second, path).await;
+    for _ in 0..50 {
+        if seen == fresh {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        seen = body_of(&second, path).await;
+    }
+    assert_eq!(seen, fresh);
+}
+
 /// ORDS reads are kept as `/api`'s are: repeated, they are answered from the cache with the
 /// same bytes, and a write (through ORDS) is in the next one. A trusted proxy's answers are
 /// kept apart from other clients' with the same headers: its `X-Forwarded-Host` names the
