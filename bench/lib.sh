@@ -1,4 +1,4 @@
-# Shell functions shared by bench/run and bench/soak (sourced, not run).
+# Shell functions shared by the bench scripts (sourced, not run).
 
 # Every load generator connects from loopback, one address opening up to 100k connections (S8):
 # the Rowgate servers the scripts start take them without limits.max_connections_per_address.
@@ -44,4 +44,55 @@ stop_postgres() {
         kill -INT "$(head -n 1 "$1/pg/data/postmaster.pid")" 2>/dev/null || true
         wait "$pg_pid" 2>/dev/null || true
     fi
+}
+
+# start_citus DIR: a Citus cluster in DIR/citus (a coordinator and two workers, each a server of
+# the installed binaries with the extension preloaded, a database `bench` with it on every node,
+# the coordinator in the metadata and the workers added). Needs start_postgres's pg_bin. Sets
+# citus_ports (coordinator first) and citus_url; stop it with stop_citus DIR. Returns 1 when
+# Citus is not installed (as root: ../shared/tools/build-citus.sh).
+start_citus() {
+    local dir="$1" as_pg=() name node port
+    ls /usr/lib/postgresql/*/lib/citus.so >/dev/null 2>&1 || return 1
+    if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); fi
+    mkdir -p "$dir/citus"
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir/citus"; fi
+    citus_ports=()
+    for name in coordinator worker1 worker2; do
+        node="$dir/citus/$name"
+        "${as_pg[@]}" "$pg_bin/initdb" -D "$node" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+        port="$(free_port)"
+        "${as_pg[@]}" "$pg_bin/postgres" -D "$node" -p "$port" -k "$node" -c listen_addresses=127.0.0.1 \
+            -c shared_preload_libraries=citus -c shared_buffers=256MB -c max_connections=300 \
+            -c max_prepared_transactions=300 >"$node.log" 2>&1 &
+        for _ in $(seq 100); do "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break; sleep 0.1; done
+        "$pg_bin/psql" -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE bench"
+        "$pg_bin/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d bench -c "CREATE EXTENSION citus"
+        citus_ports+=("$port")
+    done
+    "$pg_bin/psql" -q -h 127.0.0.1 -p "${citus_ports[0]}" -U postgres -d bench -v ON_ERROR_STOP=1 \
+        -c "SELECT citus_set_coordinator_host('127.0.0.1', ${citus_ports[0]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${citus_ports[1]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${citus_ports[2]})" >/dev/null
+    citus_url="postgres://postgres@127.0.0.1:${citus_ports[0]}/bench"
+}
+
+# citus_demo_layout: distributes the demo (made by `rowgate demo init` on citus_url) as
+# docs/deployment.md's Citus section does: its first SQL block there, the one tests/citus.rs runs.
+citus_demo_layout() {
+    python3 - docs/deployment.md <<'PY' | "$pg_bin/psql" -q -h 127.0.0.1 -p "${citus_ports[0]}" -U postgres -d bench -v ON_ERROR_STOP=1 >/dev/null 2>&1
+import sys
+doc = open(sys.argv[1]).read()
+section = doc[doc.index("### Distributing tables"):]
+section = section[:section.index("\n### ", 4)]
+print(section.split("```sql\n")[1].split("```")[0])
+PY
+}
+
+# stop_citus DIR: a fast shutdown of the cluster start_citus made there.
+stop_citus() {
+    local node
+    for node in "$1"/citus/*/; do
+        [ -f "$node/postmaster.pid" ] && kill -INT "$(head -n 1 "$node/postmaster.pid")" 2>/dev/null || true
+    done
 }
