@@ -364,6 +364,20 @@ filter = "owner=eq.@sub"
     assert!(hits >= 6, "{hits} hits of 10");
 }
 
+/// What `path` answers once it answers `expected` (a commit made elsewhere ends a PostgreSQL
+/// server's kept answers within a poll), or after half a second of asking.
+async fn answer_within_polls(s: &TestServer, path: &str, expected: &str) -> (u16, String) {
+    let mut seen = body_of(s, path).await;
+    for _ in 0..50 {
+        if seen == (200, expected.to_string()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        seen = body_of(s, path).await;
+    }
+    seen
+}
+
 /// PostgreSQL keeps no answers unless `cache.postgres_poll_ms` says how often to read its
 /// WAL position (commits made elsewhere are seen no sooner).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,16 +443,10 @@ async fn postgres_answers_are_kept_until_the_wal_moves() {
         .execute("UPDATE team SET points = 99 WHERE team_id = 1", &[])
         .await
         .expect("update");
-    let fresh = (200, r#"[{"team_id":1,"points":99}]"#.to_string());
-    let mut seen = body_of(&s, path).await;
-    for _ in 0..50 {
-        if seen == fresh {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        seen = body_of(&s, path).await;
-    }
-    assert_eq!(seen, fresh);
+    assert_eq!(
+        answer_within_polls(&s, path, r#"[{"team_id":1,"points":99}]"#).await,
+        (200, r#"[{"team_id":1,"points":99}]"#.to_string())
+    );
     // a position past what the clock has read: not from the cache (nor kept)
     let (hits, misses) = cache_counts(&s).await;
     for _ in 0..3 {
@@ -500,16 +508,10 @@ async fn postgres_nodes_keep_answers_fresh_for_positions_they_are_told() {
             "a read naming {position}"
         );
     }
-    let fresh = (200, r#"[{"points":13}]"#.to_string());
-    let mut seen = body_of(&second, path).await;
-    for _ in 0..50 {
-        if seen == fresh {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        seen = body_of(&second, path).await;
-    }
-    assert_eq!(seen, fresh);
+    assert_eq!(
+        answer_within_polls(&second, path, r#"[{"points":13}]"#).await,
+        (200, r#"[{"points":13}]"#.to_string())
+    );
 }
 
 /// ORDS reads are kept as `/api`'s are: repeated, they are answered from the cache with the

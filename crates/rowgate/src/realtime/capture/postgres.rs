@@ -32,28 +32,30 @@ fn setup_sql(citus: bool) -> String {
            SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM rowgate.changes_pruned);"
     );
     if !citus {
-        return format!("{log}\n{}", capture_function("capture", "true", ""));
+        return format!("{log}\n{}", capture_function("capture", false, ""));
     }
-    let here = super::citus::ON_COORDINATOR;
     format!(
         "{log}\n{}\n{}",
-        capture_function("capture", "here", ""),
+        capture_function("capture", true, ""),
         capture_function(
             "capture_reference",
-            "here",
+            true,
             "IF NOT here THEN RETURN NULL; END IF;"
         )
     )
-    .replace("{here}", here)
 }
 
 /// `CREATE OR REPLACE FUNCTION rowgate.{name}()`: the row's change appended to the log, under
-/// the capture lock and with a `NOTIFY` when `locks` (SQL) is true; `guard` runs first.
-fn capture_function(name: &str, locks: &str, guard: &str) -> String {
-    let here = if locks == "here" {
-        "here boolean := {here};"
+/// the capture lock and with a `NOTIFY`; on Citus (`citus`) those only on the coordinator
+/// (`here`), a worker's change going to its outbox; `guard` runs first.
+fn capture_function(name: &str, citus: bool, guard: &str) -> String {
+    let (here, locks) = if citus {
+        (
+            format!("here boolean := {};", super::citus::ON_COORDINATOR),
+            "here",
+        )
     } else {
-        ""
+        (String::new(), "true")
     };
     format!(
         "CREATE OR REPLACE FUNCTION rowgate.{name}() RETURNS trigger
