@@ -15,7 +15,9 @@ Called by bench/peers/start.sh. As the superuser it
 - makes a foreign-key column to a table loaded before it a relation field holding the
   referenced record's id (driver.team_id -> team "3"), so that PocketBase's `expand` embeds
   related records: /api/collections/team/records/3?expand=driver_via_team_id (S14);
-- gives each collection the source table's own indexes (people's on last_name, for S7).
+- gives each collection the source table's own indexes (people's on last_name, for S7);
+- adds a verified person to the built-in `users` auth collection (S17's sign-ins, with the
+  same email and password as Rowgate's bench account: SIGN_IN_EMAIL, SIGN_IN_PASSWORD).
 
 A TABLE written `people!` is also writable by anyone (create and delete rules public: S7's
 inserts and deletes; Rowgate's need the writer's token) and is loaded straight into
@@ -28,6 +30,10 @@ import sqlite3
 import sys
 import urllib.error
 import urllib.request
+
+# S17's account: bench/run signs the same person up on Rowgate
+SIGN_IN_EMAIL = "bench@example.com"
+SIGN_IN_PASSWORD = "bench password 1"
 
 
 def call(base, method, path, body=None, token=None):
@@ -64,6 +70,11 @@ def main():
     settings = call(base, "PATCH", "/api/settings", {"logs": {"maxDays": 0}}, token)
     if settings["logs"]["maxDays"] != 0:
         raise SystemExit("could not turn PocketBase request logs off")
+
+    call(base, "POST", "/api/collections/users/records", {
+        "email": SIGN_IN_EMAIL, "password": SIGN_IN_PASSWORD,
+        "passwordConfirm": SIGN_IN_PASSWORD, "verified": True,
+    }, token)
 
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts one peer server in the background on 127.0.0.1:PORT, serving the data of a SQLite file.
 #
-#   bench/peers/start.sh PEER DB PORT WORKDIR      PEER: nginx pocketbase datasette soul
+#   bench/peers/start.sh PEER DB PORT WORKDIR      PEER: nginx pocketbase datasette soul trailbase
 #
 # - nginx:      serves WORKDIR/static/ as files (the runner fills it with Rowgate's exact bytes);
 #               DB is not read. 1 worker, access_log off, default_type application/json.
@@ -11,6 +11,11 @@
 #               ("3"); the integer itself is kept in a field of the same name (team_id, emp_no).
 # - datasette:  serves a copy WORKDIR/datasette/demo.db, immutable (-i), so the URLs start /demo/.
 # - soul:       serves a copy WORKDIR/soul/demo.db; bound to 127.0.0.1 by a preloaded module.
+# - trailbase:  a fresh depot WORKDIR/trailbase/depot: tables `team`, `driver` and `people` as
+#               STRICT tables (a migration TrailBase applies at start), a record API each (public
+#               read; people: public create too), the rows copied in from DB
+#               (bench/peers/trailbase_load.py). TrailBase is in no registry: its `trail` binary,
+#               built by hand from its public source, is looked for at bench/.peers/trailbase/trail.
 #
 # Waits until the server answers (at most 60 s), writes its pid to WORKDIR/PEER.pid and prints the
 # pid on stdout (progress goes to stderr, server output to WORKDIR/PEER.log). Install the peers
@@ -155,9 +160,22 @@ start_pocketbase() {
         || { kill "$PID" 2>/dev/null || true; die "loading PocketBase failed"; }
 }
 
+start_trailbase() {
+    local dir="$WORKDIR/trailbase" bin="$PEERS_DIR/trailbase/trail" tables=(team driver people)
+    [ -x "$bin" ] || die "trailbase: no binary at $bin (TrailBase is in no registry: build its public source by hand)"
+    rm -rf "$dir"
+    mkdir -p "$dir/depot"
+    python3 "$HERE/trailbase_load.py" layout "$DB" "$dir/depot" "${tables[@]}" >&2
+    nohup "$bin" --depot "$dir/depot" run --address "$HOST:$PORT" </dev/null >"$LOG" 2>&1 &
+    PID=$!
+    wait_ready "$PID" /api/healthcheck
+    python3 "$HERE/trailbase_load.py" fill "$DB" "$dir/depot" "${tables[@]}" >&2 \
+        || { kill "$PID" 2>/dev/null || true; die "loading TrailBase failed"; }
+}
+
 case "$PEER" in
-    nginx | pocketbase | datasette | soul) ;;
-    *) die "unknown peer: $PEER (nginx pocketbase datasette soul)" ;;
+    nginx | pocketbase | datasette | soul | trailbase) ;;
+    *) die "unknown peer: $PEER (nginx pocketbase datasette soul trailbase)" ;;
 esac
 echo "start.sh: starting $PEER on $URL" >&2
 "start_$PEER"

@@ -124,6 +124,9 @@ struct LoadArgs {
     /// Fan-out: writes to send.
     #[arg(long)]
     writes: Option<u64>,
+    /// Fan-out: writers sending them at once.
+    #[arg(long, default_value_t = 1)]
+    writers: usize,
     /// WebSocket: most connections opening at once.
     #[arg(long, default_value_t = scenario::DEFAULT_IN_FLIGHT)]
     in_flight: usize,
@@ -428,6 +431,7 @@ async fn load_command(a: LoadArgs) -> anyhow::Result<()> {
             hold: Duration::try_from_secs_f64(a.hold_seconds.unwrap_or(0.0))
                 .context("--hold-seconds")?,
             writes: a.writes.unwrap_or(0),
+            writers: a.writers,
             write: (mode == Mode::Fanout).then_some(spec),
             in_flight: a.in_flight,
             pids: a.pids,
@@ -562,6 +566,7 @@ async fn scenario_command(a: ScenarioArgs) -> anyhow::Result<()> {
                         table: step.table.clone().unwrap_or_default(),
                         hold: step.hold(a.quick),
                         writes: step.writes(a.quick),
+                        writers: step.writers.unwrap_or(1),
                         write: mix.first().map(|r| r.spec.clone()),
                         in_flight: step.in_flight.unwrap_or(scenario::DEFAULT_IN_FLIGHT),
                         pids: target_pids.clone(),

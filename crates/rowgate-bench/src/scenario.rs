@@ -4,7 +4,7 @@
 //!
 //! A step is HTTP load (`closed`, `open`, `fresh`: `seconds`, `requests`, `rate`, `think_ms`)
 //! or a WebSocket run (`idle`, `connect`, `fanout`: `table`, `hold_seconds`, `writes`,
-//! `in_flight`; a fan-out's writes are the scenario's first `[[request]]`).
+//! `in_flight`, `writers`; a fan-out's writes are the scenario's first `[[request]]`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -85,6 +85,9 @@ pub struct Step {
     /// Fan-out: writes sent one after the other (each sets unique values).
     #[serde(default)]
     pub writes: Option<u64>,
+    /// Fan-out: writers sending them at once, each one write after the other (default 1).
+    #[serde(default)]
+    pub writers: Option<usize>,
     /// WebSocket runs: most connections opening at once (default [`DEFAULT_IN_FLIGHT`]).
     #[serde(default)]
     pub in_flight: Option<usize>,
@@ -169,7 +172,12 @@ impl Step {
         }
         let mode = self.mode.name();
         match (self.mode, self.writes) {
-            (Mode::Fanout, Some(writes)) => format!("{mode} s{} w{writes}", self.connections),
+            (Mode::Fanout, Some(writes)) => match self.writers {
+                Some(writers) if writers > 1 => {
+                    format!("{mode} s{} w{writes} x{writers}", self.connections)
+                }
+                _ => format!("{mode} s{} w{writes}", self.connections),
+            },
             _ => format!("{mode} c{}", self.connections),
         }
     }
@@ -184,12 +192,13 @@ impl Step {
         let ws_fields = self.table.is_some()
             || self.hold_seconds.is_some()
             || self.writes.is_some()
+            || self.writers.is_some()
             || self.in_flight.is_some();
         let mode = self.mode.name();
         if !self.mode.is_websocket() {
             anyhow::ensure!(
                 !ws_fields,
-                "table, hold_seconds, writes and in_flight are for WebSocket modes, not {mode}"
+                "table, hold_seconds, writes, writers and in_flight are for WebSocket modes, not {mode}"
             );
             return Ok(());
         }
@@ -217,6 +226,11 @@ impl Step {
             None if self.mode == Mode::Fanout => bail!("fanout needs writes"),
             Some(_) => bail!("writes is for fanout, not {mode}"),
             None => {}
+        }
+        match self.writers {
+            Some(0) => bail!("writers must be at least 1"),
+            Some(_) if self.mode != Mode::Fanout => bail!("writers is for fanout, not {mode}"),
+            _ => {}
         }
         Ok(())
     }
@@ -286,6 +300,7 @@ mod tests {
         let s = parse(&format!(
             "{HEAD}[[load]]\nmode = \"idle\"\nconnections = 100000\ntable = \"team\"\nhold_seconds = 5\n\
              [[load]]\nmode = \"fanout\"\nconnections = 1000\ntable = \"team\"\nwrites = 200\nin_flight = 50\n\
+             [[load]]\nmode = \"fanout\"\nconnections = 100\ntable = \"team\"\nwrites = 800\nwriters = 8\n\
              [[request]]\nmethod = \"PATCH\"\npath = \"/api/team?team_id=eq.1\"\n"
         ))
         .expect("parse");
@@ -302,6 +317,10 @@ mod tests {
             (200, QUICK_WRITES)
         );
         assert_eq!(fanout.in_flight, Some(50));
+        assert_eq!(fanout.writers, None);
+        let concurrent = &s.load[2];
+        assert_eq!(concurrent.label(), "fanout s100 w800 x8");
+        assert_eq!(concurrent.writers, Some(8));
     }
 
     #[test]
@@ -335,6 +354,8 @@ mod tests {
             "mode = \"connect\"\ntable = \"team\"\nin_flight = 0",
             "mode = \"fanout\"\ntable = \"team\"",
             "mode = \"fanout\"\ntable = \"team\"\nwrites = 0",
+            "mode = \"fanout\"\ntable = \"team\"\nwrites = 3\nwriters = 0",
+            "mode = \"connect\"\ntable = \"team\"\nwriters = 2",
             "mode = \"connect\"\ntable = \"team\"\nwrites = 0",
             "mode = \"idle\"\ntable = \"team\"\nhold_seconds = -1",
             "mode = \"closed\"\ntable = \"team\"",

@@ -5,8 +5,8 @@
 //!   connection, and its CPU use while nothing happens (µs per second);
 //! - connect: how fast connections are opened and subscribed (connections per second, latency
 //!   from connect to the `subscribed` ack);
-//! - fanout: a writer sends writes one after the other over HTTP (the scenario's request, each
-//!   setting unique values); every subscriber must get each write's event exactly once (a missing
+//! - fanout: writers (one unless told) send writes over HTTP, each one after the other (the
+//!   scenario's request, each setting unique values); every subscriber must get each write's event exactly once (a missing
 //!   or duplicated event is an error). Frames delivered per second, and commit-to-client latency:
 //!   the event's arrival minus the write's acknowledgement, in one process on one clock.
 //!
@@ -80,6 +80,8 @@ pub struct Plan {
     pub hold: Duration,
     /// Fan-out: writes to send.
     pub writes: u64,
+    /// Fan-out: writers sending them at once.
+    pub writers: usize,
     /// Fan-out: the write (its body must set values unique to each write, e.g. `{seq}`).
     pub write: Option<RequestSpec>,
     /// Most connections opening at once, over all client processes.
@@ -102,6 +104,7 @@ struct ShardPlan {
     table: String,
     in_flight: usize,
     writes: u64,
+    writers: usize,
     write: Option<RequestSpec>,
 }
 
@@ -176,6 +179,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Outcome> {
             table: plan.table.clone(),
             in_flight,
             writes: plan.writes,
+            writers: plan.writers,
             write: plan.write.clone(),
         };
         shards.push(Shard::spawn(index, &shard)?);
@@ -552,6 +556,11 @@ pub async fn shard(plan: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Locks `m`, also after a panic elsewhere (what it holds is counts, never half-written).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn emit(report: &Report) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
@@ -649,8 +658,9 @@ impl Clients {
         (clients, report)
     }
 
-    /// Sends the writes one after the other, then waits until every open connection has every
-    /// acknowledged write's event (or [`DELIVERY_TIMEOUT`] passed).
+    /// Sends the writes (`plan.writers` at once, each writer one after the other), then waits
+    /// until every open connection has every acknowledged write's event (or
+    /// [`DELIVERY_TIMEOUT`] passed).
     async fn fanout(&self, plan: &ShardPlan, writes: &Writes) -> Report {
         let mut report = Report::default();
         let Some(deliveries) = self.deliveries.clone() else {
@@ -659,27 +669,40 @@ impl Clients {
             return report;
         };
         let subscribers = self.opened.iter().filter(|o| **o).count() as u64;
-        let mut client = load::Client::new(plan.addr, plan.host.clone(), false);
         let first_sent = deliveries.now();
         // µs after the epoch at which each write was acknowledged (None: it failed)
-        let mut acked: Vec<Option<u64>> = Vec::with_capacity(writes.drawn.len());
-        for drawn in &writes.drawn {
-            let answer = client.exchange(drawn).await;
-            let at = deliveries.now();
-            match answer
-                .and_then(|(status, ct, body)| writes.request.check(drawn, status, &ct, &body))
-            {
-                Ok(()) => acked.push(Some(at)),
-                Err(e) => {
-                    acked.push(None);
-                    report.errors += 1;
-                    keep_sample(
-                        &mut report.samples,
-                        format!("write {} {}: {e}", drawn.method, drawn.path),
-                    );
+        let acked: Mutex<Vec<Option<u64>>> = Mutex::new(vec![None; writes.drawn.len()]);
+        let failures: Mutex<Report> = Mutex::new(Report::default());
+        let next = AtomicUsize::new(0);
+        let writer = || async {
+            let mut client = load::Client::new(plan.addr, plan.host.clone(), false);
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let Some(drawn) = writes.drawn.get(n) else {
+                    return;
+                };
+                let answer = client.exchange(drawn).await;
+                let at = deliveries.now();
+                match answer
+                    .and_then(|(status, ct, body)| writes.request.check(drawn, status, &ct, &body))
+                {
+                    Ok(()) => lock(&acked)[n] = Some(at),
+                    Err(e) => {
+                        let mut failed = lock(&failures);
+                        failed.errors += 1;
+                        keep_sample(
+                            &mut failed.samples,
+                            format!("write {} {}: {e}", drawn.method, drawn.path),
+                        );
+                    }
                 }
             }
-        }
+        };
+        futures_util::future::join_all((0..plan.writers.max(1)).map(|_| writer())).await;
+        let acked = acked.into_inner().unwrap_or_else(|e| e.into_inner());
+        let failed = failures.into_inner().unwrap_or_else(|e| e.into_inner());
+        report.errors += failed.errors;
+        report.samples = failed.samples;
         let expected = subscribers * acked.iter().flatten().count() as u64;
         let deadline = Instant::now() + DELIVERY_TIMEOUT;
         while deliveries.delivered() < expected && Instant::now() < deadline {
@@ -1237,6 +1260,7 @@ mod tests {
             table: "team".into(),
             hold: Duration::from_secs(4),
             writes: 10,
+            writers: 1,
             write: None,
             in_flight: 100,
             pids: vec![1],

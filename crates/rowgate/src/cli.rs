@@ -244,6 +244,12 @@ impl CommonArgs {
 
 /// Parses the command line and runs it.
 pub fn main() -> anyhow::Result<()> {
+    if let Some(plan) = crate::supervisor::handed_over() {
+        // `serve` became the supervisor (supervisor::hand_over): nothing else to parse
+        let plan = plan?;
+        init_logging(&plan.log);
+        return crate::supervisor::run(&plan.listen, plan.options);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(&args),
@@ -518,10 +524,6 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     }
     let config = args.common.load()?;
     let workers = args.workers.unwrap_or(config.supervisor.workers);
-    if workers > 0 {
-        // first: the exec runs everything before it again (its log lines twice)
-        crate::supervisor::lean_allocator();
-    }
     init_logging(&config.log);
     listen_address_free(&config)?;
     prepare_database(&args.common, &config, args.create)?;
@@ -535,16 +537,17 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         (!config.supervisor.pid_file.as_os_str().is_empty())
             .then(|| config.dir.resolve(&config.supervisor.pid_file))
     });
-    crate::supervisor::run(
-        &config.listen,
-        crate::supervisor::Options {
+    crate::supervisor::hand_over(crate::supervisor::HandOver {
+        listen: config.listen.clone(),
+        log: config.log.clone(),
+        options: crate::supervisor::Options {
             workers,
             worker_args: std::env::args().skip(1).collect(),
             pid_file,
             drain: Duration::from_millis(config.limits.drain_timeout_ms),
             backoff: Duration::from_millis(config.supervisor.restart_backoff_ms),
         },
-    )
+    })
 }
 
 /// The multi-threaded runtime a serving process runs on.
@@ -737,6 +740,11 @@ async fn open_database(config: &Config) -> anyhow::Result<Arc<Database>> {
     let db = if let DbTarget::Postgres(url) = config.db.target() {
         let opts = PgOptions {
             pool_size: config.db.pool_size,
+            // (at most all but one of the pool's: writes and transactions need the others)
+            shared_reads: config
+                .db
+                .shared_reads
+                .min(config.db.pool_size.saturating_sub(1)),
             max_lifetime: Duration::from_secs(config.db.max_lifetime_s),
             acquire_timeout: Duration::from_millis(config.db.acquire_timeout_ms),
             statement_timeout: Duration::from_millis(config.db.statement_timeout_ms),

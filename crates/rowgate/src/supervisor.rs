@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
@@ -104,6 +104,7 @@ impl Deaths {
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the supervisor needs to run.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Options {
     /// Worker processes to keep running.
     pub workers: usize,
@@ -112,11 +113,43 @@ pub struct Options {
     /// Where to write the pid (and, with `.json` appended, the state).
     pub pid_file: Option<PathBuf>,
     /// How long workers get to drain on shutdown before they are killed.
+    #[serde(with = "millis")]
     pub drain: Duration,
     /// The first pause before restarting a worker that keeps dying (doubling, at most
     /// [`MAX_BACKOFF`]).
+    #[serde(with = "millis")]
     pub backoff: Duration,
 }
+
+/// A duration as whole milliseconds, in a [`HandOver`].
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// What `serve` hands to the supervisor it becomes: everything the supervisor needs, worked
+/// out from the command line and the configuration before the hand-over.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HandOver {
+    /// The address to listen on (unless systemd passed a socket).
+    pub listen: String,
+    /// The log filter (`log`).
+    pub log: String,
+    /// How to run the workers.
+    pub options: Options,
+}
+
+/// Holds the JSON of a [`HandOver`] while `serve` re-executes itself as the supervisor.
+const HAND_OVER_ENV: &str = "ROWGATE_SUPERVISE";
 
 /// One running worker.
 struct Worker {
@@ -187,24 +220,37 @@ const EAGER_COMMIT_ENV: &str = "MIMALLOC_ARENA_EAGER_COMMIT";
 /// allocator's default back).
 const LEAN_ENV: &str = "ROWGATE_SUPERVISOR_LEAN";
 
-/// Re-executes the supervisor (same pid, same arguments) with mimalloc's eager arena commit
-/// off, unless the environment already says how to commit. mimalloc reads its options before
-/// `main`, so only a fresh `exec` can change them. Returns if the `exec` fails (the supervisor
-/// then runs as it is).
-pub fn lean_allocator() {
+/// Becomes the supervisor: re-executes this binary (same pid, same arguments) with `plan` in
+/// the environment, where [`handed_over`] finds it before anything else runs. The fresh image
+/// maps only what supervising touches (the configuration, the database's preparation and the
+/// command line were dealt with here, and their pages stay behind: an idle supervisor is
+/// about half the resident size it was), and mimalloc's eager arena commit is turned off in it
+/// (mimalloc reads its options before `main`: only a fresh `exec` can change them). If the
+/// `exec` fails, supervises from this process as it is.
+pub fn hand_over(plan: HandOver) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt as _;
-    if std::env::var_os(EAGER_COMMIT_ENV).is_some() || std::env::var_os(LEAN_ENV).is_some() {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let error = std::process::Command::new(exe)
+    let exe = std::env::current_exe().context("finding the rowgate binary")?;
+    let mut command = std::process::Command::new(exe);
+    command
         .args(std::env::args_os().skip(1))
-        .env(EAGER_COMMIT_ENV, "0")
-        .env(LEAN_ENV, "1")
-        .exec();
-    tracing::debug!("running without the lean allocator setting: {error}");
+        .env(HAND_OVER_ENV, serde_json::to_string(&plan)?);
+    if std::env::var_os(EAGER_COMMIT_ENV).is_none() {
+        command.env(EAGER_COMMIT_ENV, "0").env(LEAN_ENV, "1");
+    }
+    let error = command.exec();
+    tracing::debug!("supervising without a fresh image: {error}");
+    run(&plan.listen, plan.options)
+}
+
+/// The plan [`hand_over`] left for this process, if it is the supervisor `serve` became.
+pub fn handed_over() -> Option<anyhow::Result<HandOver>> {
+    let plan = std::env::var_os(HAND_OVER_ENV)?;
+    Some(
+        plan.into_string()
+            .map_err(|_| anyhow::anyhow!("{HAND_OVER_ENV} is not UTF-8"))
+            .and_then(|plan| serde_json::from_str(&plan).map_err(anyhow::Error::from))
+            .with_context(|| format!("reading the supervisor's plan ({HAND_OVER_ENV})")),
+    )
 }
 
 /// Binds `listen` (or takes the socket systemd passed, [`crate::server::activated`]), runs the
@@ -350,6 +396,7 @@ impl Supervisor {
             .context("sharing a pipe with the worker")?;
         }
         let mut command = tokio::process::Command::new(exe);
+        command.env_remove(HAND_OVER_ENV);
         if std::env::var_os(LEAN_ENV).is_some() {
             // the setting was the supervisor's own: workers keep the allocator's default
             command.env_remove(EAGER_COMMIT_ENV).env_remove(LEAN_ENV);

@@ -1163,6 +1163,8 @@ mod reads_waiting {
         let s = TestServer::start_prepared(b, dir, config, "", |c| {
             c.db.readers = 2;
             c.db.pool_size = 2;
+            // each read waits for a connection of its own (not behind another on a shared one)
+            c.db.shared_reads = 0;
             c.db.statement_timeout_ms = 1_000;
             c.cache.enabled = false;
         })

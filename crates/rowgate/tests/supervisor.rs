@@ -1086,6 +1086,46 @@ fn serve_takes_the_socket_a_service_manager_passes() {
     }
 }
 
+/// `serve` becomes the supervisor by re-executing itself (supervisor::hand_over): the same pid
+/// (what a service manager and the pid file know), the plan in its environment only: the
+/// workers, started from the fresh image, do not see it, and every one of them serves.
+#[test]
+fn serve_hands_over_to_a_fresh_supervisor_under_the_same_pid() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), 2, free_port());
+    let pid = supervisor_pid(&s);
+    assert_eq!(pid, s.child.id() as i32, "the pid serve was started with");
+    let environ = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .expect("environ")
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect::<Vec<_>>()
+    };
+    let plan = environ(pid)
+        .into_iter()
+        .find_map(|v| v.strip_prefix("ROWGATE_SUPERVISE=").map(str::to_owned))
+        .expect("the supervisor runs from the handed-over plan");
+    let plan: serde_json::Value = serde_json::from_str(&plan).expect("the plan is JSON");
+    assert_eq!(plan["options"]["workers"], 2, "{plan}");
+    assert_eq!(plan["listen"], format!("127.0.0.1:{}", s.port), "{plan}");
+    let workers = worker_pids(&s);
+    assert_eq!(workers.len(), 2);
+    for worker in workers {
+        assert!(
+            !environ(worker)
+                .iter()
+                .any(|v| v.starts_with("ROWGATE_SUPERVISE=")),
+            "worker {worker} inherited the supervisor's plan"
+        );
+    }
+    assert_eq!(get(&format!("{}/api/team/1", s.base)), 200);
+    // the supervisor announced itself once, from the fresh image
+    let log = log_of(dir.path());
+    assert_eq!(log.matches(" with 2 worker(s)").count(), 1, "{log}");
+}
+
 on_both_backends!(supervisor_killed => workers_die_with_the_supervisor, workers_die_with_the_supervisor_on_postgres);
 
 /// The supervisor killed outright: its workers exit within 2 s and the port is free for a new

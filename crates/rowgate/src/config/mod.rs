@@ -167,6 +167,14 @@ pub struct DbConfig {
     pub inline_reads: bool,
     /// PostgreSQL: most pooled connections.
     pub pool_size: usize,
+    /// PostgreSQL: pooled connections that reads of one statement outside a transaction share,
+    /// their statements pipelined (sent while the ones before them run), instead of each read
+    /// taking a connection to itself: fewer round trips and wake-ups per read on both sides.
+    /// A statement waits for those ahead of it on its connection; past 16 in flight on each,
+    /// or with a slow statement holding each up, a read takes its own. At most
+    /// `pool_size - 1` (the others are for writes and transactions); 0: every read takes its
+    /// own connection.
+    pub shared_reads: usize,
     /// PostgreSQL: how long a request waits for a free connection before a 503, in ms.
     pub acquire_timeout_ms: u64,
     /// PostgreSQL: a pooled connection older than this many seconds is closed instead of
@@ -879,6 +887,7 @@ impl Default for DbConfig {
             schema_poll_ms: 1_000,
             inline_reads: true,
             pool_size: 16,
+            shared_reads: 2,
             acquire_timeout_ms: 5_000,
             max_lifetime_s: 1_800,
             schemas: "public".into(),

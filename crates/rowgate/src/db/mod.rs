@@ -9,6 +9,7 @@ pub mod postgres_connect;
 mod postgres_error;
 pub mod replicas;
 pub mod request;
+pub mod shared_reads;
 pub mod sqlite;
 mod sqlite_error;
 pub mod sqlite_job;

@@ -23,6 +23,7 @@ use tokio_postgres::NoTls;
 use super::postgres_connect;
 use super::replicas::{Lsn, Position, Replicas};
 use super::request;
+use super::shared_reads::SharedReads;
 use super::tally::Tally;
 use crate::error::database::DbError;
 use crate::job::{Access, Format, Job, Output, OutputShape, Step};
@@ -127,6 +128,8 @@ pub fn spawn_listener(location: &str, channel: &'static str, wake: Arc<tokio::sy
 pub struct PgOptions {
     /// Most pooled connections.
     pub pool_size: usize,
+    /// Pooled connections that one-statement reads share, pipelined (0: none).
+    pub shared_reads: usize,
     /// A connection older than this is closed instead of reused (zero = no limit).
     pub max_lifetime: Duration,
     /// How long a request waits for a free connection before a 503.
@@ -193,6 +196,13 @@ pub struct Postgres {
     pub(crate) written: Arc<tokio::sync::Notify>,
     /// Reads waiting for a pooled connection.
     waits: Arc<super::waits::ReadWaits>,
+    /// The primary's connections that one-statement reads share ([`super::shared_reads`]).
+    shared: SharedReads,
+}
+
+/// The shared connections `opts` asks for, of one pool.
+fn shared_reads(opts: &PgOptions) -> SharedReads {
+    SharedReads::new(opts.shared_reads, opts.max_lifetime)
 }
 
 /// The schema cache's version for a catalog fingerprint (md5s in hex, one each of the exposed
@@ -425,7 +435,11 @@ impl Postgres {
         for replica in &opts.replicas {
             let name = super::replicas::display_name(replica);
             let (pool, _) = self::pool(replica, opts).with_context(|| format!("replica {name}"))?;
-            replicas.push(super::replicas::Replica::new(name, pool));
+            replicas.push(super::replicas::Replica::new(
+                name,
+                pool,
+                shared_reads(opts),
+            ));
         }
         let replicas = Replicas::new(replicas, opts.replica_max_lag);
         let client = pool.get().await.map_err(|e| {
@@ -478,6 +492,7 @@ impl Postgres {
             commits: Arc::new(tokio::sync::Notify::new()),
             written: Arc::new(tokio::sync::Notify::new()),
             waits: Arc::default(),
+            shared: shared_reads(opts),
         })
     }
 
@@ -575,7 +590,10 @@ impl Postgres {
                 if !has_replayed(replica, request::required(), self.replica_wait).await {
                     break;
                 }
-                match self.run_on(&replica.pool, &replica.name, &job).await {
+                match self
+                    .run_on(&replica.pool, &replica.shared, &replica.name, &job)
+                    .await
+                {
                     // the replica went away, or cancelled the read for a conflict with its
                     // recovery
                     Err(e)
@@ -588,7 +606,8 @@ impl Postgres {
                 }
             }
         }
-        self.run_on(&self.pool, &self.target, &job).await
+        self.run_on(&self.pool, &self.shared, &self.target, &job)
+            .await
     }
 
     /// The reads waiting for a pooled connection now, and their waits so far.
@@ -596,18 +615,16 @@ impl Postgres {
         &self.waits
     }
 
-    /// Runs `job` on a connection of `pool`, which connects to `target`.
-    async fn run_on(&self, pool: &Pool, target: &str, job: &Job) -> Result<Output, DbError> {
-        let waiting = (job.access == Access::Read).then(|| self.waits.wait());
-        let client = connection(pool, target).await;
-        drop(waiting);
-        let client = client?;
-        let session = Session {
-            client: &client,
-            prepared: self.prepared,
-            // (not a write's: Citus would run it as a subplan, whose errors lose their SQLSTATE)
-            materialize: self.citus && job.access == Access::Read,
-        };
+    /// Runs `job` on a connection of `pool`, which connects to `target`: a read of one
+    /// statement outside a transaction on one of the `shared` connections when there is one to
+    /// take, anything else on a connection of its own.
+    async fn run_on(
+        &self,
+        pool: &Pool,
+        shared: &SharedReads,
+        target: &str,
+        job: &Job,
+    ) -> Result<Output, DbError> {
         // (CSV names its columns from a statement prepared for the while: in a transaction,
         // where a pooler keeps the connection, when statements are not kept)
         let several = job.steps.len() > 1 || (!self.prepared && job.format == Format::Csv);
@@ -619,6 +636,28 @@ impl Postgres {
             Access::Read if several => Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             Access::Read if pooled => Some("BEGIN READ ONLY"),
             Access::Read => None,
+        };
+        let waiting = (job.access == Access::Read).then(|| self.waits.wait());
+        let lent = match transaction {
+            None => shared.lend(pool).await,
+            Some(_) => None,
+        };
+        let owned = match lent {
+            Some(_) => None,
+            None => Some(connection(pool, target).await),
+        };
+        drop(waiting);
+        let owned = owned.transpose()?;
+        let client: &deadpool_postgres::Object = match (&lent, &owned) {
+            (Some(lent), _) => lent,
+            (None, Some(owned)) => owned,
+            (None, None) => return Err(DbError::internal("a job without a connection")),
+        };
+        let session = Session {
+            client,
+            prepared: self.prepared,
+            // (not a write's: Citus would run it as a subplan, whose errors lose their SQLSTATE)
+            materialize: self.citus && job.access == Access::Read,
         };
         let begin = transaction.map(|begin| {
             if pooled {

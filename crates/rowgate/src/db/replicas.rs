@@ -152,6 +152,8 @@ pub struct Replica {
     pub name: String,
     /// Its connections.
     pub(crate) pool: Pool,
+    /// The connections of `pool` its one-statement reads share ([`super::shared_reads`]).
+    pub(crate) shared: super::shared_reads::SharedReads,
     /// In the rotation.
     healthy: AtomicBool,
     /// The position it had replayed at the last check.
@@ -165,11 +167,13 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// A replica at `name` served by `pool`, out of the rotation until its first check.
-    pub fn new(name: String, pool: Pool) -> Replica {
+    /// A replica at `name` served by `pool` (and `shared` of its connections), out of the
+    /// rotation until its first check.
+    pub fn new(name: String, pool: Pool, shared: super::shared_reads::SharedReads) -> Replica {
         Replica {
             name,
             pool,
+            shared,
             healthy: AtomicBool::new(false),
             replayed: AtomicU64::new(0),
             lag_ms: AtomicU64::new(0),
