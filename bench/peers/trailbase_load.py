@@ -4,7 +4,7 @@
     trailbase_load.py layout DB DEPOT TABLE...   before TrailBase starts
     trailbase_load.py fill DB DEPOT TABLE...     once it answers
 
-Called by bench/peers/start.sh. `layout` writes DEPOT/migrations/main/U<time>__bench.sql, which
+Called by bench/peers/start.sh. `layout` writes DEPOT/migrations/main/U<seconds>__bench.sql, which
 TrailBase applies at start: each TABLE as a STRICT table with the same columns, keys and
 foreign keys (TrailBase serves only STRICT tables with an INTEGER or UUID primary key), and
 DEPOT/config.textproto with a record API per table: readable by anyone, `people` creatable by
@@ -61,7 +61,8 @@ def record_api(table, fks):
 def layout(db, depot, tables):
     os.makedirs(os.path.join(depot, "migrations", "main"), exist_ok=True)
     sql = "\n".join(create_table(db, t) for t in tables)
-    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    # (a migration's version is a 32-bit integer: seconds since the epoch, as its docs do)
+    stamp = int(time.time())
     with open(os.path.join(depot, "migrations", "main", f"U{stamp}__bench.sql"), "w") as f:
         f.write(sql + "\n")
     apis = []
