@@ -887,7 +887,7 @@ impl Default for DbConfig {
             schema_poll_ms: 1_000,
             inline_reads: true,
             pool_size: 16,
-            shared_reads: 2,
+            shared_reads: 1,
             acquire_timeout_ms: 5_000,
             max_lifetime_s: 1_800,
             schemas: "public".into(),
