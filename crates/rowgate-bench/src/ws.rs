@@ -6,8 +6,8 @@
 //! - connect: how fast connections are opened and subscribed (connections per second, latency
 //!   from connect to the `subscribed` ack);
 //! - fanout: writers (one unless told) send writes over HTTP, each one after the other (the
-//!   scenario's request, each setting unique values); every subscriber must get each write's event exactly once (a missing
-//!   or duplicated event is an error). Frames delivered per second, and commit-to-client latency:
+//!   scenario's request, each setting unique values); every subscriber must get each write's
+//!   event exactly once (a missing or duplicated event is an error). Frames delivered per second, and commit-to-client latency:
 //!   the event's arrival minus the write's acknowledgement, in one process on one clock.
 //!
 //! One process may hold only so many sockets, and one source address has only ~28k ephemeral

@@ -639,20 +639,16 @@ impl Postgres {
         };
         let waiting = (job.access == Access::Read).then(|| self.waits.wait());
         let lent = match transaction {
-            None => shared.lend(pool).await,
+            None => shared.lend(pool).await.map(Lease::Shared),
             Some(_) => None,
         };
-        let owned = match lent {
-            Some(_) => None,
-            None => Some(connection(pool, target).await),
+        let lease = match lent {
+            Some(lease) => Ok(lease),
+            None => connection(pool, target).await.map(Lease::Own),
         };
         drop(waiting);
-        let owned = owned.transpose()?;
-        let client: &deadpool_postgres::Object = match (&lent, &owned) {
-            (Some(lent), _) => lent,
-            (None, Some(owned)) => owned,
-            (None, None) => return Err(DbError::internal("a job without a connection")),
-        };
+        let lease = lease?;
+        let client: &deadpool_postgres::Object = &lease;
         let session = Session {
             client,
             prepared: self.prepared,
@@ -760,6 +756,25 @@ impl Postgres {
             )
             .await?;
         Ok(Lsn::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+}
+
+/// The connection a job runs on: shared with other reads, or its own. (On the stack for the
+/// job, as the pooled connection was before; boxing it would cost each job an allocation.)
+#[allow(clippy::large_enum_variant)]
+enum Lease {
+    Shared(super::shared_reads::Shared),
+    Own(deadpool_postgres::Object),
+}
+
+impl std::ops::Deref for Lease {
+    type Target = deadpool_postgres::Object;
+
+    fn deref(&self) -> &deadpool_postgres::Object {
+        match self {
+            Lease::Shared(shared) => shared,
+            Lease::Own(own) => own,
+        }
     }
 }
 
